@@ -1,0 +1,1 @@
+"""Reference sinks built on sinkv2: files, Iceberg, PostgreSQL, Redis, HTTP."""

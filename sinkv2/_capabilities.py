@@ -1,0 +1,299 @@
+"""Find out which Sink V2 mixins a sink implements, and refuse half-implemented ones.
+
+The runtime calls `inspect_sink` before any job starts, so a sink that claims a
+mixin but lacks one of its methods (or spells it the Java way) fails at once with a
+message that names the method to define, not halfway through a job.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Final, final
+
+import attrs
+
+from sinkv2._committer import Committer
+from sinkv2._delivery import DeliveryGuarantee
+from sinkv2._sink import (
+    Sink,
+    SupportsCommitter,
+    SupportsPostCommitTopology,
+    SupportsPreCommitTopology,
+    SupportsPreWriteTopology,
+    SupportsWriterState,
+    WithCompatibleState,
+)
+from sinkv2._writer import CommittingSinkWriter, SinkWriter, StatefulSinkWriter
+from sinkv2.errors import SinkDefinitionError, describe
+
+__all__ = ["SinkCapabilities", "inspect_sink"]
+
+_MISSING: Final = object()
+
+
+@attrs.frozen
+class _Interface:
+    name: str
+    protocol: type
+    methods: tuple[str, ...]
+    signatures: tuple[str, ...]
+
+
+def _interface(protocol: type, *methods: str) -> _Interface:
+    signatures = tuple(
+        f"{name}{inspect.signature(getattr(protocol, name))}".replace("'", "") for name in methods
+    )
+    return _Interface(protocol.__name__, protocol, methods, signatures)
+
+
+_SINK = _interface(Sink, "create_writer")
+_COMMITTER_METHODS = ("create_committer", "get_committable_serializer")
+_MIXINS: Final = (
+    _interface(SupportsCommitter, *_COMMITTER_METHODS),
+    _interface(SupportsWriterState, "restore_writer", "get_writer_state_serializer"),
+    _interface(WithCompatibleState, "get_compatible_writer_state_names"),
+    _interface(SupportsPreWriteTopology, "add_pre_write_topology"),
+    _interface(
+        SupportsPreCommitTopology,
+        "add_pre_commit_topology",
+        "get_write_result_serializer",
+        *_COMMITTER_METHODS,
+    ),
+    _interface(SupportsPostCommitTopology, "add_post_commit_topology", *_COMMITTER_METHODS),
+)
+_WRITER = _interface(SinkWriter, "write", "flush", "close")
+_COMMITTING_WRITER = _interface(CommittingSinkWriter, "prepare_commit")
+_STATEFUL_WRITER = _interface(StatefulSinkWriter, "snapshot_state")
+_COMMITTER = _interface(Committer, "commit", "close")
+
+# The empty declarations on the interfaces themselves: inheriting one of these is
+# not implementing it.
+_DECLARATIONS: Final = frozenset(
+    id(interface.protocol.__dict__[method])
+    for interface in (_SINK, *_MIXINS, _WRITER, _COMMITTING_WRITER, _STATEFUL_WRITER, _COMMITTER)
+    for method in interface.methods
+    if method in interface.protocol.__dict__
+)
+
+
+def _java_name(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _find(obj: object, name: str) -> tuple[bool, str | None]:
+    """Whether ``obj`` implements method ``name``, and if not, why not."""
+    static = inspect.getattr_static(obj, name, _MISSING)
+    if static is _MISSING:
+        java = _java_name(name)
+        if java != name and inspect.getattr_static(obj, java, _MISSING) is not _MISSING:
+            return (
+                False,
+                f"{name}() is missing, but {java}() is defined: sinkv2 uses snake_case "
+                f"names; rename {java} to {name}",
+            )
+        return False, f"{name}() is missing"
+    if id(static) in _DECLARATIONS:
+        return False, f"{name}() is only inherited from the interface's empty declaration"
+    if not callable(getattr(obj, name)):
+        return False, f"{name} is {describe(getattr(obj, name))}, not a method"
+    return True, None
+
+
+def _mentions(obj: object, interface: _Interface) -> bool:
+    if interface.protocol in type(obj).__mro__:
+        return True
+    own = interface.methods[: len(interface.methods) - _inherited_count(interface)]
+    return any(
+        inspect.getattr_static(obj, candidate, _MISSING) is not _MISSING
+        for method in own
+        for candidate in (method, _java_name(method))
+    )
+
+
+def _inherited_count(interface: _Interface) -> int:
+    if interface.protocol in (SupportsPreCommitTopology, SupportsPostCommitTopology):
+        return len(_COMMITTER_METHODS)
+    return 0
+
+
+def _problems(obj: object, interface: _Interface) -> list[str]:
+    problems = []
+    for method, signature in zip(interface.methods, interface.signatures, strict=True):
+        ok, why = _find(obj, method)
+        if not ok:
+            problems.append(f"{why}; define {signature}")
+    return problems
+
+
+def _raise_if(obj: object, role: str, problems: dict[str, list[str]]) -> None:
+    problems = {name: found for name, found in problems.items() if found}
+    if not problems:
+        return
+    lines = [f"{type(obj).__qualname__} is a {role} that does not implement what it claims:"]
+    for interface, found in problems.items():
+        lines.extend(f"  - {interface}: {problem}" for problem in found)
+    raise SinkDefinitionError("\n".join(lines))
+
+
+@final
+@attrs.frozen
+class SinkCapabilities:
+    """Which Sink V2 mixins a sink implements; made by `inspect_sink`.
+
+    Attributes:
+        sink_type: The sink's class name.
+        committer: `SupportsCommitter` (directly or through a topology mixin).
+        writer_state: `SupportsWriterState`.
+        compatible_state: `WithCompatibleState`.
+        pre_write_topology: `SupportsPreWriteTopology`.
+        pre_commit_topology: `SupportsPreCommitTopology`.
+        post_commit_topology: `SupportsPostCommitTopology`.
+    """
+
+    sink_type: str
+    committer: bool = False
+    writer_state: bool = False
+    compatible_state: bool = False
+    pre_write_topology: bool = False
+    pre_commit_topology: bool = False
+    post_commit_topology: bool = False
+
+    @property
+    def delivery_guarantee(self) -> DeliveryGuarantee:
+        """The strongest guarantee the sink's shape allows (Flink's rules).
+
+        With a committer, exactly-once is possible (if the committer is idempotent
+        and writers stage output invisibly); without one, at-least-once at best.
+        """
+        return DeliveryGuarantee.EXACTLY_ONCE if self.committer else DeliveryGuarantee.AT_LEAST_ONCE
+
+    @property
+    def mixins(self) -> tuple[str, ...]:
+        """The names of the mixins implemented, in pipeline order."""
+        flags = (
+            (self.pre_write_topology, "SupportsPreWriteTopology"),
+            (self.writer_state, "SupportsWriterState"),
+            (self.compatible_state, "WithCompatibleState"),
+            (self.pre_commit_topology, "SupportsPreCommitTopology"),
+            (self.committer, "SupportsCommitter"),
+            (self.post_commit_topology, "SupportsPostCommitTopology"),
+        )
+        return tuple(name for flag, name in flags if flag)
+
+    def check_writer(self, writer: object) -> None:
+        """Raise `SinkDefinitionError` unless ``writer`` fits the sink's mixins.
+
+        A committing sink needs a `CommittingSinkWriter`, a stateful one a
+        `StatefulSinkWriter`. The runtime calls this on each writer it creates.
+        """
+        problems = {"SinkWriter": _problems(writer, _WRITER)}
+        if self.committer:
+            problems["CommittingSinkWriter (the sink implements SupportsCommitter)"] = _problems(
+                writer, _COMMITTING_WRITER
+            )
+        if self.writer_state:
+            problems["StatefulSinkWriter (the sink implements SupportsWriterState)"] = _problems(
+                writer, _STATEFUL_WRITER
+            )
+        _raise_if(writer, f"writer of {self.sink_type}", problems)
+
+    def check_committer(self, committer: object) -> None:
+        """Raise `SinkDefinitionError` unless ``committer`` has ``commit`` and ``close``."""
+        _raise_if(
+            committer,
+            f"committer of {self.sink_type}",
+            {"Committer": _problems(committer, _COMMITTER)},
+        )
+
+    def __str__(self) -> str:
+        return " + ".join((f"{self.sink_type}: Sink", *self.mixins))
+
+
+_SERIALIZER_GETTERS: Final = (
+    ("committer", "get_committable_serializer", "AttrsMsgpackSerializer(MyCommittable)"),
+    ("writer_state", "get_writer_state_serializer", "AttrsMsgpackSerializer(MyWriterState)"),
+    ("pre_commit_topology", "get_write_result_serializer", "AttrsMsgpackSerializer(MyWriteResult)"),
+)
+
+
+def _check_serializer(sink: object, getter: str, example: str) -> str | None:
+    try:
+        serializer = getattr(sink, getter)()
+    except Exception as error:  # noqa: BLE001  # reported as the sink's definition error
+        return f"{getter}() raised {type(error).__name__}: {error}"
+    missing = [
+        method
+        for method in ("get_version", "serialize", "deserialize")
+        if not callable(getattr(serializer, method, None))
+    ]
+    if missing:
+        return (
+            f"{getter}() returned {describe(serializer)}, which is not a "
+            f"SimpleVersionedSerializer (no {', '.join(m + '()' for m in missing)}); "
+            f"return one, e.g. {example}"
+        )
+    try:
+        version = serializer.get_version()
+    except Exception as error:  # noqa: BLE001  # reported as the sink's definition error
+        return f"{getter}().get_version() raised {type(error).__name__}: {error}"
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 2**31:
+        return (
+            f"{getter}().get_version() must return an int in [0, 2**31) (got {describe(version)})"
+        )
+    return None
+
+
+def inspect_sink(sink: object) -> SinkCapabilities:
+    """Report which Sink V2 mixins ``sink`` implements, after checking it implements them fully.
+
+    A mixin counts as claimed when the sink's class subclasses it or defines any of
+    its own methods (in snake_case or Flink's camelCase). A claimed mixin must have
+    every method defined; serializer getters must return serializers. Nothing of
+    the sink is changed; the serializer getters are called once.
+
+    Returns:
+        The sink's capabilities.
+
+    Raises:
+        SinkDefinitionError: Something claimed is not implemented. The message lists
+            every problem with the method to define, and says when a Java name such as
+            ``createCommitter`` was found instead of ``create_committer``.
+    """
+    if isinstance(sink, type):
+        raise SinkDefinitionError(
+            f"expected a sink instance, got the class {sink.__qualname__}; "
+            f"pass {sink.__qualname__}(...) instead"
+        )
+    problems: dict[str, list[str]] = {"Sink": _problems(sink, _SINK)}
+    claimed: dict[type, bool] = {}
+    for mixin in _MIXINS:
+        claimed[mixin.protocol] = _mentions(sink, mixin)
+        if claimed[mixin.protocol]:
+            problems[mixin.name] = _problems(sink, mixin)
+    if claimed[WithCompatibleState] and not claimed[SupportsWriterState]:
+        problems["WithCompatibleState"].append(
+            "it only makes sense with SupportsWriterState; implement restore_writer() and "
+            "get_writer_state_serializer() too"
+        )
+    _raise_if(sink, "sink", problems)
+
+    capabilities = SinkCapabilities(
+        sink_type=type(sink).__qualname__,
+        committer=claimed[SupportsCommitter]
+        or claimed[SupportsPreCommitTopology]
+        or claimed[SupportsPostCommitTopology],
+        writer_state=claimed[SupportsWriterState],
+        compatible_state=claimed[WithCompatibleState],
+        pre_write_topology=claimed[SupportsPreWriteTopology],
+        pre_commit_topology=claimed[SupportsPreCommitTopology],
+        post_commit_topology=claimed[SupportsPostCommitTopology],
+    )
+    serializer_problems = [
+        problem
+        for flag, getter, example in _SERIALIZER_GETTERS
+        if getattr(capabilities, flag)
+        and (problem := _check_serializer(sink, getter, example)) is not None
+    ]
+    _raise_if(sink, "sink", {"serializers": serializer_problems})
+    return capabilities

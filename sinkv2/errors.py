@@ -1,0 +1,142 @@
+"""Every error sinkv2 raises on purpose derives from one root, `SinkV2Error`.
+
+The hierarchy is small and each leaf says what kind of mistake it is, so callers
+can catch what they can handle and let the rest fail the job::
+
+    SinkV2Error
+    ├── SinkDefinitionError (TypeError)       a sink or writer does not implement what it claims
+    ├── SinkConfigurationError (ValueError)   a setting has a bad value
+    ├── SerializationError (ValueError)       bytes could not be written or read
+    │   ├── CorruptDataError                  truncated, garbled, or undecodable bytes
+    │   └── UnsupportedVersionError           bytes of a version the serializer cannot read
+    ├── CommitError                           a commit did not complete; the job must fail
+    │   ├── CommitFailedError                 a committable failed with an unknown reason
+    │   └── CommitRetriesExhaustedError       committables still asked to retry after the budget
+    └── IllegalLifecycleError (RuntimeError)  a method was called out of its documented order
+
+Builtin bases are mixed in where the meaning matches, so ``except TypeError`` still
+catches a half-implemented sink and ``except ValueError`` still catches a bad setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+__all__ = [
+    "CommitError",
+    "CommitFailedError",
+    "CommitRetriesExhaustedError",
+    "CorruptDataError",
+    "IllegalLifecycleError",
+    "SerializationError",
+    "SinkConfigurationError",
+    "SinkDefinitionError",
+    "SinkV2Error",
+    "UnsupportedVersionError",
+]
+
+_MAX_REPR = 200
+
+
+def describe(value: object) -> str:
+    """Describe a value for an error message: a bounded repr plus its type name."""
+    text = repr(value)
+    if len(text) > _MAX_REPR:
+        text = text[: _MAX_REPR - 3] + "..."
+    return f"{text} of type {type(value).__name__}"
+
+
+class SinkV2Error(Exception):
+    """Root of every error that sinkv2 raises on purpose."""
+
+
+class SinkDefinitionError(SinkV2Error, TypeError):
+    """A sink, writer or serializer does not implement the interfaces it claims.
+
+    Raised before any data moves: by `inspect_sink` when a mixin is half
+    implemented, and by the runtime when a writer returned by a sink lacks the
+    methods the sink's mixins require.
+    """
+
+
+class SinkConfigurationError(SinkV2Error, ValueError):
+    """A configuration value is out of range or of the wrong type."""
+
+
+class SerializationError(SinkV2Error, ValueError):
+    """Bytes could not be produced from, or turned back into, an object.
+
+    Attributes:
+        serializer: A description of the serializer involved.
+    """
+
+    def __init__(self, message: str, *, serializer: str) -> None:
+        super().__init__(message)
+        self.serializer = serializer
+
+
+class CorruptDataError(SerializationError):
+    """The bytes are truncated, have inconsistent framing, or the payload does not decode.
+
+    Attributes:
+        version: The version read from the framing, or ``None`` if even that was unreadable.
+    """
+
+    def __init__(self, message: str, *, serializer: str, version: int | None = None) -> None:
+        super().__init__(message, serializer=serializer)
+        self.version = version
+
+
+class UnsupportedVersionError(SerializationError):
+    """The bytes carry a version the serializer does not know how to read.
+
+    Usually the bytes were written by a newer release of the sink than the one
+    reading them, or an old version was dropped from the serializer's readers.
+
+    Attributes:
+        version: The version found in the bytes.
+        supported: The versions the serializer says it can read.
+    """
+
+    def __init__(
+        self, message: str, *, serializer: str, version: int, supported: Sequence[int]
+    ) -> None:
+        super().__init__(message, serializer=serializer)
+        self.version = version
+        self.supported = tuple(supported)
+
+
+class CommitError(SinkV2Error):
+    """Committing did not complete, and the job must fail rather than lose data.
+
+    Committers must be idempotent, so re-running the failed commit later (after the
+    cause is fixed) is always safe.
+
+    Attributes:
+        committables: The committables this error is about.
+    """
+
+    def __init__(self, message: str, *, committables: Collection[Any] = ()) -> None:
+        super().__init__(message)
+        self.committables = tuple(committables)
+
+
+class CommitFailedError(CommitError):
+    """A committable failed with an unknown reason, or the committer raised."""
+
+
+class CommitRetriesExhaustedError(CommitError):
+    """Committables still asked to be retried after the retry budget was spent.
+
+    Attributes:
+        retries: The number of retries that were made.
+    """
+
+    def __init__(self, message: str, *, committables: Collection[Any], retries: int) -> None:
+        super().__init__(message, committables=committables)
+        self.retries = retries
+
+
+class IllegalLifecycleError(SinkV2Error, RuntimeError):
+    """A lifecycle method was called in a state that does not allow it."""
