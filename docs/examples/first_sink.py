@@ -1,0 +1,248 @@
+"""Implement your first sink: JSON Lines files in a directory, exactly once.
+
+This is the complete example of the tutorial "Implement your first sink". It has
+no Spark in it: the `main` function plays the runtime by hand, the way a Spark job
+would drive the sink with two partitions. Run it with::
+
+    python docs/examples/first_sink.py [OUTPUT_DIRECTORY]
+
+Without an argument it writes to a fresh temporary directory.
+"""
+
+# --8<-- [start:imports]
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Collection
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+
+from sinkv2 import (
+    AttrsMsgpackSerializer,
+    BasicCommitterInitContext,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    CommitRequest,
+    Committer,
+    CommitterInitContext,
+    CommittingSinkWriter,
+    SimpleVersionedSerialization,
+    SimpleVersionedSerializer,
+    Sink,
+    SinkWriter,
+    SupportsCommitter,
+    WriterInitContext,
+    commit_with_retries,
+    inspect_sink,
+)
+
+Record = dict[str, Any]
+"""What the sink writes: one JSON object per element."""
+# --8<-- [end:imports]
+
+
+# --8<-- [start:committable]
+@attrs.frozen
+class StagedFile:
+    """The committable: a hidden staged file, and the name it gets once committed.
+
+    Names are relative to the sink's directory, so the committable says everything
+    the committer needs, in whatever process the committer runs.
+    """
+
+    staged_name: str
+    final_name: str
+    record_count: int
+
+
+# --8<-- [end:committable]
+
+
+# --8<-- [start:writer]
+class JsonLinesWriter(CommittingSinkWriter[Record, StagedFile]):
+    """Stages one subtask's records in a hidden file; hands the file over on prepare_commit."""
+
+    def __init__(self, directory: Path, context: WriterInitContext) -> None:
+        self._directory = directory
+        # Unique to this attempt of this subtask: two attempts never share a file.
+        self._token = context.get_attempt_token()
+        self._records_sent = context.metric_group().get_num_records_send_counter()
+        self._sequence = 0  # one staged file per prepare_commit() call
+        self._file: IO[str] | None = None
+        self._record_count = 0
+
+    def _staged_name(self) -> str:
+        return f".part-{self._token}-{self._sequence}.jsonl.inprogress"
+
+    def write(self, element: Record, context: SinkWriter.Context) -> None:
+        """Append ``element`` as one JSON line to the staged file."""
+        if self._file is None:
+            self._directory.mkdir(parents=True, exist_ok=True)
+            # "x": fail rather than append to a file another attempt left behind.
+            self._file = open(self._directory / self._staged_name(), "x", encoding="utf-8")  # noqa: SIM115  # closed in prepare_commit() or close()
+        self._file.write(json.dumps(element, sort_keys=True) + "\n")
+        self._record_count += 1
+        self._records_sent.inc()
+
+    def flush(self, end_of_input: bool) -> None:
+        """Make the staged records durable before they are handed over."""
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def prepare_commit(self) -> Collection[StagedFile]:
+        """Close the staged file and describe it as a committable (none if nothing was written)."""
+        if self._file is None:
+            return []
+        self._file.close()
+        self._file = None
+        staged = StagedFile(
+            staged_name=self._staged_name(),
+            final_name=f"part-{self._token}-{self._sequence}.jsonl",
+            record_count=self._record_count,
+        )
+        self._sequence += 1
+        self._record_count = 0
+        return [staged]
+
+    def close(self) -> None:
+        """Remove a staged file that no committable names (the attempt failed midway)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            (self._directory / self._staged_name()).unlink(missing_ok=True)
+
+
+# --8<-- [end:writer]
+
+
+# --8<-- [start:committer]
+class JsonLinesCommitter(Committer[StagedFile]):
+    """Makes staged files visible by renaming them; committing twice is harmless."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def commit(self, requests: Collection[CommitRequest[StagedFile]]) -> None:
+        """Rename each staged file to its final name, atomically."""
+        for request in requests:
+            staged = request.get_committable()
+            source = self._directory / staged.staged_name
+            target = self._directory / staged.final_name
+            try:
+                # Atomic on POSIX and Windows: readers see the whole file or none of it.
+                os.replace(source, target)
+            except FileNotFoundError as missing:
+                if target.exists():
+                    # A replay after a failure: this file was committed before.
+                    request.signal_already_committed()
+                else:
+                    # Nothing left to commit: drop it, log a warning, keep the job going.
+                    request.signal_failed_with_known_reason(missing)
+
+    def close(self) -> None:
+        """Nothing to release: the committer holds no open resources."""
+
+
+# --8<-- [end:committer]
+
+
+# --8<-- [start:sink]
+class JsonLinesSink(Sink[Record], SupportsCommitter[StagedFile]):
+    """Writes JSON Lines files into ``directory``, exactly once.
+
+    The sink is plain data (a path), so it can be shipped to executors; writers and
+    committers open files, the sink never does.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def create_writer(self, context: WriterInitContext) -> JsonLinesWriter:
+        """A writer for the subtask described by ``context``."""
+        return JsonLinesWriter(self.directory, context)
+
+    def create_committer(self, context: CommitterInitContext) -> JsonLinesCommitter:
+        """The committer that renames staged files."""
+        return JsonLinesCommitter(self.directory)
+
+    def get_committable_serializer(self) -> SimpleVersionedSerializer[StagedFile]:
+        """Committables travel and are stored as msgpack, version 1."""
+        return AttrsMsgpackSerializer(StagedFile, version=1)
+
+
+# --8<-- [end:sink]
+
+
+# --8<-- [start:main]
+def main(argv: list[str]) -> int:
+    """Drive the sink by hand, as a runtime would: two subtasks, then one commit."""
+    directory = Path(argv[1]) if len(argv) > 1 else Path(tempfile.mkdtemp(prefix="first-sink-"))
+    sink = JsonLinesSink(directory)
+
+    # 1. Check the sink before any data moves.
+    capabilities = inspect_sink(sink)
+    print(f"{capabilities} -> {capabilities.delivery_guarantee}")
+
+    # 2. Write: one writer per subtask, as Spark runs one task per partition.
+    partitions: list[list[Record]] = [
+        [{"order": 1, "item": "apple"}, {"order": 2, "item": "pear"}],
+        [{"order": 3, "item": "plum"}],
+    ]
+    serializer = sink.get_committable_serializer()
+    shipped: list[bytes] = []
+    for subtask_id, elements in enumerate(partitions):
+        writer = sink.create_writer(
+            BasicWriterInitContext(
+                subtask_id=subtask_id, number_of_parallel_subtasks=len(partitions)
+            )
+        )
+        capabilities.check_writer(writer)  # a committing sink needs a CommittingSinkWriter
+        try:
+            context = BasicSinkWriterContext()
+            for element in elements:
+                writer.write(element, context)
+            writer.flush(True)  # end of input
+            for committable in writer.prepare_commit():
+                # Committables leave the task as framed, versioned bytes.
+                shipped.append(
+                    SimpleVersionedSerialization.write_version_and_serialize(
+                        serializer, committable
+                    )
+                )
+        finally:
+            writer.close()
+
+    # 3. Commit: once, for all subtasks, under the end-of-input checkpoint id.
+    committables = [
+        SimpleVersionedSerialization.read_version_and_deserialize(serializer, data)
+        for data in shipped
+    ]
+    committer = sink.create_committer(BasicCommitterInitContext())
+    capabilities.check_committer(committer)
+    try:
+        outcome = commit_with_retries(committer, committables, what="first sink, END_OF_INPUT")
+        print(f"commit: {outcome}")
+        # 4. Recovery commits the same committables again; nothing is written twice.
+        replay = commit_with_retries(committer, committables, what="first sink, replay")
+        print(f"replay: {replay}")
+    finally:
+        committer.close()
+
+    print(f"output in {directory}:")
+    for path in sorted(directory.iterdir()):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        print(f"  {path.name}: {len(lines)} record(s)")
+    return 0
+
+
+# --8<-- [end:main]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
