@@ -19,6 +19,7 @@ A version-1 payload read by a version-3 serializer goes through ``upgrades[1]`` 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, final
 
@@ -27,20 +28,34 @@ import cattrs
 import msgpack
 from cattrs.preconf.msgpack import make_converter
 
+from sinkv2._text import describe
 from sinkv2.errors import (
     CorruptDataError,
     SerializationError,
     SinkConfigurationError,
     UnsupportedVersionError,
-    describe,
 )
 
-__all__ = ["AttrsMsgpackSerializer"]
+__all__ = ["AttrsMsgpackSerializer", "default_converter"]
 
 T = TypeVar("T")
 
 Upgrade = Callable[[Any], Any]
 """Turns the decoded data of version ``v`` into the decoded data of version ``v + 1``."""
+
+
+def default_converter() -> cattrs.Converter:
+    """cattrs' msgpack converter, with datetimes kept exact.
+
+    cattrs' msgpack preset stores datetimes as float timestamps, which loses
+    microseconds far from 1970; a committable must read back exactly, so datetimes,
+    dates and times travel as ISO-8601 strings instead.
+    """
+    converter = make_converter()
+    for kind in (dt.datetime, dt.date, dt.time):
+        converter.register_unstructure_hook(kind, lambda value: value.isoformat())
+        converter.register_structure_hook(kind, lambda text, cls: cls.fromisoformat(text))
+    return converter
 
 
 @final
@@ -54,7 +69,7 @@ class AttrsMsgpackSerializer(Generic[T]):
             version ``v``'s decoded data (a dict keyed by field name) to version
             ``v + 1``'s. The keys must form an unbroken run ending at ``version - 1``.
         converter: A cattrs converter with extra hooks for field types msgpack and
-            cattrs do not handle by default. Defaults to cattrs' msgpack converter.
+            cattrs do not handle by default. Defaults to `default_converter`.
 
     Raises:
         SinkConfigurationError: ``cls`` is not an attrs class, ``version`` is not a
@@ -98,7 +113,7 @@ class AttrsMsgpackSerializer(Generic[T]):
         self._version = version
         self._upgrades = upgrades
         self._custom_converter = converter
-        self._converter = converter or make_converter()
+        self._converter = converter or default_converter()
 
     def get_version(self) -> int:
         """The version `serialize` writes."""
@@ -205,4 +220,4 @@ class AttrsMsgpackSerializer(Generic[T]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if "_converter" not in state:
-            self._converter = make_converter()
+            self._converter = default_converter()

@@ -23,8 +23,9 @@ from sinkv2._sink import (
     SupportsWriterState,
     WithCompatibleState,
 )
+from sinkv2._text import describe
 from sinkv2._writer import CommittingSinkWriter, SinkWriter, StatefulSinkWriter
-from sinkv2.errors import SinkDefinitionError, describe
+from sinkv2.errors import SinkDefinitionError
 
 __all__ = ["SinkCapabilities", "inspect_sink"]
 

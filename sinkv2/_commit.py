@@ -30,12 +30,12 @@ from sinkv2._metrics import (
     InMemorySinkCommitterMetricGroup,
     SinkCommitterMetricGroup,
 )
+from sinkv2._text import describe
 from sinkv2.errors import (
     CommitFailedError,
     CommitRetriesExhaustedError,
     IllegalLifecycleError,
     SinkConfigurationError,
-    describe,
 )
 
 __all__ = [

@@ -22,43 +22,7 @@ from typing import Protocol, TypeVar
 __all__ = ["CommitRequest", "Committer"]
 
 CommT = TypeVar("CommT")
-
-
-class CommitRequest(Protocol[CommT]):
-    """One committable handed to `Committer.commit`, and the way to report its outcome.
-
-    Signal each request at most once per `Committer.commit` call, or not at all
-    (meaning: committed).
-    """
-
-    def get_committable(self) -> CommT:
-        """The committable to commit."""
-        ...
-
-    def get_number_of_retries(self) -> int:
-        """How many times this committable was retried before; 0 on the first try."""
-        ...
-
-    def signal_failed_with_known_reason(self, error: BaseException) -> None:
-        """Drop the committable: it failed for an understood, accepted reason.
-
-        For example its data is gone. The job goes on; a warning is logged.
-        """
-
-    def signal_failed_with_unknown_reason(self, error: BaseException) -> None:
-        """Fail the job: the committable cannot be committed and nobody knows why.
-
-        The error the job fails with names the committable.
-        """
-
-    def retry_later(self) -> None:
-        """The commit failed in a way that may pass; try this committable again."""
-
-    def update_and_retry_later(self, committable: CommT) -> None:
-        """Part of the committable was committed; try again with what is left."""
-
-    def signal_already_committed(self) -> None:
-        """The committable was committed before (a replay); count it as committed."""
+RequestT = TypeVar("RequestT")
 
 
 class Committer(Protocol[CommT]):
@@ -67,7 +31,43 @@ class Committer(Protocol[CommT]):
     Required: `commit`, `close`.
     """
 
-    def commit(self, requests: Collection[CommitRequest[CommT]]) -> None:
+    class CommitRequest(Protocol[RequestT]):
+        """One committable handed to `Committer.commit`, and the way to report its outcome.
+
+        Signal each request at most once per `Committer.commit` call, or not at all
+        (meaning: committed).
+        """
+
+        def get_committable(self) -> RequestT:
+            """The committable to commit."""
+            ...
+
+        def get_number_of_retries(self) -> int:
+            """How many times this committable was retried before; 0 on the first try."""
+            ...
+
+        def signal_failed_with_known_reason(self, error: BaseException) -> None:
+            """Drop the committable: it failed for an understood, accepted reason.
+
+            For example its data is gone. The job goes on; a warning is logged.
+            """
+
+        def signal_failed_with_unknown_reason(self, error: BaseException) -> None:
+            """Fail the job: the committable cannot be committed and nobody knows why.
+
+            The error the job fails with names the committable.
+            """
+
+        def retry_later(self) -> None:
+            """The commit failed in a way that may pass; try this committable again."""
+
+        def update_and_retry_later(self, committable: RequestT) -> None:
+            """Part of the committable was committed; try again with what is left."""
+
+        def signal_already_committed(self) -> None:
+            """The committable was committed before (a replay); count it as committed."""
+
+    def commit(self, requests: Collection[Committer.CommitRequest[CommT]]) -> None:
         """Commit every request's committable, and signal the ones that did not commit.
 
         Must be idempotent: any committable may arrive again after a failure,
@@ -82,3 +82,7 @@ class Committer(Protocol[CommT]):
 
     def close(self) -> None:
         """Release resources. Called once, also after failures."""
+
+
+CommitRequest = Committer.CommitRequest
+"""The same as `Committer.CommitRequest`."""

@@ -8,6 +8,7 @@ sinks build them directly.
 
 from __future__ import annotations
 
+import uuid
 from typing import Final, Protocol
 
 import attrs
@@ -116,7 +117,7 @@ class _BasicInitContext:
     subtask_id: int = 0
     number_of_parallel_subtasks: int = 1
     attempt_number: int = attrs.field(default=0, validator=_subtask_fields_are_consistent)
-    job_id: str = "local"
+    job_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     restored_checkpoint_id: int | None = None
 
     def get_subtask_id(self) -> int:
@@ -144,8 +145,9 @@ class _BasicInitContext:
 class BasicWriterInitContext(_BasicInitContext):
     """A `WriterInitContext` made of plain values (sinkv2 extension).
 
-    The attempt token defaults to one derived from the job id, subtask and attempt
-    number, which is unique as long as the job id is.
+    The job id defaults to a fresh random one, and the attempt token to one derived
+    from the job id, subtask and attempt number, so two hand-driven runs never
+    share staging names.
     """
 
     metrics: InMemorySinkWriterMetricGroup = attrs.field(factory=InMemorySinkWriterMetricGroup)

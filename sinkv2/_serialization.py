@@ -6,6 +6,7 @@ the way Flink frames them, so any reader can tell which version wrote them::
     +----------------+----------------+-------------------+
     | version (int32) | length (int32) | payload (length)  |   big-endian, signed
     +----------------+----------------+-------------------+
+```
 
 Lists use Flink's list framing: version, element count, then length + payload per
 element.
@@ -14,21 +15,21 @@ element.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar, final
 
+from sinkv2._text import describe
 from sinkv2.errors import (
     CorruptDataError,
     SerializationError,
     UnsupportedVersionError,
-    describe,
 )
 
 __all__ = [
     "SimpleVersionedSerialization",
     "SimpleVersionedSerializer",
     "describe_serializer",
-    "supported_versions",
+    "readable_versions",
 ]
 
 T = TypeVar("T")
@@ -89,11 +90,11 @@ def _current_version(serializer: SimpleVersionedSerializer[T]) -> int:
     return version
 
 
-def supported_versions(serializer: SimpleVersionedSerializer[T]) -> tuple[int, ...]:
+def readable_versions(serializer: SimpleVersionedSerializer[T]) -> Sequence[int]:
     """The versions ``serializer`` reads, ascending (see `SimpleVersionedSerializer`)."""
     declared = getattr(serializer, "get_supported_versions", None)
     if declared is None:
-        return tuple(range(_current_version(serializer) + 1))
+        return range(_current_version(serializer) + 1)
     return tuple(sorted(set(declared())))
 
 
@@ -117,21 +118,23 @@ def _serialize_payload(serializer: SimpleVersionedSerializer[T], obj: T) -> byte
 
 
 def _check_readable(serializer: SimpleVersionedSerializer[T], version: int) -> None:
-    versions = supported_versions(serializer)
-    if version not in versions:
-        newer = bool(versions) and version > versions[-1]
-        hint = (
-            "the bytes were written by a newer release of the sink; upgrade the reader"
-            if newer
-            else "add a reader for this version to the serializer"
-        )
-        raise UnsupportedVersionError(
-            f"{describe_serializer(serializer)} cannot read version {version}; it reads "
-            f"versions {list(versions)}: {hint}",
-            serializer=describe_serializer(serializer),
-            version=version,
-            supported=versions,
-        )
+    versions = readable_versions(serializer)
+    if version in versions:
+        return
+    listed = f"0 to {versions[-1]}" if isinstance(versions, range) and versions else list(versions)
+    newer = bool(versions) and version > versions[-1]
+    hint = (
+        "the bytes were written by a newer release of the sink; upgrade the reader"
+        if newer
+        else "add a reader for this version to the serializer"
+    )
+    raise UnsupportedVersionError(
+        f"{describe_serializer(serializer)} cannot read version {version}; it reads "
+        f"versions {listed}: {hint}",
+        serializer=describe_serializer(serializer),
+        version=version,
+        supported=versions,
+    )
 
 
 def _deserialize_payload(

@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 InputT_contra = TypeVar("InputT_contra", contravariant=True)
+InputT_co = TypeVar("InputT_co", covariant=True)  # SupportsPreWriteTopology only names it
 CommT = TypeVar("CommT")
 WriterStateT = TypeVar("WriterStateT")
 WriteResultT = TypeVar("WriteResultT")
@@ -104,7 +105,7 @@ class SupportsWriterState(Protocol[InputT_contra, WriterStateT]):
         ...
 
 
-class SupportsPreWriteTopology(Protocol):
+class SupportsPreWriteTopology(Protocol[InputT_co]):
     """Mixin: transform the input before it reaches the writers.
 
     Required: `add_pre_write_topology`. On Spark the stream is a

@@ -1,18 +1,20 @@
 """Every error sinkv2 raises on purpose derives from one root, `SinkV2Error`.
 
 The hierarchy is small and each leaf says what kind of mistake it is, so callers
-can catch what they can handle and let the rest fail the job::
+can catch what they can handle and let the rest fail the job:
 
-    SinkV2Error
-    ├── SinkDefinitionError (TypeError)       a sink or writer does not implement what it claims
-    ├── SinkConfigurationError (ValueError)   a setting has a bad value
-    ├── SerializationError (ValueError)       bytes could not be written or read
-    │   ├── CorruptDataError                  truncated, garbled, or undecodable bytes
-    │   └── UnsupportedVersionError           bytes of a version the serializer cannot read
-    ├── CommitError                           a commit did not complete; the job must fail
-    │   ├── CommitFailedError                 a committable failed with an unknown reason
-    │   └── CommitRetriesExhaustedError       committables still asked to retry after the budget
-    └── IllegalLifecycleError (RuntimeError)  a method was called out of its documented order
+```text
+SinkV2Error
+├── SinkDefinitionError (TypeError)       a sink or writer does not implement what it claims
+├── SinkConfigurationError (ValueError)   a setting has a bad value
+├── SerializationError (ValueError)       bytes could not be written or read
+│   ├── CorruptDataError                  truncated, garbled, or undecodable bytes
+│   └── UnsupportedVersionError           bytes of a version the serializer cannot read
+├── CommitError                           a commit did not complete; the job must fail
+│   ├── CommitFailedError                 a committable failed with an unknown reason
+│   └── CommitRetriesExhaustedError       committables still asked to retry after the budget
+└── IllegalLifecycleError (RuntimeError)  a method was called out of its documented order
+```
 
 Builtin bases are mixed in where the meaning matches, so ``except TypeError`` still
 catches a half-implemented sink and ``except ValueError`` still catches a bad setting.
@@ -35,16 +37,6 @@ __all__ = [
     "SinkV2Error",
     "UnsupportedVersionError",
 ]
-
-_MAX_REPR = 200
-
-
-def describe(value: object) -> str:
-    """Describe a value for an error message: a bounded repr plus its type name."""
-    text = repr(value)
-    if len(text) > _MAX_REPR:
-        text = text[: _MAX_REPR - 3] + "..."
-    return f"{text} of type {type(value).__name__}"
 
 
 class SinkV2Error(Exception):
@@ -104,7 +96,7 @@ class UnsupportedVersionError(SerializationError):
     ) -> None:
         super().__init__(message, serializer=serializer)
         self.version = version
-        self.supported = tuple(supported)
+        self.supported = supported
 
 
 class CommitError(SinkV2Error):

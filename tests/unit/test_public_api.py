@@ -1,0 +1,122 @@
+"""The public surface is exactly what the docs list; nothing leaks, nothing is missing."""
+
+import subprocess
+import sys
+
+import sinkv2
+import sinkv2.errors
+import sinkv2.metrics
+
+FLINK_NAMES = {
+    "END_OF_INPUT",
+    "INITIAL_CHECKPOINT_ID",
+    "CommitRequest",
+    "CommittableMessage",
+    "CommittableSummary",
+    "CommittableWithLineage",
+    "Committer",
+    "CommitterInitContext",
+    "CommittingSinkWriter",
+    "Counter",
+    "DeliveryGuarantee",
+    "Gauge",
+    "InitContext",
+    "MetricGroup",
+    "ProcessingTimeCallback",
+    "ProcessingTimeService",
+    "ScheduledTimer",
+    "SimpleCounter",
+    "SimpleVersionedSerialization",
+    "SimpleVersionedSerializer",
+    "Sink",
+    "SinkCommitterMetricGroup",
+    "SinkWriter",
+    "SinkWriterContext",
+    "SinkWriterMetricGroup",
+    "StatefulSinkWriter",
+    "SupportsCommitter",
+    "SupportsPostCommitTopology",
+    "SupportsPreCommitTopology",
+    "SupportsPreWriteTopology",
+    "SupportsWriterState",
+    "Watermark",
+    "WithCompatibleState",
+    "WriterInitContext",
+}
+EXTENSIONS = {
+    "NO_WATERMARK",
+    "AttrsMsgpackSerializer",
+    "BasicCommitterInitContext",
+    "BasicSinkWriterContext",
+    "BasicWriterInitContext",
+    "CommitOutcome",
+    "CommitRetryPolicy",
+    "CooperativeProcessingTimeService",
+    "InMemorySinkCommitterMetricGroup",
+    "InMemorySinkWriterMetricGroup",
+    "SinkCapabilities",
+    "commit_with_retries",
+    "inspect_sink",
+}
+ERRORS = {
+    "CommitError",
+    "CommitFailedError",
+    "CommitRetriesExhaustedError",
+    "CorruptDataError",
+    "IllegalLifecycleError",
+    "SerializationError",
+    "SinkConfigurationError",
+    "SinkDefinitionError",
+    "SinkV2Error",
+    "UnsupportedVersionError",
+}
+
+
+def test_all_is_exactly_the_documented_names():
+    assert set(sinkv2.__all__) == FLINK_NAMES | EXTENSIONS | ERRORS
+    assert len(sinkv2.__all__) == len(set(sinkv2.__all__))
+
+
+def test_every_exported_name_resolves():
+    for name in sinkv2.__all__:
+        assert getattr(sinkv2, name) is not None, name
+
+
+def test_all_is_sorted_the_way_ruff_sorts_it():
+    assert sinkv2.__all__ == sorted(sinkv2.__all__, key=lambda n: (not n.isupper(), n))
+
+
+def test_errors_module_exports_every_error_and_all_derive_from_the_root():
+    assert set(sinkv2.errors.__all__) == ERRORS
+    for name in ERRORS:
+        assert issubclass(getattr(sinkv2.errors, name), sinkv2.SinkV2Error)
+
+
+def test_errors_mix_in_the_builtin_they_mean():
+    assert issubclass(sinkv2.SinkDefinitionError, TypeError)
+    assert issubclass(sinkv2.SinkConfigurationError, ValueError)
+    assert issubclass(sinkv2.SerializationError, ValueError)
+    assert issubclass(sinkv2.IllegalLifecycleError, RuntimeError)
+
+
+def test_flink_nested_names_are_reachable_the_flink_way():
+    assert sinkv2.SinkWriter.Context is sinkv2.SinkWriterContext
+    assert sinkv2.SupportsWriterState.WithCompatibleState is sinkv2.WithCompatibleState
+
+
+def test_metrics_module_resolves_everything_it_exports():
+    for name in sinkv2.metrics.__all__:
+        assert getattr(sinkv2.metrics, name) is not None
+
+
+def test_end_of_input_is_flinks_long_max_value():
+    assert sinkv2.END_OF_INPUT == 2**63 - 1 == 9223372036854775807
+
+
+def test_importing_sinkv2_never_imports_pyspark():
+    code = (
+        "import sys; sys.modules['pyspark'] = None; import sinkv2, sinkv2.metrics, "
+        "sinkv2.errors; assert not any(m.startswith(('pyspark', 'pyarrow')) for m in sys.modules "
+        "if sys.modules[m] is not None), sorted(m for m in sys.modules if 'py' in m)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
