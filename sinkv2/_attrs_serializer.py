@@ -45,7 +45,7 @@ Upgrade = Callable[[Any], Any]
 
 
 def default_converter() -> cattrs.Converter:
-    """cattrs' msgpack converter, with datetimes kept exact.
+    """The converter behind AttrsMsgpackSerializer: cattrs' msgpack one, datetimes exact.
 
     cattrs' msgpack preset stores datetimes as float timestamps, which loses
     microseconds far from 1970; a committable must read back exactly, so datetimes,

@@ -216,7 +216,9 @@ def test_bad_version_is_rejected(version):
 
 def test_serializing_the_wrong_type_names_both():
     serializer = AttrsMsgpackSerializer(FileV3)
-    with pytest.raises(SerializationError, match=r"serializes FileV3 instances \(got 'x' of type str"):
+    with pytest.raises(
+        SerializationError, match=r"serializes FileV3 instances \(got 'x' of type str"
+    ):
         serializer.serialize("x")  # type: ignore[arg-type]
 
 
