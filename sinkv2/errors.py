@@ -13,6 +13,9 @@ SinkV2Error
 ├── CommitError                           a commit did not complete; the job must fail
 │   ├── CommitFailedError                 a committable failed with an unknown reason
 │   └── CommitRetriesExhaustedError       committables still asked to retry after the budget
+├── CommitStateError                      the commit state store refused an operation
+│   ├── ConcurrentCommitError             another driver holds this sink id right now
+│   └── StaleFencingTokenError            this driver was fenced off by a newer one
 └── IllegalLifecycleError (RuntimeError)  a method was called out of its documented order
 ```
 
@@ -29,12 +32,15 @@ __all__ = [
     "CommitError",
     "CommitFailedError",
     "CommitRetriesExhaustedError",
+    "CommitStateError",
+    "ConcurrentCommitError",
     "CorruptDataError",
     "IllegalLifecycleError",
     "SerializationError",
     "SinkConfigurationError",
     "SinkDefinitionError",
     "SinkV2Error",
+    "StaleFencingTokenError",
     "UnsupportedVersionError",
 ]
 
@@ -128,6 +134,23 @@ class CommitRetriesExhaustedError(CommitError):
     def __init__(self, message: str, *, committables: Collection[Any], retries: int) -> None:
         super().__init__(message, committables=committables)
         self.retries = retries
+
+
+class CommitStateError(SinkV2Error):
+    """The commit state store refused an operation; nothing was committed by it."""
+
+
+class ConcurrentCommitError(CommitStateError):
+    """Another driver is running this sink id right now.
+
+    Two drivers must never commit the same sink's epochs at once; the second one
+    fails before it writes anything. If the first one is dead, its lock is gone
+    with its process and a re-run proceeds.
+    """
+
+
+class StaleFencingTokenError(CommitStateError):
+    """A newer driver took over this sink id; this one must stop without committing."""
 
 
 class IllegalLifecycleError(SinkV2Error, RuntimeError):

@@ -62,12 +62,15 @@ ERRORS = {
     "CommitError",
     "CommitFailedError",
     "CommitRetriesExhaustedError",
+    "CommitStateError",
+    "ConcurrentCommitError",
     "CorruptDataError",
     "IllegalLifecycleError",
     "SerializationError",
     "SinkConfigurationError",
     "SinkDefinitionError",
     "SinkV2Error",
+    "StaleFencingTokenError",
     "UnsupportedVersionError",
 }
 
