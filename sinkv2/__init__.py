@@ -19,6 +19,7 @@ from sinkv2._context import (
     WriterInitContext,
 )
 from sinkv2._delivery import DeliveryGuarantee
+from sinkv2._extensions import ArrowSinkWriter, SupportsAbort, SupportsAttemptCleanup
 from sinkv2._messages import (
     END_OF_INPUT,
     CommittableMessage,
@@ -75,6 +76,7 @@ __all__ = [
     "END_OF_INPUT",
     "INITIAL_CHECKPOINT_ID",
     "NO_WATERMARK",
+    "ArrowSinkWriter",
     "AttrsMsgpackSerializer",
     "BasicCommitterInitContext",
     "BasicSinkWriterContext",
@@ -121,6 +123,8 @@ __all__ = [
     "SinkWriterMetricGroup",
     "StaleFencingTokenError",
     "StatefulSinkWriter",
+    "SupportsAbort",
+    "SupportsAttemptCleanup",
     "SupportsCommitter",
     "SupportsPostCommitTopology",
     "SupportsPreCommitTopology",

@@ -14,6 +14,7 @@ import attrs
 
 from sinkv2._committer import Committer
 from sinkv2._delivery import DeliveryGuarantee
+from sinkv2._extensions import ArrowSinkWriter, SupportsAbort, SupportsAttemptCleanup
 from sinkv2._sink import (
     Sink,
     SupportsCommitter,
@@ -61,17 +62,28 @@ _MIXINS: Final = (
         *_COMMITTER_METHODS,
     ),
     _interface(SupportsPostCommitTopology, "add_post_commit_topology", *_COMMITTER_METHODS),
+    _interface(SupportsAttemptCleanup, "clean_up_attempts"),
+    _interface(SupportsAbort, "abort"),
 )
 _WRITER = _interface(SinkWriter, "write", "flush", "close")
 _COMMITTING_WRITER = _interface(CommittingSinkWriter, "prepare_commit")
 _STATEFUL_WRITER = _interface(StatefulSinkWriter, "snapshot_state")
 _COMMITTER = _interface(Committer, "commit", "close")
+_ARROW_WRITER = _interface(ArrowSinkWriter, "write_arrow_batch")
 
 # The empty declarations on the interfaces themselves: inheriting one of these is
 # not implementing it.
 _DECLARATIONS: Final = frozenset(
     id(interface.protocol.__dict__[method])
-    for interface in (_SINK, *_MIXINS, _WRITER, _COMMITTING_WRITER, _STATEFUL_WRITER, _COMMITTER)
+    for interface in (
+        _SINK,
+        *_MIXINS,
+        _WRITER,
+        _COMMITTING_WRITER,
+        _STATEFUL_WRITER,
+        _COMMITTER,
+        _ARROW_WRITER,
+    )
     for method in interface.methods
     if method in interface.protocol.__dict__
 )
@@ -150,6 +162,8 @@ class SinkCapabilities:
         pre_write_topology: `SupportsPreWriteTopology`.
         pre_commit_topology: `SupportsPreCommitTopology`.
         post_commit_topology: `SupportsPostCommitTopology`.
+        attempt_cleanup: `SupportsAttemptCleanup` (sinkv2 extension).
+        abort: `SupportsAbort` (sinkv2 extension).
     """
 
     sink_type: str
@@ -159,6 +173,8 @@ class SinkCapabilities:
     pre_write_topology: bool = False
     pre_commit_topology: bool = False
     post_commit_topology: bool = False
+    attempt_cleanup: bool = False
+    abort: bool = False
 
     @property
     def delivery_guarantee(self) -> DeliveryGuarantee:
@@ -179,6 +195,8 @@ class SinkCapabilities:
             (self.pre_commit_topology, "SupportsPreCommitTopology"),
             (self.committer, "SupportsCommitter"),
             (self.post_commit_topology, "SupportsPostCommitTopology"),
+            (self.attempt_cleanup, "SupportsAttemptCleanup"),
+            (self.abort, "SupportsAbort"),
         )
         return tuple(name for flag, name in flags if flag)
 
@@ -198,6 +216,11 @@ class SinkCapabilities:
                 writer, _STATEFUL_WRITER
             )
         _raise_if(writer, f"writer of {self.sink_type}", problems)
+
+    @staticmethod
+    def is_arrow_writer(writer: object) -> bool:
+        """Whether ``writer`` takes Arrow batches (`ArrowSinkWriter`, sinkv2 extension)."""
+        return _find(writer, "write_arrow_batch")[0]
 
     def check_committer(self, committer: object) -> None:
         """Raise `SinkDefinitionError` unless ``committer`` has ``commit`` and ``close``."""
@@ -289,6 +312,8 @@ def inspect_sink(sink: object) -> SinkCapabilities:
         pre_write_topology=claimed[SupportsPreWriteTopology],
         pre_commit_topology=claimed[SupportsPreCommitTopology],
         post_commit_topology=claimed[SupportsPostCommitTopology],
+        attempt_cleanup=claimed[SupportsAttemptCleanup],
+        abort=claimed[SupportsAbort],
     )
     serializer_problems = [
         problem

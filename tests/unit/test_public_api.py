@@ -45,7 +45,10 @@ FLINK_NAMES = {
 }
 EXTENSIONS = {
     "NO_WATERMARK",
+    "ArrowSinkWriter",
     "AttrsMsgpackSerializer",
+    "SupportsAbort",
+    "SupportsAttemptCleanup",
     "BasicCommitterInitContext",
     "BasicSinkWriterContext",
     "BasicWriterInitContext",
