@@ -66,6 +66,7 @@ from sinkv2.errors import (
     SinkConfigurationError,
     SinkDefinitionError,
     SinkV2Error,
+    SinkWriterError,
     StaleFencingTokenError,
     UnsupportedVersionError,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "SinkV2Error",
     "SinkWriter",
     "SinkWriterContext",
+    "SinkWriterError",
     "SinkWriterMetricGroup",
     "StaleFencingTokenError",
     "StatefulSinkWriter",

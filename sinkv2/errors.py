@@ -10,6 +10,7 @@ SinkV2Error
 ├── SerializationError (ValueError)       bytes could not be written or read
 │   ├── CorruptDataError                  truncated, garbled, or undecodable bytes
 │   └── UnsupportedVersionError           bytes of a version the serializer cannot read
+├── SinkWriterError                       a writer failed; the job failed and nothing was committed
 ├── CommitError                           a commit did not complete; the job must fail
 │   ├── CommitFailedError                 a committable failed with an unknown reason
 │   └── CommitRetriesExhaustedError       committables still asked to retry after the budget
@@ -40,6 +41,7 @@ __all__ = [
     "SinkConfigurationError",
     "SinkDefinitionError",
     "SinkV2Error",
+    "SinkWriterError",
     "StaleFencingTokenError",
     "UnsupportedVersionError",
 ]
@@ -103,6 +105,23 @@ class UnsupportedVersionError(SerializationError):
         super().__init__(message, serializer=serializer)
         self.version = version
         self.supported = supported
+
+
+class SinkWriterError(SinkV2Error):
+    """A writer failed on an element, or while flushing or preparing its commit.
+
+    The job failed before anything was committed, so nothing of it is visible.
+
+    Attributes:
+        subtask_id: The subtask (on Spark: the partition) whose writer failed.
+        position: The 0-based position of the failing element within the subtask's
+            input, or ``None`` if the failure was not in ``write``.
+    """
+
+    def __init__(self, message: str, *, subtask_id: int, position: int | None) -> None:
+        super().__init__(message)
+        self.subtask_id = subtask_id
+        self.position = position
 
 
 class CommitError(SinkV2Error):

@@ -73,6 +73,7 @@ ERRORS = {
     "SinkConfigurationError",
     "SinkDefinitionError",
     "SinkV2Error",
+    "SinkWriterError",
     "StaleFencingTokenError",
     "UnsupportedVersionError",
 }
