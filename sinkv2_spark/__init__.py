@@ -1,1 +1,11 @@
-"""Run Flink Sink V2 sinks on Apache Spark (requires ``pip install 'sinkv2[spark]'``)."""
+"""Run Flink Sink V2 sinks on Apache Spark.
+
+Needs ``pip install 'sinkv2[spark]'``. The entry point is
+`SinkTopologyTranslator`; the committable stream and its helpers are in
+``sinkv2_spark.committables``.
+"""
+
+from sinkv2_spark._result import CommitStatus, SinkResult
+from sinkv2_spark._translator import SinkTopologyTranslator, StageListener
+
+__all__ = ["CommitStatus", "SinkResult", "SinkTopologyTranslator", "StageListener"]

@@ -1,5 +1,13 @@
-import os
+"""Shared fixtures: hypothesis profiles, and one local Spark session per test run.
 
+The Spark session starts only when a test asks for it, so ``tests/unit`` never
+starts a JVM. ``local[2,4]`` lets each task fail up to 3 times and be retried.
+"""
+
+import os
+import sys
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True)
@@ -7,3 +15,42 @@ settings.register_profile(
     "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+# Executors must run the interpreter that has sinkv2 and pyarrow installed.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("sinkv2-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def state_store(tmp_path):
+    from sinkv2 import SqliteCommitStateStore
+
+    return SqliteCommitStateStore(tmp_path / "state" / "commit_state.sqlite")
+
+
+@pytest.fixture
+def translator(state_store):
+    from sinkv2 import CommitRetryPolicy
+    from sinkv2_spark import SinkTopologyTranslator
+
+    return SinkTopologyTranslator(
+        state_store=state_store,
+        retry_policy=CommitRetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0),
+    )

@@ -1,0 +1,89 @@
+"""What one `SinkTopologyTranslator.apply` did."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+import attrs
+
+__all__ = ["CommitStatus", "SinkResult"]
+
+
+class CommitStatus(enum.Enum):
+    """How the epoch of a run ended up committed."""
+
+    COMMITTED = "committed"
+    """This run wrote the data and committed it."""
+    RECOMMITTED = "recommitted"
+    """An earlier run wrote the data and crashed before finishing its commit; this run
+    committed the stored committables without writing anything again."""
+    ALREADY_COMMITTED = "already committed"
+    """The epoch was committed before; this run wrote and committed nothing."""
+
+
+@attrs.frozen(kw_only=True)
+class SinkResult:
+    """The outcome of one `SinkTopologyTranslator.apply` call.
+
+    Attributes:
+        sink_id: The commit history the run belongs to.
+        epoch: The epoch (checkpoint id) in the commit state store.
+        checkpoint_id: The checkpoint id writers and committables saw
+            (``END_OF_INPUT`` for a run without an explicit checkpoint id).
+        status: Whether data was committed now, recommitted, or already committed.
+        job_id: This run's id; attempt tokens start with it.
+        records_written: Elements handed to writers (0 unless the writer stage ran).
+        subtasks: Writer subtasks (Spark partitions) that ran.
+        committed: Committables committed by this run.
+        already_committed: Committables the committer found committed before.
+        failed_with_known_reason: Committables dropped with a known reason.
+        retries: Commit retries the committer asked for.
+        aborted_epochs: Pending epochs of crashed runs that this run aborted.
+        stage_seconds: Wall time per stage, in pipeline order.
+        writer_metrics: Writer metrics summed over subtasks (Flink's names).
+    """
+
+    sink_id: str
+    epoch: int
+    checkpoint_id: int
+    status: CommitStatus
+    job_id: str
+    records_written: int = 0
+    subtasks: int = 0
+    committed: int = 0
+    already_committed: int = 0
+    failed_with_known_reason: int = 0
+    retries: int = 0
+    aborted_epochs: tuple[int, ...] = ()
+    stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
+    writer_metrics: Mapping[str, int] = attrs.field(factory=dict)
+
+    def summary(self) -> str:
+        """A readable table of everything above."""
+        rows: list[tuple[str, str]] = [
+            ("sink id", self.sink_id),
+            ("epoch", str(self.epoch)),
+            ("status", self.status.value),
+            ("job id", self.job_id),
+            ("records written", f"{self.records_written:,}"),
+            ("writer subtasks", str(self.subtasks)),
+            ("committables committed", str(self.committed)),
+            ("  already committed", str(self.already_committed)),
+            ("  dropped (known reason)", str(self.failed_with_known_reason)),
+            ("commit retries", str(self.retries)),
+        ]
+        if self.aborted_epochs:
+            rows.append(("aborted stale epochs", ", ".join(map(str, self.aborted_epochs))))
+        rows.extend(
+            (f"time: {stage}", f"{seconds * 1000:,.1f} ms")
+            for stage, seconds in self.stage_seconds.items()
+        )
+        rows.extend(
+            (f"metric: {name}", f"{value:,}") for name, value in sorted(self.writer_metrics.items())
+        )
+        width = max(len(name) for name, _ in rows)
+        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+    def __str__(self) -> str:
+        return self.summary()

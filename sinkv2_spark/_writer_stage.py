@@ -1,0 +1,281 @@
+"""The writer stage: what runs inside each Spark task, one task per subtask.
+
+The driver ships a `WriterTask` to ``DataFrame.mapInArrow``. Each task creates the
+sink's writer, feeds it its partition, runs Flink's end-of-input sequence
+(``flush(True)`` -> ``prepare_commit()`` -> ``snapshot_state(END_OF_INPUT)``), closes
+it, and returns metadata only: serialized committables, serialized states, and one
+row describing the subtask. Rows never leave the task.
+
+Spark keeps the output of the first successful attempt of each task; every other
+attempt's side effects stay behind in staging named by its attempt token.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import operator
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+import attrs
+import msgpack
+import pyarrow as pa
+
+from sinkv2 import (
+    END_OF_INPUT,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    CooperativeProcessingTimeService,
+    SimpleVersionedSerialization,
+    SimpleVersionedSerializer,
+    SinkCapabilities,
+)
+
+__all__ = [
+    "KIND_COMMITTABLE",
+    "KIND_STATE",
+    "KIND_SUBTASK",
+    "WRITER_OUTPUT_SCHEMA",
+    "WriterTask",
+    "attempt_token",
+    "writer_failure_marker",
+]
+
+KIND_COMMITTABLE: Final = "committable"
+KIND_STATE: Final = "state"
+KIND_SUBTASK: Final = "subtask"
+
+WRITER_OUTPUT_SCHEMA: Final = pa.schema(
+    [
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("checkpoint_id", pa.int64(), nullable=False),
+        pa.field("subtask_id", pa.int32(), nullable=False),
+        pa.field("number_of_subtasks", pa.int32(), nullable=False),
+        pa.field("attempt_token", pa.string(), nullable=False),
+        pa.field("index", pa.int32(), nullable=False),
+        pa.field("serializer_version", pa.int32()),
+        pa.field("payload", pa.binary()),
+        pa.field("records", pa.int64()),
+        pa.field("metrics", pa.binary()),
+    ]
+)
+"""What each writer task returns: committable, state and subtask rows."""
+
+_MARKER: Final = "[sinkv2 writer failure]"
+_MAX_ELEMENT_REPR: Final = 300
+
+
+def writer_failure_marker() -> str:
+    """The text that starts a writer failure's message, found again on the driver."""
+    return _MARKER
+
+
+def attempt_token(job_id: str, subtask_id: int, task_attempt_id: int) -> str:
+    """The staging name of one task attempt: unique per job, subtask and Spark attempt."""
+    return f"{job_id}-{subtask_id:05d}-{task_attempt_id}"
+
+
+class WriterFailure(RuntimeError):
+    """Raised inside a task; Spark carries its message to the driver as text."""
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_ELEMENT_REPR else text[: _MAX_ELEMENT_REPR - 3] + "..."
+
+
+@attrs.frozen
+class WriterTask:
+    """The function ``mapInArrow`` runs in each task (shipped with cloudpickle).
+
+    Attributes:
+        sink: The sink; its writer is created inside the task.
+        capabilities: What ``inspect_sink`` found on the driver.
+        job_id: This run's id; part of every attempt token.
+        checkpoint_id: The checkpoint the committables belong to.
+        number_of_subtasks: Partitions of the writer stage.
+        emits_write_results: The sink has a pre-commit topology, so writers emit
+            write results (serialized with the write-result serializer).
+    """
+
+    sink: Any
+    capabilities: SinkCapabilities
+    job_id: str
+    checkpoint_id: int
+    number_of_subtasks: int
+    emits_write_results: bool
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Run one subtask's writer over its partition and yield its metadata rows."""
+        from pyspark import TaskContext  # noqa: PLC0415  # only exists inside a task
+
+        task = TaskContext.get()
+        if task is None:
+            raise RuntimeError("WriterTask must run inside a Spark task")
+        subtask_id = task.partitionId()
+        token = attempt_token(self.job_id, subtask_id, task.taskAttemptId())
+        timers = CooperativeProcessingTimeService()
+        context = BasicWriterInitContext(
+            subtask_id=subtask_id,
+            number_of_parallel_subtasks=self.number_of_subtasks,
+            attempt_number=task.attemptNumber(),
+            job_id=self.job_id,
+            attempt_token=token,
+            processing_time_service=timers,
+        )
+        run = _WriterRun(self, context, timers)
+        committables, states, records = run.execute(batches)
+        yield self._output(context, token, committables, states, records)
+
+    def _output(
+        self,
+        context: BasicWriterInitContext,
+        token: str,
+        committables: list[Any],
+        states: list[Any],
+        records: int,
+    ) -> pa.RecordBatch:
+        subtask_id = context.get_subtask_id()
+        rows: list[dict[str, Any]] = []
+        if committables:
+            serializer: SimpleVersionedSerializer[Any] = (
+                self.sink.get_write_result_serializer()
+                if self.emits_write_results
+                else self.sink.get_committable_serializer()
+            )
+            version = serializer.get_version()
+            rows.extend(
+                self._row(KIND_COMMITTABLE, subtask_id, token, index, version, framed)
+                for index, framed in enumerate(
+                    SimpleVersionedSerialization.write_version_and_serialize(serializer, c)
+                    for c in committables
+                )
+            )
+        if states:
+            state_serializer: SimpleVersionedSerializer[Any] = (
+                self.sink.get_writer_state_serializer()
+            )
+            version = state_serializer.get_version()
+            rows.extend(
+                self._row(KIND_STATE, subtask_id, token, index, version, framed)
+                for index, framed in enumerate(
+                    SimpleVersionedSerialization.write_version_and_serialize(state_serializer, s)
+                    for s in states
+                )
+            )
+        summary = self._row(KIND_SUBTASK, subtask_id, token, len(committables), None, None)
+        summary["records"] = records
+        summary["metrics"] = msgpack.packb(dict(context.metric_group().snapshot()))
+        rows.append(summary)
+        return pa.RecordBatch.from_pylist(rows, schema=WRITER_OUTPUT_SCHEMA)
+
+    def _row(  # noqa: PLR0917  # one positional per column, read in order
+        self,
+        kind: str,
+        subtask_id: int,
+        token: str,
+        index: int,
+        version: int | None,
+        payload: bytes | None,
+    ) -> dict[str, Any]:
+        return {
+            "kind": kind,
+            "checkpoint_id": self.checkpoint_id,
+            "subtask_id": subtask_id,
+            "number_of_subtasks": self.number_of_subtasks,
+            "attempt_token": token,
+            "index": index,
+            "serializer_version": version,
+            "payload": payload,
+            "records": None,
+            "metrics": None,
+        }
+
+
+@attrs.define
+class _WriterRun:
+    """One writer's life inside one task attempt."""
+
+    task: WriterTask
+    context: BasicWriterInitContext
+    timers: CooperativeProcessingTimeService
+    records: int = 0
+
+    def _fail(self, what: str, error: BaseException, position: int | None = None) -> WriterFailure:
+        where = f" at element {position}" if position is not None else ""
+        return WriterFailure(
+            f"{_MARKER} subtask={self.context.get_subtask_id()} "
+            f"position={position if position is not None else -1} "
+            f"| writer of {self.task.capabilities.sink_type} failed in {what}{where} of subtask "
+            f"{self.context.get_subtask_id()} (attempt {self.context.get_attempt_number()}): "
+            f"{type(error).__name__}: {error}"
+        )
+
+    def execute(self, batches: Iterable[pa.RecordBatch]) -> tuple[list[Any], list[Any], int]:
+        """Create, feed, finish and close the writer; returns committables, states, count."""
+        capabilities = self.task.capabilities
+        try:
+            writer = self.task.sink.create_writer(self.context)
+            capabilities.check_writer(writer)
+        except Exception as error:
+            raise self._fail("create_writer", error) from error
+        failed = True
+        try:
+            self._feed(writer, batches)
+            stage = "flush(end_of_input=True)"
+            try:
+                writer.flush(True)
+                committables: list[Any] = []
+                if capabilities.committer:
+                    stage = "prepare_commit()"
+                    committables = list(writer.prepare_commit())
+                states: list[Any] = []
+                if capabilities.writer_state:
+                    stage = "snapshot_state(END_OF_INPUT)"
+                    states = list(writer.snapshot_state(END_OF_INPUT))
+            except Exception as error:
+                raise self._fail(stage, error) from error
+            failed = False
+        finally:
+            try:
+                writer.close()
+            except Exception as error:
+                if not failed:
+                    raise self._fail("close()", error) from error
+        return committables, states, self.records
+
+    def _feed(self, writer: Any, batches: Iterable[pa.RecordBatch]) -> None:
+        element_context = BasicSinkWriterContext()
+        fire_due_timers = self.timers.fire_due_timers
+        if SinkCapabilities.is_arrow_writer(writer):
+            write_batch = writer.write_arrow_batch
+            for batch in batches:
+                try:
+                    write_batch(batch, element_context)
+                except Exception as error:
+                    last = self.records + batch.num_rows - 1
+                    raise self._fail(
+                        f"write_arrow_batch(rows {self.records}..{last})", error
+                    ) from error
+                self.records += batch.num_rows
+                fire_due_timers()
+            return
+        write = writer.write
+        drain = collections.deque[None](maxlen=0).extend
+        repeat_context = itertools.repeat(element_context)
+        for batch in batches:
+            # Elements are dicts of column name -> Python value (Arrow's to_pylist):
+            # built in C, and what a Flink user expects of a row-typed record.
+            elements = batch.to_pylist()
+            remaining = iter(elements)
+            try:
+                drain(map(write, remaining, repeat_context))
+            except Exception as error:
+                failed_index = len(elements) - operator.length_hint(remaining) - 1
+                position = self.records + failed_index
+                raise self._fail(
+                    f"write({_short(elements[failed_index])})", error, position
+                ) from error
+            self.records += len(elements)
+            fire_due_timers()
