@@ -1,0 +1,103 @@
+"""Speculative execution on a real two-host standalone cluster.
+
+Subtask 1's first attempt is deliberately slow, so Spark starts a speculative copy
+on the other worker. Both attempts write staging; only one attempt's output may
+become visible, and the other's staging must be cleaned up.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.integration.standalone_cluster import StandaloneCluster
+from tests.spark.recording_sink import RecordingSink
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DRIVER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    sys.path.insert(0, {root!r})
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from sinkv2 import SqliteCommitStateStore
+    from sinkv2_spark import SinkTopologyTranslator
+    from tests.spark.recording_sink import RecordingSink
+
+    class SlowFirstAttempt(RecordingSink):
+        def create_writer(self, context):
+            writer = super().create_writer(context)
+            if context.get_subtask_id() == 1 and context.get_attempt_number() == 0:
+                flush = writer.flush
+
+                def slow_flush(end_of_input):
+                    time.sleep(25)  # staged already; the speculative copy wins meanwhile
+                    flush(end_of_input)
+
+                writer.flush = slow_flush
+            return writer
+
+    spark = (
+        SparkSession.builder.master({master!r})
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.executor.memory", "512m")
+        .config("spark.speculation", "true")
+        .config("spark.speculation.interval", "100ms")
+        .config("spark.speculation.quantile", "0.5")
+        .config("spark.speculation.multiplier", "1.5")
+        .config("spark.speculation.minTaskRuntime", "1s")
+        .getOrCreate()
+    )
+    sink = SlowFirstAttempt({base!r})
+    df = spark.range(400).selectExpr("id", "cast(id % 7 as string) as key").repartition(4)
+    result = SinkTopologyTranslator(state_store=SqliteCommitStateStore({store!r})).apply(
+        df, sink, sink_id="speculative")
+    print("RESULT", json.dumps({{"job": result.job_id, "committed": result.committed}}))
+    spark.stop()
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    running = StandaloneCluster(tmp_path_factory.mktemp("standalone")).start()
+    yield running
+    running.stop()
+
+
+def test_only_one_attempt_is_visible_and_the_others_staging_is_cleaned(cluster, tmp_path):
+    script = DRIVER.format(
+        root=str(ROOT),
+        master=cluster.master_url,
+        base=str(tmp_path / "out"),
+        store=str(tmp_path / "state.sqlite"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+
+    sink = RecordingSink(tmp_path / "out")
+    ids = sorted(record["id"] for record in sink.committed_records())
+    assert ids == list(range(400))  # exactly once
+
+    creates = {token: log[0] for token, log in sink.events_by_token().items()}
+    attempts = {c["attempt"]: token for token, c in creates.items() if c["subtask"] == 1}
+    assert sorted(attempts) == [0, 1]  # a speculative copy really ran, and won
+    loser = attempts[0]
+    [cleanup] = sink.cleanups_log()
+    assert attempts[1] in cleanup["kept"]
+    assert loser in cleanup["removed"]  # the slow attempt's staging was cleaned up
+    assert not (sink.staging / f"{loser}.jsonl").exists()
+    assert {path.stem for path in sink.staging.glob("*.jsonl")} == set(cleanup["kept"])
+    assert result["committed"] == 4
