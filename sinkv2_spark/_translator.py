@@ -260,13 +260,10 @@ class _Run:
                 checkpoint_id=checkpoint_id,
             )
 
-        with self._timed("pre-write topology"):
-            source = self._pre_write(df)
-        with self._timed("write"):
-            written = self._write(source, checkpoint_id)
+        source = self._pre_write(df)
+        written = self._write(source, checkpoint_id)
         self.on_stage("writers-finished", epoch)
-        with self._timed("pre-commit topology"):
-            committables = self._pre_commit(df.sparkSession, written.committables)
+        committables = self._pre_commit(df.sparkSession, written.committables)
         return self._commit(
             lease,
             df.sparkSession,
@@ -306,7 +303,8 @@ class _Run:
             return df
         from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
 
-        result = self.sink.add_pre_write_topology(df)
+        with self._timed("pre-write topology"):
+            result = self.sink.add_pre_write_topology(df)
         if not isinstance(result, DataFrame):
             raise SinkConfigurationError(
                 f"{self.capabilities.sink_type}.add_pre_write_topology() must return a "
@@ -327,7 +325,8 @@ class _Run:
         )
         _describe_jobs(source.sparkSession, f"sinkv2 {self.sink_id}: writers")
         try:
-            table = source.mapInArrow(task, _WRITER_DDL).toArrow()
+            with self._timed("write"):
+                table = source.mapInArrow(task, _WRITER_DDL).toArrow()
         except Exception as error:
             self._clean_up_attempts(kept=())
             raise _writer_error(error, self.capabilities.sink_type) from error
@@ -350,9 +349,10 @@ class _Run:
                 for payload in written.column("payload").to_pylist()
             ]
         _describe_jobs(spark, f"sinkv2 {self.sink_id}: pre-commit topology")
-        stream = spark.createDataFrame(written) if written.num_rows else _empty_stream(spark)
-        result = self.sink.add_pre_commit_topology(stream)
-        produced = _topology_output(result, self.capabilities.sink_type)
+        with self._timed("pre-commit topology"):
+            stream = spark.createDataFrame(written) if written.num_rows else _empty_stream(spark)
+            result = self.sink.add_pre_commit_topology(stream)
+            produced = _topology_output(result, self.capabilities.sink_type)
         _check_lineage(written, produced, self.capabilities.sink_type)
         return [
             SimpleVersionedSerialization.read_version_and_deserialize(serializer, payload)

@@ -1,0 +1,1 @@
+"""Runnable examples: the demo pipeline and the sink it uses."""
