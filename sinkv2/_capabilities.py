@@ -97,20 +97,22 @@ def _java_name(snake: str) -> str:
 def _find(obj: object, name: str) -> tuple[bool, str | None]:
     """Whether ``obj`` implements method ``name``, and if not, why not."""
     static = inspect.getattr_static(obj, name, _MISSING)
-    if static is _MISSING:
-        java = _java_name(name)
-        if java != name and inspect.getattr_static(obj, java, _MISSING) is not _MISSING:
-            return (
-                False,
-                f"{name}() is missing, but {java}() is defined: sinkv2 uses snake_case "
-                f"names; rename {java} to {name}",
-            )
-        return False, f"{name}() is missing"
-    if id(static) in _DECLARATIONS:
-        return False, f"{name}() is only inherited from the interface's empty declaration"
-    if not callable(getattr(obj, name)):
-        return False, f"{name} is {describe(getattr(obj, name))}, not a method"
-    return True, None
+    if static is not _MISSING and id(static) not in _DECLARATIONS:
+        if not callable(getattr(obj, name)):
+            return False, f"{name} is {describe(getattr(obj, name))}, not a method"
+        return True, None
+    why = (
+        f"{name}() is missing"
+        if static is _MISSING
+        else f"{name}() is only inherited from the interface's empty declaration"
+    )
+    java = _java_name(name)
+    if java != name and inspect.getattr_static(obj, java, _MISSING) is not _MISSING:
+        why = (
+            f"{name}() is missing, but {java}() is defined: sinkv2 uses snake_case "
+            f"names; rename {java} to {name}"
+        )
+    return False, why
 
 
 def _mentions(obj: object, interface: _Interface) -> bool:

@@ -385,3 +385,59 @@ def test_committer_without_close():
         SinkDefinitionError, match=r"(?s)committer of CommittingSink.*close\(\) is missing"
     ):
         inspect_sink(CommittingSink()).check_committer(NoClose())
+
+
+# --- sinkv2 extensions ------------------------------------------------------------------------
+
+
+def test_cleanup_and_abort_extensions_are_recognised():
+    from sinkv2 import SupportsAbort, SupportsAttemptCleanup
+
+    class Tidy(CommittingSink, SupportsAttemptCleanup, SupportsAbort[Note]):
+        def clean_up_attempts(self, job_id, kept_attempt_tokens):
+            pass
+
+        def abort(self, committables):
+            pass
+
+    capabilities = inspect_sink(Tidy())
+    assert capabilities.attempt_cleanup
+    assert capabilities.abort
+    assert capabilities.mixins[-2:] == ("SupportsAttemptCleanup", "SupportsAbort")
+
+
+def test_half_implemented_cleanup_extension_names_the_method():
+    from sinkv2 import SupportsAttemptCleanup
+
+    class Untidy(CommittingSink, SupportsAttemptCleanup):
+        def cleanUpAttempts(self, job_id, kept):  # Java name: the mistake under test
+            pass
+
+    message = _error(Untidy())
+    assert (
+        "SupportsAttemptCleanup: clean_up_attempts() is missing, but cleanUpAttempts()" in message
+    )
+
+
+def test_abort_mixin_without_abort():
+    from sinkv2 import SupportsAbort
+
+    class NoAbort(CommittingSink, SupportsAbort[Note]):
+        pass
+
+    assert "SupportsAbort: abort() is only inherited" in _error(NoAbort())
+
+
+def test_arrow_writer_extension_is_detected_on_writers():
+    from sinkv2 import ArrowSinkWriter, SinkCapabilities
+
+    class Columnar(Writer, ArrowSinkWriter):
+        def write_arrow_batch(self, batch, context):
+            pass
+
+    class Declared(Writer, ArrowSinkWriter):
+        pass
+
+    assert SinkCapabilities.is_arrow_writer(Columnar())
+    assert not SinkCapabilities.is_arrow_writer(Writer())
+    assert not SinkCapabilities.is_arrow_writer(Declared())  # only the empty declaration
