@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -253,28 +254,40 @@ PATHS: dict[str, Callable[[Any, int, str], None]] = {
 }
 
 
-def child_throughput(rows: int) -> None:
+def child_throughput(rows: int, repeat: int) -> None:
     import pyarrow.parquet as pq
 
     spark = session()
     _register_data_sources(spark)
+    seconds: dict[str, list[float]] = {name: [] for name in PATHS}
     with tempfile.TemporaryDirectory(prefix="sinkv2-bench-") as scratch:
         for name, path in PATHS.items():  # warm up every path's JVM and Python workers
             path(spark, 50_000, os.path.join(scratch, "warm", name.replace(" ", "_")))
-        for name, path in PATHS.items():
-            out = os.path.join(scratch, name.replace(" ", "_").replace("/", "_"))
-            start = time.perf_counter()
-            path(spark, rows, out)
-            seconds = time.perf_counter() - start
-            written = sum(
-                pq.ParquetFile(f).metadata.num_rows for f in Path(out).glob("part-*.parquet")
-            )
-            if written != rows:
-                raise RuntimeError(f"{name} wrote {written} rows, expected {rows}")
+        for round_ in range(repeat):
+            # Interleaved rounds: a slow minute on the machine hits every path alike.
+            for name, path in PATHS.items():
+                out = os.path.join(scratch, f"{round_}-" + name.replace(" ", "_").replace("/", "_"))
+                start = time.perf_counter()
+                path(spark, rows, out)
+                seconds[name].append(time.perf_counter() - start)
+                written = sum(
+                    pq.ParquetFile(f).metadata.num_rows for f in Path(out).glob("part-*.parquet")
+                )
+                if written != rows:
+                    raise RuntimeError(f"{name} wrote {written} rows, expected {rows}")
+                shutil.rmtree(out)
+        for name, runs in seconds.items():
             print(
-                json.dumps({"kind": "throughput", "rows": rows, "path": name, "seconds": seconds})
+                json.dumps(
+                    {
+                        "kind": "throughput",
+                        "rows": rows,
+                        "path": name,
+                        "seconds": statistics.median(runs),
+                        "runs": runs,
+                    }
+                )
             )
-            sys.stdout.flush()
     spark.stop()
 
 
@@ -340,7 +353,11 @@ def _run_child(*args: str) -> list[dict[str, Any]]:
 
 
 def report(results: list[dict[str, Any]]) -> str:
-    lines = ["| rows | path | seconds | rows/s | x native |", "|---:|---|---:|---:|---:|"]
+    lines = [
+        "| rows | path | median s | runs (s) | rows/s | x native |",
+        "|---:|---|---:|---|---:|---:|",
+    ]
+    runs = {(r["rows"], r["path"]): r["runs"] for r in results if r["kind"] == "throughput"}
     by_rows: dict[int, dict[str, float]] = {}
     for r in results:
         if r["kind"] == "throughput":
@@ -349,8 +366,10 @@ def report(results: list[dict[str, Any]]) -> str:
         native_rate = rows / paths["native df.write.parquet"]
         for path, seconds in paths.items():
             rate = rows / seconds
+            each = ", ".join(f"{run:.2f}" for run in runs[rows, path])
             lines.append(
-                f"| {rows:,} | {path} | {seconds:.2f} | {rate:,.0f} | {rate / native_rate:.2f} |"
+                f"| {rows:,} | {path} | {seconds:.2f} | {each} | {rate:,.0f} | "
+                f"{rate / native_rate:.2f} |"
             )
     lines.append("")
     lines.append("| rows | target | measured | met |")
@@ -406,6 +425,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, nargs="+", default=[5_000_000, 20_000_000])
+    parser.add_argument("--repeat", type=int, default=3, help="rounds per path; the median counts")
     parser.add_argument(
         "--write-results", action="store_true", help="rewrite benchmarks/RESULTS.md"
     )
@@ -414,7 +434,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.child == "throughput":
-        child_throughput(args.rows[0])
+        child_throughput(args.rows[0], args.repeat)
         return
     if args.child == "memory":
         child_memory(args.rows[0])
@@ -425,7 +445,9 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     for rows in args.rows:
         print(f"throughput at {rows:,} rows ...", file=sys.stderr, flush=True)
-        results += _run_child("--child", "throughput", "--rows", str(rows))
+        results += _run_child(
+            "--child", "throughput", "--rows", str(rows), "--repeat", str(args.repeat)
+        )
     for rows in args.rows:
         print(f"driver memory at {rows:,} rows ...", file=sys.stderr, flush=True)
         results += _run_child("--child", "memory", "--rows", str(rows))
@@ -434,17 +456,20 @@ def main() -> None:
     table = report(results)
     print(table)
     if args.write_results:
-        (ROOT / "benchmarks" / "RESULTS.md").write_text(_results_page(table, args.rows))
+        (ROOT / "benchmarks" / "RESULTS.md").write_text(
+            _results_page(table, args.rows, args.repeat)
+        )
 
 
-def _results_page(table: str, rows: list[int]) -> str:
+def _results_page(table: str, rows: list[int], repeat: int) -> str:
     machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
     import pyspark
 
     return (
         "# Benchmark results\n\n"
-        f"`benchmarks/translator_bench.py --rows {' '.join(map(str, rows))}`, local[2], "
-        f"{machine}, pyspark {pyspark.__version__}, one run.\n\n"
+        f"`benchmarks/translator_bench.py --rows {' '.join(map(str, rows))} --repeat {repeat}`, "
+        "local[2], "
+        f"{machine}, pyspark {pyspark.__version__}; the median of interleaved rounds.\n\n"
         "Every path writes the same generated data to Parquet; `x native` is throughput "
         "relative to `df.write.parquet`. See the module docstring for what each path does.\n\n"
         f"{table}\n"
