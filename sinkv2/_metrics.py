@@ -199,12 +199,17 @@ class InMemoryMetricGroup:
         """A gauge that calls ``read`` each time it is read."""
         return _CallableGauge(read)
 
+    def counts(self) -> Mapping[str, int]:
+        """Every counter's count, by metric name (counters add up across subtasks)."""
+        return {name: counter.get_count() for name, counter in self._counters.items()}
+
+    def gauge_values(self) -> Mapping[str, object]:
+        """Every gauge's current value, by metric name (gauges do not add up)."""
+        return {name: gauge.get_value() for name, gauge in self._gauges.items()}
+
     def snapshot(self) -> Mapping[str, object]:
         """Every counter's count and every gauge's current value, by metric name."""
-        values: dict[str, object] = {name: c.get_count() for name, c in self._counters.items()}
-        for name, gauge in self._gauges.items():
-            values[name] = gauge.get_value()
-        return values
+        return {**self.counts(), **self.gauge_values()}
 
 
 class InMemorySinkWriterMetricGroup(InMemoryMetricGroup):

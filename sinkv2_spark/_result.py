@@ -28,9 +28,11 @@ class SinkResult:
 
     Attributes:
         sink_id: The commit history the run belongs to.
-        epoch: The epoch (checkpoint id) in the commit state store.
-        checkpoint_id: The checkpoint id writers and committables saw
-            (``END_OF_INPUT`` for a run without an explicit checkpoint id).
+        epoch: The run's epoch in the commit state store: the explicit checkpoint id,
+            or the next free number for a run without one.
+        checkpoint_id: The checkpoint id the committables carry: the explicit
+            checkpoint id, or ``END_OF_INPUT`` for a run without one. (Writers always
+            end with ``snapshot_state(END_OF_INPUT)``: a batch task is a bounded input.)
         status: Whether data was committed now, recommitted, or already committed.
         job_id: This run's id; attempt tokens start with it.
         records_written: Elements handed to writers (0 unless the writer stage ran).
@@ -41,7 +43,8 @@ class SinkResult:
         retries: Commit retries the committer asked for.
         aborted_epochs: Pending epochs of crashed runs that this run aborted.
         stage_seconds: Wall time per stage, in pipeline order.
-        writer_metrics: Writer metrics summed over subtasks (Flink's names).
+        writer_metrics: Writer metrics over all subtasks, by Flink's names: counters
+            summed, gauges (such as ``currentSendTime``) at their largest.
     """
 
     sink_id: str
@@ -57,7 +60,7 @@ class SinkResult:
     retries: int = 0
     aborted_epochs: tuple[int, ...] = ()
     stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
-    writer_metrics: Mapping[str, int] = attrs.field(factory=dict)
+    writer_metrics: Mapping[str, float] = attrs.field(factory=dict)
 
     def summary(self) -> str:
         """A readable table of everything above."""
@@ -80,7 +83,8 @@ class SinkResult:
             for stage, seconds in self.stage_seconds.items()
         )
         rows.extend(
-            (f"metric: {name}", f"{value:,}") for name, value in sorted(self.writer_metrics.items())
+            (f"metric: {name}", f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}")
+            for name, value in sorted(self.writer_metrics.items())
         )
         width = max(len(name) for name, _ in rows)
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)

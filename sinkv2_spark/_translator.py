@@ -8,14 +8,15 @@ One ``apply`` call is one epoch of the sink's commit history::
     epoch committed already?  -> return, write nothing
     epoch pending (a run died before committing)?  -> commit its stored committables
     pre-write topology        DataFrame -> DataFrame
-    writer stage              mapInArrow(WriterTask).toArrow(): one task per subtask;
+    writer stage              mapInArrow(WriterTask).toArrow(): one task per subtask
+                              (the plan is executed once; its partitions are the subtasks);
                               Spark keeps the first successful attempt's output
     clean up losing attempts  sink.clean_up_attempts(job_id, winning tokens)
     pre-commit topology       committable DataFrame -> committable DataFrame (checked)
     record Pending            committables, serialized, in the state store
     commit                    Committer.commit with Flink's retry semantics (driver)
-    record Committed
     post-commit topology      on the committed committables
+    record Committed
 
 Only committables, states and per-subtask counters reach the driver; rows never do.
 """
@@ -64,10 +65,10 @@ if TYPE_CHECKING:
 __all__ = ["SinkTopologyTranslator", "StageListener"]
 
 StageListener = Callable[[str, int], None]
-"""Called with (event, epoch) as a run progresses: ``"writers-finished"``,
-``"pending-recorded"``, ``"committer-finished"``, ``"committed-recorded"``,
-``"post-commit-finished"``. For progress reporting; also how tests stop a driver
-at an exact point."""
+"""Called with (event, epoch) as a run progresses, in this order: ``"writers-finished"``,
+``"pending-recorded"``, ``"committer-finished"``, ``"post-commit-finished"`` (sinks with
+a post-commit topology), ``"committed-recorded"``. For progress reporting; also how
+tests stop a driver at an exact point."""
 
 _WRITER_DDL: Final = (
     "kind string, checkpoint_id long, subtask_id int, number_of_subtasks int, "
@@ -119,7 +120,8 @@ def _check_dataframe(df: object) -> DataFrame:
     if df.isStreaming:
         raise SinkConfigurationError(
             "apply() got a streaming DataFrame; this release runs batch DataFrames only. "
-            "Use foreachBatch and call apply(batch_df, sink, checkpoint_id=batch_id) inside it"
+            "Use foreachBatch and call apply(batch_df, sink, checkpoint_id=batch_id + 1) inside "
+            "it (Spark numbers micro-batches from 0; checkpoint ids start at 1)"
         )
     return df
 
@@ -180,7 +182,9 @@ class SinkTopologyTranslator:
             SinkDefinitionError: The sink does not implement what it claims.
             SinkConfigurationError: An argument is invalid.
             ConcurrentCommitError: Another driver is running this sink id.
-            SinkWriterError: A writer failed; nothing was committed.
+            SinkWriterError: A writer failed; nothing was committed. (A failure outside
+                the writers, such as executors lost beyond Spark's retry budget, reaches
+                the caller as Spark's own exception; nothing is committed then either.)
             CommitError: The commit failed; the epoch stays pending, and a re-run with
                 the same ``checkpoint_id`` commits it.
         """
@@ -238,6 +242,13 @@ class _Run:
         epoch = checkpoint if checkpoint is not None else lease.next_epoch()
         checkpoint_id = checkpoint if checkpoint is not None else END_OF_INPUT
         existing = lease.get(epoch) if checkpoint is not None else None
+        if existing is not None and not existing.explicit:
+            raise SinkConfigurationError(
+                f"epoch {epoch} of sink {self.sink_id!r} belongs to a run without a "
+                f"checkpoint_id (assigned {existing.status.value}); checkpoint ids and "
+                "assigned epochs share one history per sink id. Use checkpoint ids for every "
+                "run of this sink id, or a different sink_id for runs with them"
+            )
         if existing is not None and existing.status is EpochStatus.COMMITTED:
             return SinkResult(
                 sink_id=self.sink_id,
@@ -263,7 +274,11 @@ class _Run:
         source = self._pre_write(df)
         written = self._write(source, checkpoint_id)
         self.on_stage("writers-finished", epoch)
-        committables = self._pre_commit(df.sparkSession, written.committables)
+        try:
+            committables = self._pre_commit(df.sparkSession, written.committables)
+        except BaseException:
+            self._clean_up_attempts(kept=())  # nothing of this run will be committed
+            raise
         return self._commit(
             lease,
             df.sparkSession,
@@ -314,7 +329,7 @@ class _Run:
         return result
 
     def _write(self, source: DataFrame, checkpoint_id: int) -> _WriterOutput:
-        number_of_subtasks = source.rdd.getNumPartitions()
+        source, number_of_subtasks = _executed_once(source)
         task = WriterTask(
             sink=self.sink,
             capabilities=self.capabilities,
@@ -388,7 +403,12 @@ class _Run:
         outcome = None
         if self.capabilities.committer:
             with self._timed("commit"):
-                context = BasicCommitterInitContext(job_id=self.job_id, restored_checkpoint_id=None)
+                context = BasicCommitterInitContext(
+                    job_id=self.job_id,
+                    restored_checkpoint_id=(
+                        checkpoint_id if status is CommitStatus.RECOMMITTED else None
+                    ),
+                )
                 committer = self.sink.create_committer(context)
                 self.capabilities.check_committer(committer)
                 try:
@@ -402,16 +422,18 @@ class _Run:
                 finally:
                     committer.close()
         self.on_stage("committer-finished", epoch)
-        with self._timed("commit"):
-            lease.mark_committed(epoch)
-        self.on_stage("committed-recorded", epoch)
         if outcome is not None and self.capabilities.post_commit_topology:
+            # Before Committed is recorded, as in Flink: if it fails, the epoch stays
+            # pending, and a re-run commits again (idempotently) and re-runs it.
             with self._timed("post-commit topology"):
                 _describe_jobs(spark, f"sinkv2 {self.sink_id}: post-commit topology")
                 self.sink.add_post_commit_topology(
                     _committed_stream(spark, self.sink, outcome.successful, checkpoint_id)
                 )
             self.on_stage("post-commit-finished", epoch)
+        with self._timed("commit"):
+            lease.mark_committed(epoch)
+        self.on_stage("committed-recorded", epoch)
         return SinkResult(
             sink_id=self.sink_id,
             epoch=epoch,
@@ -439,7 +461,7 @@ class _WriterOutput:
         attempt_tokens: frozenset[str],
         records: int,
         subtasks: int,
-        metrics: dict[str, int],
+        metrics: dict[str, float],
     ) -> None:
         self.committables = committables
         self.attempt_tokens = attempt_tokens
@@ -459,11 +481,13 @@ class _WriterOutput:
                 f"writer stage returned subtasks {sorted(subtasks['subtask_id'])} for "
                 f"{number_of_subtasks} partitions; this is a bug in sinkv2, please report it"
             )
-        metrics: dict[str, int] = {}
+        metrics: dict[str, float] = {}
         for packed in subtasks["metrics"]:
-            for name, value in msgpack.unpackb(packed).items():
-                if isinstance(value, int):
-                    metrics[name] = metrics.get(name, 0) + value
+            shipped = msgpack.unpackb(packed)
+            for name, count in shipped["counters"].items():
+                metrics[name] = metrics.get(name, 0) + count  # counters add up
+            for name, value in shipped["gauges"].items():
+                metrics[name] = max(metrics.get(name, value), value)  # gauges: the worst subtask
         rows = table.take(committable_rows)
         lineage = pa.array(
             [
@@ -494,6 +518,30 @@ class _WriterOutput:
             subtasks=len(subtask_rows),
             metrics=metrics,
         )
+
+
+def _executed_once(df: DataFrame) -> tuple[DataFrame, int]:
+    """``df`` planned once, and its number of partitions, without running it twice.
+
+    Writers need the parallelism before they start, but with adaptive query
+    execution it is only known once the stages before the last shuffle ran. Asking
+    ``df.rdd.getNumPartitions()`` runs them, and the writer job would run them
+    again. Spark's own V2 writers avoid that by executing the plan to one RDD and
+    reading its partitions; this does the same, then wraps that very RDD back into
+    a DataFrame for the writer stage, so the finished stages are reused.
+    """
+    from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
+
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise SinkConfigurationError(
+            "apply() needs a classic (py4j) DataFrame; Spark Connect DataFrames are not "
+            "supported yet. Run the job with a classic SparkSession"
+        )
+    rows = jdf.queryExecution().toRdd()
+    jvm_session = df.sparkSession._jsparkSession  # the classic session's JVM handle
+    executed = jvm_session.internalCreateDataFrame(rows, jdf.schema(), False)
+    return DataFrame(executed, df.sparkSession), int(rows.getNumPartitions())
 
 
 def _describe_jobs(spark: SparkSession, description: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
@@ -78,6 +78,14 @@ def attempt_token(job_id: str, subtask_id: int, task_attempt_id: int) -> str:
 
 class WriterFailure(RuntimeError):
     """Raised inside a task; Spark carries its message to the driver as text."""
+
+
+def _numeric(values: Mapping[str, object]) -> dict[str, float]:
+    return {
+        name: float(value)
+        for name, value in values.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
 
 
 def _short(value: object) -> str:
@@ -166,7 +174,10 @@ class WriterTask:
             )
         summary = self._row(KIND_SUBTASK, subtask_id, token, len(committables), None, None)
         summary["records"] = records
-        summary["metrics"] = msgpack.packb(dict(context.metric_group().snapshot()))
+        metrics = context.metric_group()
+        summary["metrics"] = msgpack.packb(
+            {"counters": dict(metrics.counts()), "gauges": _numeric(metrics.gauge_values())}
+        )
         rows.append(summary)
         return pa.RecordBatch.from_pylist(rows, schema=WRITER_OUTPUT_SCHEMA)
 

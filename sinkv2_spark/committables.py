@@ -7,10 +7,10 @@ with one row per committable, in this schema (`COMMITTABLE_SCHEMA`):
 |---|---|---|
 | ``checkpoint_id`` | long | the checkpoint (``END_OF_INPUT`` for a plain batch run) |
 | ``subtask_id`` | int | the subtask the committable belongs to |
-| ``number_of_subtasks`` | int | how many subtasks produced committables for this checkpoint |
+| ``number_of_subtasks`` | int | the writer parallelism of this checkpoint (Flink's summary field) |
 | ``serializer_version`` | int | version of the serializer that wrote ``payload`` |
 | ``payload`` | binary | the committable, framed as Flink frames it (version, length, bytes) |
-| ``lineage`` | array<string> | ids of the writer outputs this committable was made from |
+| ``lineage`` | ``array<string>`` | ids (``"subtask:index"``) of the writer outputs it came from |
 
 ``lineage`` is how the runtime proves a topology neither lost nor duplicated
 anything: after a pre-commit topology, every writer output must appear in exactly
@@ -95,19 +95,32 @@ def decode_committables(
 
 
 def summarize(rows: pa.Table | pa.RecordBatch) -> list[CommittableSummary]:
-    """Flink's summaries for ``rows``: one per (checkpoint, subtask), with the right counts."""
+    """Flink's summaries for ``rows``: one per (checkpoint, subtask), with the right counts.
+
+    ``number_of_subtasks`` is the writer parallelism the rows carry.
+    """
     columns = rows.to_pydict()
     counts: dict[tuple[int, int], int] = {}
-    subtasks: dict[int, set[int]] = {}
-    for checkpoint_id, subtask_id in zip(
-        columns["checkpoint_id"], columns["subtask_id"], strict=True
+    parallelism: dict[int, int] = {}
+    for checkpoint_id, subtask_id, subtasks in zip(
+        columns["checkpoint_id"],
+        columns["subtask_id"],
+        columns["number_of_subtasks"],
+        strict=True,
     ):
         counts[checkpoint_id, subtask_id] = counts.get((checkpoint_id, subtask_id), 0) + 1
-        subtasks.setdefault(checkpoint_id, set()).add(subtask_id)
+        parallelism[checkpoint_id] = max(parallelism.get(checkpoint_id, 0), subtasks)
     return [
-        CommittableSummary(subtask_id, len(subtasks[checkpoint_id]), checkpoint_id, count)
+        CommittableSummary(subtask_id, parallelism[checkpoint_id], checkpoint_id, count)
         for (checkpoint_id, subtask_id), count in sorted(counts.items())
     ]
+
+
+def _lineage_order(lineage: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """Sort key of a lineage: its ids as numbers, so that "0:10" follows "0:2"."""
+    return tuple(
+        tuple(int(part) if part.isdigit() else -1 for part in item.split(":")) for item in lineage
+    )
 
 
 def map_committables(
@@ -154,14 +167,15 @@ def aggregate_committables(
 
     The Iceberg case: many writers' data files become one commit. The result has
     one subtask (id 0) per checkpoint, and its lineage is the union of the inputs'.
-    ``aggregate`` receives the committables ordered by subtask, then by lineage.
+    ``aggregate`` receives the committables ordered by subtask, then by their position
+    in the writer's output.
     """
 
     def combine(table: pa.Table) -> pa.Table:
-        columns = table.sort_by([("subtask_id", "ascending")]).to_pydict()
+        columns = table.to_pydict()
         ordered = sorted(
             zip(columns["subtask_id"], columns["lineage"], columns["payload"], strict=True),
-            key=lambda row: (row[0], row[1]),
+            key=lambda row: (row[0], _lineage_order(row[1])),
         )
         values = [
             SimpleVersionedSerialization.read_version_and_deserialize(read, payload)

@@ -71,6 +71,10 @@ class RecordingWriter(
         self.path = sink.staging / f"{self.token}.jsonl"
         self.file = self.path.open("w")
         self.count = 0
+        metrics = context.metric_group()
+        metrics.set_current_send_time_gauge(
+            metrics.gauge_from(lambda: 5 + context.get_subtask_id())
+        )
         self.log(
             "create",
             subtask=context.get_subtask_id(),
@@ -274,6 +278,9 @@ class TopologySink(
 
     def add_post_commit_topology(self, committables):
         from sinkv2_spark.committables import decode_committables
+
+        if (self.base / "fail-post-commit").exists():
+            raise RuntimeError("post-commit topology failed")
 
         decoded = decode_committables(committables.toArrow(), self.get_committable_serializer())
         with (self.base / "post_commit.jsonl").open("a") as log:

@@ -50,6 +50,7 @@ def test_every_element_is_delivered_exactly_once(spark, translator, tmp_path):
     assert result.committed == 4
     assert result.checkpoint_id == END_OF_INPUT
     assert result.writer_metrics["numRecordsSend"] == 1000
+    assert result.writer_metrics["currentSendTime"] == 5 + 3  # a gauge: the largest, not a sum
     assert set(result.stage_seconds) >= {"write", "commit"}
     assert "records written" in str(result)
     assert "1,000" in str(result)
@@ -284,6 +285,7 @@ def test_pre_commit_topology_that_loses_committables_is_caught_before_commit(
     with pytest.raises(SinkConfigurationError, match=r"lost 2 writer output\(s\)"):
         translator.apply(frame(spark, 100), sink, sink_id="lossy")
     assert sink.committed_records() == []
+    assert list(sink.staging.glob("*.jsonl")) == []  # nothing of the run stays staged
 
 
 def test_pre_commit_topology_that_duplicates_committables_is_caught(spark, translator, tmp_path):
@@ -311,3 +313,44 @@ def test_counts_are_a_multiset_match_not_just_a_set(spark, translator, tmp_path)
     df = spark.createDataFrame([(1,)] * 50, "id long").repartition(3)
     translator.apply(df, sink, sink_id="dups")
     assert collections.Counter(r["id"] for r in sink.committed_records()) == {1: 50}
+
+
+def test_checkpoint_ids_and_assigned_epochs_never_collide(spark, translator, tmp_path):
+    sink = RecordingSink(tmp_path / "out")
+    assert translator.apply(frame(spark, 10), sink, sink_id="mixed-ids").epoch == 1
+    with pytest.raises(SinkConfigurationError, match="belongs to a run without a checkpoint_id"):
+        translator.apply(frame(spark, 20), sink, sink_id="mixed-ids", checkpoint_id=1)
+    assert len(sink.committed_records()) == 10
+
+
+def test_failed_post_commit_topology_runs_again_on_rerun(spark, translator, state_store, tmp_path):
+    sink = TopologySink(tmp_path / "out", partitions=2)
+    (sink.base / "fail-post-commit").touch()
+    with pytest.raises(RuntimeError, match="post-commit topology failed"):
+        translator.apply(frame(spark, 100), sink, sink_id="post", checkpoint_id=4)
+    with state_store.acquire("post", job_id="inspect") as lease:
+        assert lease.get(4).status is EpochStatus.PENDING
+    (sink.base / "fail-post-commit").unlink()
+    result = translator.apply(frame(spark, 100), sink, sink_id="post", checkpoint_id=4)
+    assert result.status is CommitStatus.RECOMMITTED
+    assert result.already_committed == 1
+    assert (sink.base / "post_commit.jsonl").read_text().count("\n") == 1
+    assert committed(sink) == expected(100)
+
+
+def test_the_input_is_computed_once_even_with_adaptive_execution_and_a_shuffle(
+    spark, translator, tmp_path
+):
+    from pyspark.sql.functions import udf
+
+    computed = spark.sparkContext.accumulator(0)
+
+    @udf("long")
+    def counted(value):
+        computed.add(1)
+        return value
+
+    df = spark.range(500).select(counted("id").alias("id")).repartition(3)
+    result = translator.apply(df, RecordingSink(tmp_path / "out"), sink_id="once")
+    assert result.subtasks == 3
+    assert computed.value == 500
