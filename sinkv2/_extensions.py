@@ -46,7 +46,9 @@ class SupportsAttemptCleanup(Protocol):
         """Remove everything attempts of job ``job_id`` staged, except the kept attempts'.
 
         Called on the driver once the writer stage is over: with the winning
-        attempts' tokens after success, with none after the stage failed. An attempt
+        attempts' tokens after success; with none when nothing of the run will be
+        committed (the writer stage failed, or the pre-commit step did after it), so
+        the same job may be cleaned twice. An attempt
         that is still running (a speculative copy being killed) may stage more after
         this call, so staged output must be invisible to readers until committed.
         Must be idempotent and must never touch committed output.

@@ -2,8 +2,9 @@
 
 Writers and committers receive a metric group through their init context. The
 protocols mirror Flink's (`SinkWriterMetricGroup`, `SinkCommitterMetricGroup`);
-the in-memory implementations are what the runtime hands out, and what it sums
-over subtasks into a job's result.
+the in-memory implementations are what the runtime hands out and reads back:
+counters are summed over subtasks into a job's result, gauges reported at their
+largest.
 """
 
 from __future__ import annotations

@@ -117,6 +117,11 @@ def _check_dataframe(df: object) -> DataFrame:
             f"apply() takes a pyspark.sql.DataFrame (got {type(df).__name__}); "
             "build one with spark.createDataFrame(...) or spark.read"
         )
+    if getattr(df, "_jdf", None) is None:
+        raise SinkConfigurationError(
+            "apply() needs a classic (py4j) DataFrame; Spark Connect DataFrames are not "
+            "supported yet. Run the job with a classic SparkSession"
+        )
     if df.isStreaming:
         raise SinkConfigurationError(
             "apply() got a streaming DataFrame; this release runs batch DataFrames only. "
@@ -329,7 +334,9 @@ class _Run:
         return result
 
     def _write(self, source: DataFrame, checkpoint_id: int) -> _WriterOutput:
-        source, number_of_subtasks = _executed_once(source)
+        _describe_jobs(source.sparkSession, f"sinkv2 {self.sink_id}: writers")
+        with self._timed("write"):  # executing the plan may run the stages before a shuffle
+            source, number_of_subtasks = _executed_once(source)
         task = WriterTask(
             sink=self.sink,
             capabilities=self.capabilities,
@@ -338,7 +345,6 @@ class _Run:
             number_of_subtasks=number_of_subtasks,
             emits_write_results=self.capabilities.pre_commit_topology,
         )
-        _describe_jobs(source.sparkSession, f"sinkv2 {self.sink_id}: writers")
         try:
             with self._timed("write"):
                 table = source.mapInArrow(task, _WRITER_DDL).toArrow()
@@ -532,12 +538,7 @@ def _executed_once(df: DataFrame) -> tuple[DataFrame, int]:
     """
     from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
 
-    jdf = getattr(df, "_jdf", None)
-    if jdf is None:
-        raise SinkConfigurationError(
-            "apply() needs a classic (py4j) DataFrame; Spark Connect DataFrames are not "
-            "supported yet. Run the job with a classic SparkSession"
-        )
+    jdf = df._jdf  # classic DataFrames only; _check_dataframe refused the others
     rows = jdf.queryExecution().toRdd()
     jvm_session = df.sparkSession._jsparkSession  # the classic session's JVM handle
     executed = jvm_session.internalCreateDataFrame(rows, jdf.schema(), False)
