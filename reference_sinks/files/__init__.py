@@ -1,0 +1,28 @@
+"""Exactly-once files: `FileSink` writes Parquet or JSON lines, Hive-partitioned.
+
+```python
+from reference_sinks.files import FileSink, RollingPolicy
+from sinkv2_spark import SinkTopologyTranslator
+
+SinkTopologyTranslator().apply(df, FileSink("/data/out", partition_by=["day"]), sink_id="out")
+spark.read.parquet("/data/out")  # exactly the rows of df
+```
+"""
+
+from reference_sinks.files._committables import InProgressFile, PendingFile
+from reference_sinks.files._config import CompactionPolicy, FileFormat, RollingPolicy
+from reference_sinks.files._paths import HIVE_DEFAULT_PARTITION, escape_path_name
+from reference_sinks.files._sink import FileSink
+from reference_sinks.files._writer import FileWriter
+
+__all__ = [
+    "HIVE_DEFAULT_PARTITION",
+    "CompactionPolicy",
+    "FileFormat",
+    "FileSink",
+    "FileWriter",
+    "InProgressFile",
+    "PendingFile",
+    "RollingPolicy",
+    "escape_path_name",
+]

@@ -1,0 +1,283 @@
+"""`FileSink`: exactly-once Parquet or JSON-lines files, Hive-partitioned, on pyarrow.fs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+import pyarrow.fs as pafs
+
+from reference_sinks.files._committables import (
+    InProgressFile,
+    PendingFile,
+    pending_file_serializer,
+    writer_state_serializer,
+)
+from reference_sinks.files._committer import FileCommitter, remove_quietly
+from reference_sinks.files._compaction import compact
+from reference_sinks.files._config import (
+    FORMATS,
+    CompactionPolicy,
+    FileFormat,
+    RollingPolicy,
+    describe,
+)
+from reference_sinks.files._writer import FileWriter
+from sinkv2 import (
+    AttrsMsgpackSerializer,
+    CommitterInitContext,
+    Sink,
+    SinkConfigurationError,
+    SupportsAbort,
+    SupportsAttemptCleanup,
+    SupportsPreCommitTopology,
+    SupportsWriterState,
+    WriterInitContext,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["FileSink"]
+
+
+def _check_base_path(base_path: object) -> str:
+    if isinstance(base_path, os.PathLike):
+        base_path = os.fspath(base_path)
+    if not isinstance(base_path, str) or not base_path.strip():
+        raise SinkConfigurationError(
+            f"FileSink base_path must be a non-empty str or os.PathLike (got "
+            f"{describe(base_path)}); pass a directory such as '/data/out' or a URI "
+            "such as 's3://bucket/out'"
+        )
+    return base_path
+
+
+def _check_partition_by(partition_by: object) -> tuple[str, ...]:
+    if isinstance(partition_by, str) or not isinstance(partition_by, Sequence):
+        raise SinkConfigurationError(
+            f"FileSink partition_by must be a list or tuple of column names (got "
+            f"{describe(partition_by)}); write partition_by=['col'] even for one column"
+        )
+    columns = tuple(partition_by)
+    bad = [c for c in columns if not isinstance(c, str) or not c or "/" in c]
+    if bad:
+        raise SinkConfigurationError(
+            f"FileSink partition_by must hold non-empty column names without '/' (got "
+            f"{describe(bad[0])}); name the DataFrame's columns"
+        )
+    if len(set(columns)) != len(columns):
+        raise SinkConfigurationError(
+            f"FileSink partition_by names a column twice (got {list(columns)!r}); "
+            "name each column once"
+        )
+    return columns
+
+
+@final
+class FileSink(
+    Sink[dict[str, Any]],
+    SupportsWriterState[dict[str, Any], InProgressFile],
+    SupportsPreCommitTopology[PendingFile, PendingFile],
+    SupportsAttemptCleanup,
+    SupportsAbort[PendingFile],
+):
+    """Exactly-once files under ``base_path``: Parquet or JSON lines, Hive-partitioned.
+
+    Writers stage hidden part files under ``<base>/_staging/<attempt token>/``, rolled
+    by ``rolling_policy``; their committables are the closed files (`PendingFile`);
+    the committer renames each into ``<base>/<c1=v1/...>/`` (atomic on local disk and
+    HDFS). Losing attempts' staging is removed by `clean_up_attempts`, aborted
+    epochs' by `abort`. With ``compaction``, small files of one partition and
+    checkpoint are merged before they are committed (see `CompactionPolicy`).
+
+    Partition columns are not stored in the files (as Spark does), so
+    ``spark.read.parquet(base_path)`` returns the same columns, partition columns
+    last.
+
+    Args:
+        base_path: The output directory: a local path or a URI pyarrow understands
+            (``s3://``, ``gs://``, ``hdfs://``, ``file://``).
+        format: ``"parquet"`` or ``"jsonl"``.
+        partition_by: Columns to partition by (string, integer, boolean or date).
+        rolling_policy: When part files are closed.
+        compaction: Merge small files before commit, or ``None``.
+        filesystem: A ``pyarrow.fs.FileSystem`` to use instead of the one
+            ``base_path``'s URI names; ``base_path`` is then a path inside it.
+
+    Raises:
+        SinkConfigurationError: Any argument has a bad value or type.
+    """
+
+    def __init__(
+        self,
+        base_path: str | os.PathLike[str],
+        format: FileFormat = "parquet",  # the name users expect (Spark's)
+        *,
+        partition_by: Sequence[str] = (),
+        rolling_policy: RollingPolicy | None = None,
+        compaction: CompactionPolicy | None = None,
+        filesystem: pafs.FileSystem | None = None,
+    ) -> None:
+        self.base_path = _check_base_path(base_path)
+        if format not in FORMATS:
+            raise SinkConfigurationError(
+                f"FileSink format must be one of {list(FORMATS)} (got {describe(format)}); "
+                "pass format='parquet' or format='jsonl'"
+            )
+        self.format: FileFormat = format
+        self.partition_by = _check_partition_by(partition_by)
+        policy = RollingPolicy() if rolling_policy is None else rolling_policy
+        if not isinstance(policy, RollingPolicy):
+            raise SinkConfigurationError(
+                f"FileSink rolling_policy must be a RollingPolicy (got {describe(policy)}); "
+                "pass RollingPolicy(max_rows=..., max_bytes=..., roll_on_checkpoint=...)"
+            )
+        if format == "parquet" and not policy.roll_on_checkpoint:
+            raise SinkConfigurationError(
+                "FileSink with format='parquet' needs RollingPolicy(roll_on_checkpoint=True) "
+                "(got False): a Parquet file cannot be resumed after a failure because its "
+                "footer is written on close; use roll_on_checkpoint=True or format='jsonl'"
+            )
+        self.rolling_policy = policy
+        if compaction is not None and not isinstance(compaction, CompactionPolicy):
+            raise SinkConfigurationError(
+                f"FileSink compaction must be a CompactionPolicy or None (got "
+                f"{describe(compaction)}); pass CompactionPolicy(min_files=..., target_bytes=...)"
+            )
+        self.compaction = compaction
+        if filesystem is not None and not isinstance(filesystem, pafs.FileSystem):
+            raise SinkConfigurationError(
+                f"FileSink filesystem must be a pyarrow.fs.FileSystem or None (got "
+                f"{describe(filesystem)}); pass e.g. pyarrow.fs.LocalFileSystem() or None"
+            )
+        self.filesystem = filesystem
+        self.resolve()  # a base_path pyarrow cannot parse fails here, not in a task
+
+    def __repr__(self) -> str:
+        return (
+            f"FileSink({self.base_path!r}, format={self.format!r}, "
+            f"partition_by={list(self.partition_by)!r}, rolling_policy={self.rolling_policy!r}, "
+            f"compaction={self.compaction!r})"
+        )
+
+    def resolve(self) -> tuple[pafs.FileSystem, str]:
+        """The filesystem and the base directory's path inside it.
+
+        Raises:
+            SinkConfigurationError: ``base_path`` is not a path or URI pyarrow knows.
+        """
+        if self.filesystem is not None:
+            return self.filesystem, self.base_path.rstrip("/")
+        location = self.base_path
+        if "://" not in location:
+            location = os.path.abspath(location)
+        try:
+            fs, path = pafs.FileSystem.from_uri(location)
+        except (ValueError, OSError, TypeError) as error:
+            raise SinkConfigurationError(
+                f"FileSink base_path {self.base_path!r} is not a path or URI pyarrow.fs "
+                f"understands ({type(error).__name__}: {error}); pass a local path, an "
+                "s3://, gs://, hdfs:// or file:// URI, or a filesystem="
+            ) from error
+        return fs, path.rstrip("/") or "/"
+
+    # --- writers ---------------------------------------------------------------------------
+
+    def create_writer(self, context: WriterInitContext) -> FileWriter:
+        """A writer staging part files under ``_staging/<attempt token>/``."""
+        return FileWriter(self, context)
+
+    def restore_writer(
+        self, context: WriterInitContext, recovered_state: Collection[InProgressFile]
+    ) -> FileWriter:
+        """A writer that continues the in-progress files of ``recovered_state``.
+
+        Parquet sinks roll every file on checkpoint, so their state is always empty
+        and a restored writer starts fresh. A JSON-lines sink with
+        ``roll_on_checkpoint=False`` copies each in-progress file's checkpointed prefix
+        (its recorded length) into a new staged file of this attempt and appends to it;
+        whatever an old attempt wrote after the checkpoint is never committed and is
+        removed with its staging directory.
+
+        Raises:
+            FileNotFoundError: An in-progress file is missing or shorter than recorded.
+        """
+        return FileWriter(self, context, recovered_state)
+
+    def get_writer_state_serializer(self) -> AttrsMsgpackSerializer[InProgressFile]:
+        """Writer states (`InProgressFile`) as msgpack, version 1."""
+        return writer_state_serializer()
+
+    # --- commit ----------------------------------------------------------------------------
+
+    def get_write_result_serializer(self) -> AttrsMsgpackSerializer[PendingFile]:
+        """Write results are pending files, as committables are."""
+        return pending_file_serializer()
+
+    def get_committable_serializer(self) -> AttrsMsgpackSerializer[PendingFile]:
+        """Committables (`PendingFile`) as msgpack, version 1."""
+        return pending_file_serializer()
+
+    def add_pre_commit_topology(self, committables: DataFrame) -> DataFrame:
+        """Without compaction, the committables unchanged; with it, small files merged.
+
+        Compaction runs one Spark task per checkpoint (``groupBy(checkpoint_id)``);
+        see `CompactionPolicy` for which files are merged.
+        """
+        if self.compaction is None:
+            return committables
+        from sinkv2_spark.committables import (  # noqa: PLC0415  # pyspark only when compacting
+            COMMITTABLE_COLUMNS,
+            committable_stream_ddl,
+        )
+
+        fs, _ = self.resolve()
+        file_format, policy = self.format, self.compaction
+
+        def run(table: Any) -> Any:
+            return compact(table, fs=fs, file_format=file_format, policy=policy)
+
+        return (
+            committables.select(*COMMITTABLE_COLUMNS)
+            .groupBy("checkpoint_id")
+            .applyInArrow(run, committable_stream_ddl())
+        )
+
+    def create_committer(self, context: CommitterInitContext) -> FileCommitter:
+        """The renaming committer."""
+        fs, _ = self.resolve()
+        return FileCommitter(fs)
+
+    # --- cleanup ---------------------------------------------------------------------------
+
+    def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
+        """Remove ``_staging/<token>/`` of every attempt of ``job_id`` not kept.
+
+        Attempt tokens start with the job id, so only this job's losers are touched;
+        committed files live outside ``_staging`` and are never touched.
+        """
+        fs, root = self.resolve()
+        staging = f"{root}/_staging"
+        selector = pafs.FileSelector(staging, allow_not_found=True)
+        kept = frozenset(kept_attempt_tokens)
+        for info in fs.get_file_info(selector):
+            name = info.base_name
+            if (
+                info.type == pafs.FileType.Directory
+                and name.startswith(f"{job_id}-")
+                and name not in kept
+            ):
+                fs.delete_dir(info.path)
+
+    def abort(self, committables: Collection[PendingFile]) -> None:
+        """Remove the staged files (and merge sources) of committables never to be committed.
+
+        A committed file is no longer at its staged path, so it is never touched.
+        """
+        fs, _ = self.resolve()
+        for file in committables:
+            remove_quietly(fs, file.staged)
+            for source in file.sources:
+                remove_quietly(fs, source)

@@ -1,0 +1,339 @@
+"""The FileSink writer: stages hidden part files per partition, rolls them, hands them over.
+
+One writer runs per subtask attempt. Everything it writes goes under
+``<base>/_staging/<attempt token>/``; readers skip ``_``-prefixed directories, so
+nothing is visible until the committer renames a closed file into place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from collections.abc import Collection, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from reference_sinks.files._committables import InProgressFile, PendingFile
+from reference_sinks.files._paths import partition_path
+from sinkv2 import (
+    CommittingSinkWriter,
+    SinkConfigurationError,
+    SinkWriter,
+    StatefulSinkWriter,
+    WriterInitContext,
+)
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from reference_sinks.files._sink import FileSink
+
+__all__ = ["FileWriter"]
+
+_ROWS_PER_ROW_BATCH: Final = 8192
+"""Elements given to ``write`` are turned into Arrow batches of this many rows."""
+
+_ROW_GROUP_ROWS: Final = 128 * 1024
+"""Parquet batches are buffered up to this many rows per row group."""
+
+_EXTENSIONS: Final = {"parquet": "parquet", "jsonl": "jsonl"}
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    raise TypeError(f"{type(value).__name__} {value!r} has no JSON form")
+
+
+class _PartFile:
+    """One open in-progress part file."""
+
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        staged: str,
+        final: str,
+        partition: str,
+        file_format: str,
+        *,
+        rows: int = 0,
+    ) -> None:
+        self.staged = staged
+        self.final = final
+        self.partition = partition
+        self.format = file_format
+        self.rows = rows
+        self.stream = fs.open_output_stream(staged)
+        self.parquet: pq.ParquetWriter | None = None
+        self.schema: pa.Schema | None = None
+        self.buffer: list[pa.RecordBatch] = []
+        self.buffered_rows = 0
+        self.buffered_bytes = 0
+
+    @property
+    def bytes(self) -> int:
+        """Bytes written so far, plus the estimated size of what is still buffered."""
+        return int(self.stream.tell()) + self.buffered_bytes
+
+    def accepts(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        """``batch`` in this file's schema, or ``None`` if it cannot be stored here."""
+        if self.schema is None or batch.schema.equals(self.schema):
+            return batch
+        try:
+            return batch.cast(self.schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append ``batch`` (already without partition columns)."""
+        self.rows += batch.num_rows
+        if self.format == "jsonl":
+            lines = "".join(
+                json.dumps(row, default=_json_default, ensure_ascii=False) + "\n"
+                for row in batch.to_pylist()
+            )
+            self.stream.write(lines.encode("utf-8"))
+            return
+        if self.parquet is None:
+            self.parquet = pq.ParquetWriter(self.stream, batch.schema)
+            self.schema = batch.schema
+        self.buffer.append(batch)
+        self.buffered_rows += batch.num_rows
+        self.buffered_bytes += batch.nbytes
+        if self.buffered_rows >= _ROW_GROUP_ROWS:
+            self._write_row_group()
+
+    def _write_row_group(self) -> None:
+        if self.buffer and self.parquet is not None:
+            self.parquet.write_table(pa.Table.from_batches(self.buffer))
+        self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
+
+    def flush(self) -> None:
+        """Make what was written so far durable, where the format allows it."""
+        if self.format == "jsonl":
+            self.stream.flush()
+
+    def close(self) -> int:
+        """Close the file; returns its final size in bytes."""
+        self._write_row_group()
+        if self.parquet is not None:
+            self.parquet.close()  # writes the footer; the stream stays open
+        size = int(self.stream.tell())
+        self.stream.close()
+        return size
+
+    def abandon(self) -> None:
+        """Close without caring about the content (a failed writer)."""
+        try:
+            if self.parquet is not None:
+                self.parquet.close()
+        finally:
+            self.stream.close()
+
+
+def split_by_partition(
+    batch: pa.RecordBatch, columns: Sequence[str]
+) -> Iterator[tuple[tuple[object, ...], pa.RecordBatch]]:
+    """The rows of ``batch`` grouped by the values of ``columns``, those columns dropped.
+
+    Vectorised: one Arrow group-by for the distinct keys, one filter per key.
+
+    Raises:
+        SinkConfigurationError: A partition column is not in ``batch``.
+    """
+    if not columns:
+        yield (), batch
+        return
+    missing = [column for column in columns if column not in batch.schema.names]
+    if missing:
+        raise SinkConfigurationError(
+            f"FileSink partition_by names {missing} but the data has columns "
+            f"{batch.schema.names}; partition by columns of the DataFrame"
+        )
+    data_columns = [name for name in batch.schema.names if name not in columns]
+    table = pa.Table.from_batches([batch])
+    if len(columns) == 1 and table.column(columns[0]).null_count == 0:
+        keys = [
+            (value,) for value in pc.unique(table.column(columns[0]).combine_chunks()).to_pylist()
+        ]
+    else:
+        grouped = table.select(list(columns)).group_by(list(columns), use_threads=False)
+        keys = [tuple(row[c] for c in columns) for row in grouped.aggregate([]).to_pylist()]
+    if len(keys) == 1:
+        yield keys[0], batch.select(data_columns)
+        return
+    for key in keys:
+        mask: Any = None
+        for column, value in zip(columns, key, strict=True):
+            array = batch.column(column)
+            if value is None:
+                match = pc.is_null(array)
+            else:
+                match = pc.fill_null(pc.equal(array, value), False)
+            mask = match if mask is None else pc.and_(mask, match)
+        yield key, batch.filter(mask).select(data_columns)
+
+
+@final
+class FileWriter(
+    CommittingSinkWriter[dict[str, Any], PendingFile],
+    StatefulSinkWriter[dict[str, Any], InProgressFile],
+):
+    """Writes one subtask attempt's rows into staged part files.
+
+    Lifecycle (Flink's): ``write``/``write_arrow_batch``* -> ``flush`` ->
+    ``prepare_commit`` (closed files as `PendingFile` committables) ->
+    ``snapshot_state`` (open files as `InProgressFile`) -> ... -> ``close``.
+    """
+
+    def __init__(
+        self,
+        sink: FileSink,
+        context: WriterInitContext,
+        restored: Collection[InProgressFile] = (),
+    ) -> None:
+        self._fs, self._root = sink.resolve()
+        self._format = sink.format
+        self._partition_by = tuple(sink.partition_by)
+        self._policy = sink.rolling_policy
+        self._token = context.get_attempt_token()
+        self._staging = f"{self._root}/_staging/{self._token}"
+        self._fs.create_dir(self._staging, recursive=True)
+        self._metrics = context.metric_group()
+        self._open: dict[str, _PartFile] = {}
+        self._pending: list[PendingFile] = []
+        self._sequence = 0
+        self._rows: list[dict[str, Any]] = []
+        self._end_of_input = False
+        for state in restored:
+            self._resume(state)
+
+    # --- files -----------------------------------------------------------------------------
+
+    def _new_file(self, partition: str, *, rows: int = 0) -> _PartFile:
+        name = f"part-{self._token}-{self._sequence:05d}.{_EXTENSIONS[self._format]}"
+        self._sequence += 1
+        directory = f"{self._root}/{partition}" if partition else self._root
+        return _PartFile(
+            self._fs,
+            f"{self._staging}/{name}",
+            f"{directory}/{name}",
+            partition,
+            self._format,
+            rows=rows,
+        )
+
+    def _roll(self, file: _PartFile) -> None:
+        del self._open[file.partition]
+        size = file.close()
+        self._pending.append(
+            PendingFile(
+                staged=file.staged,
+                final=file.final,
+                partition=file.partition,
+                rows=file.rows,
+                bytes=size,
+            )
+        )
+
+    def _resume(self, state: InProgressFile) -> None:
+        """Continue an in-progress file of a previous attempt from its checkpointed prefix.
+
+        The old file is copied (its first ``state.bytes`` bytes) into a new staged file
+        of this attempt, not appended to: object stores cannot append, and another
+        restore from the same checkpoint may need the old file again. Old attempts'
+        files are removed by ``clean_up_attempts``.
+        """
+        if self._format != "jsonl":
+            return  # Parquet files are always rolled on checkpoint: nothing to resume.
+        with self._fs.open_input_stream(state.staged) as source:
+            prefix = source.read(state.bytes)
+        if len(prefix) != state.bytes:
+            raise FileNotFoundError(
+                f"in-progress file {state.staged} has {len(prefix)} bytes but the "
+                f"checkpoint recorded {state.bytes}; it was truncated or removed"
+            )
+        file = self._new_file(state.partition, rows=state.rows)
+        file.stream.write(prefix)
+        self._open[state.partition] = file
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def write_arrow_batch(self, batch: pa.RecordBatch, context: SinkWriter.Context) -> None:
+        """Write every row of ``batch`` into its partition's part file (no per-row Python)."""
+        self._rows_to_batch()
+        self._write_batch(batch)
+
+    def write(self, element: dict[str, Any], context: SinkWriter.Context) -> None:
+        """Buffer one element (a dict of column -> value); full buffers become Arrow batches."""
+        self._rows.append(element)
+        if len(self._rows) >= _ROWS_PER_ROW_BATCH:
+            self._rows_to_batch()
+
+    def _rows_to_batch(self) -> None:
+        if self._rows:
+            rows, self._rows = self._rows, []
+            self._write_batch(pa.RecordBatch.from_pylist(rows))
+
+    def _write_batch(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        policy = self._policy
+        for key, part in split_by_partition(batch, self._partition_by):
+            partition = partition_path(self._partition_by, key)
+            file = self._open.get(partition)
+            converted = part if file is None else file.accepts(part)
+            if file is not None and converted is None:
+                self._roll(file)  # a schema this file cannot hold: start a new one
+                file, converted = None, part
+            if file is None:
+                file = self._open[partition] = self._new_file(partition)
+            file.write(part if converted is None else converted)
+            if (policy.max_rows is not None and file.rows >= policy.max_rows) or (
+                policy.max_bytes is not None and file.bytes >= policy.max_bytes
+            ):
+                self._roll(file)
+        self._metrics.get_num_records_send_counter().inc(batch.num_rows)
+        self._metrics.get_num_bytes_send_counter().inc(batch.nbytes)
+
+    def flush(self, end_of_input: bool) -> None:
+        """Write buffered elements into their files and make open JSON-lines files durable."""
+        self._rows_to_batch()
+        for file in self._open.values():
+            file.flush()
+        self._end_of_input = self._end_of_input or end_of_input
+
+    def prepare_commit(self) -> list[PendingFile]:
+        """The files closed since the last call; open files are rolled first on a checkpoint.
+
+        With ``roll_on_checkpoint`` (or at the end of input) every open file is closed,
+        so the committables hold every row written so far.
+        """
+        if self._policy.roll_on_checkpoint or self._end_of_input:
+            for file in list(self._open.values()):
+                self._roll(file)
+        pending, self._pending = self._pending, []
+        return pending
+
+    def snapshot_state(self, checkpoint_id: int) -> list[InProgressFile]:
+        """The files still open (only without ``roll_on_checkpoint``), with their length."""
+        return [
+            InProgressFile(
+                staged=file.staged, partition=file.partition, rows=file.rows, bytes=file.bytes
+            )
+            for file in self._open.values()
+        ]
+
+    def close(self) -> None:
+        """Close open files. Staged files stay for the committer or for cleanup."""
+        files, self._open = list(self._open.values()), {}
+        for file in files:
+            file.abandon()

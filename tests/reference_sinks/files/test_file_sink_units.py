@@ -1,0 +1,547 @@
+"""FileSink without Spark: options, paths, writers, committer, cleanup, state, compaction.
+
+Everything runs on real files in a temporary directory.
+"""
+
+import json
+from pathlib import Path
+
+import cloudpickle
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from reference_sinks.files import (
+    HIVE_DEFAULT_PARTITION,
+    CompactionPolicy,
+    FileSink,
+    InProgressFile,
+    PendingFile,
+    RollingPolicy,
+    escape_path_name,
+)
+from reference_sinks.files._compaction import compact, plan_bins
+from reference_sinks.files._paths import partition_path
+from sinkv2 import (
+    BasicCommitterInitContext,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    CommitFailedError,
+    SimpleVersionedSerialization,
+    SinkConfigurationError,
+    commit_with_retries,
+    inspect_sink,
+)
+from sinkv2_spark.committables import COMMITTABLE_SCHEMA
+
+GOLDEN = Path(__file__).parent / "golden"
+CONTEXT = BasicSinkWriterContext()
+
+
+def batch(n, start=0, keys=("a", "b", None)):
+    ids = list(range(start, start + n))
+    return pa.RecordBatch.from_pydict(
+        {
+            "id": ids,
+            "key": [keys[i % len(keys)] for i in ids],
+            "value": [i / 2 for i in ids],
+        }
+    )
+
+
+def write(sink, batches, *, job="job", subtask=0, attempt=0, rows=False):
+    writer = sink.create_writer(
+        BasicWriterInitContext(
+            job_id=job, subtask_id=subtask, number_of_parallel_subtasks=4, attempt_number=attempt
+        )
+    )
+    for b in batches:
+        if rows:
+            for element in b.to_pylist():
+                writer.write(element, CONTEXT)
+        else:
+            writer.write_arrow_batch(b, CONTEXT)
+    writer.flush(True)
+    pending = writer.prepare_commit()
+    writer.close()
+    return pending
+
+
+def commit(sink, pending):
+    return commit_with_retries(sink.create_committer(BasicCommitterInitContext()), pending)
+
+
+def read(base, fmt="parquet"):
+    if fmt == "jsonl":
+        rows = []
+        for path in sorted(Path(base).rglob("*.jsonl")):
+            if "_staging" in path.parts:
+                continue
+            partition = {
+                part.split("=")[0]: part.split("=")[1] for part in path.relative_to(base).parts[:-1]
+            }
+            rows += [{**json.loads(line), **partition} for line in path.read_text().splitlines()]
+        return sorted(rows, key=lambda r: r["id"])
+    table = ds.dataset(str(base), format="parquet", partitioning="hive").to_table()
+    return sorted(table.to_pylist(), key=lambda r: r["id"])
+
+
+def visible_files(base):
+    return sorted(
+        p.relative_to(base).as_posix()
+        for p in Path(base).rglob("*")
+        if p.is_file() and "_staging" not in p.parts
+    )
+
+
+# --- options ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"base_path": ""}, r"base_path must be a non-empty str .*got '' of type str"),
+        ({"base_path": 3}, r"base_path must be .*got 3 of type int"),
+        (
+            {"format": "csv"},
+            r"format must be one of \['parquet', 'jsonl'\] \(got 'csv' of type str\); pass",
+        ),
+        (
+            {"partition_by": "key"},
+            r"partition_by must be a list or tuple .*got 'key' of type str.*partition_by=\['col'\]",
+        ),
+        ({"partition_by": ["a", "a"]}, r"names a column twice"),
+        ({"partition_by": ["a/b"]}, r"without '/'"),
+        (
+            {"rolling_policy": {"max_rows": 3}},
+            r"rolling_policy must be a RollingPolicy .*of type dict",
+        ),
+        (
+            {"rolling_policy": RollingPolicy(roll_on_checkpoint=False)},
+            r"format='parquet' needs RollingPolicy\(roll_on_checkpoint=True\)",
+        ),
+        ({"compaction": 5}, r"compaction must be a CompactionPolicy or None \(got 5 of type int\)"),
+        ({"filesystem": "local"}, r"filesystem must be a pyarrow.fs.FileSystem or None"),
+        ({"base_path": "nosuchscheme://x/y"}, r"is not a path or URI pyarrow.fs understands"),
+    ],
+)
+def test_bad_options_are_configuration_errors_with_what_to_do(tmp_path, kwargs, message):
+    arguments = {"base_path": str(tmp_path), **kwargs}
+    with pytest.raises(SinkConfigurationError, match=message):
+        FileSink(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: RollingPolicy(max_rows=0),
+            r"RollingPolicy.max_rows must be a positive int or None \(got 0 of type int\); "
+            r"set it to at least 1",
+        ),
+        (
+            lambda: RollingPolicy(max_bytes=True),
+            r"max_bytes must be a positive int or None \(got True of type bool\)",
+        ),
+        (
+            lambda: RollingPolicy(roll_on_checkpoint=1),
+            r"roll_on_checkpoint must be a bool \(got 1 of type int\)",
+        ),
+        (
+            lambda: CompactionPolicy(min_files=1),
+            r"CompactionPolicy.min_files must be an int >= 2 \(got 1 of type int\); "
+            r"set it to at least 2",
+        ),
+        (lambda: CompactionPolicy(target_bytes=0), r"target_bytes must be an int >= 1"),
+    ],
+)
+def test_bad_policies_are_configuration_errors(make, message):
+    with pytest.raises(SinkConfigurationError, match=message):
+        make()
+
+
+def test_the_sink_implements_what_it_claims_and_survives_cloudpickle(tmp_path):
+    sink = FileSink(tmp_path, "jsonl", partition_by=["key"], compaction=CompactionPolicy())
+    capabilities = inspect_sink(sink)
+    assert capabilities.committer
+    assert capabilities.writer_state
+    assert capabilities.pre_commit_topology
+    assert capabilities.attempt_cleanup
+    assert capabilities.abort
+    clone = cloudpickle.loads(cloudpickle.dumps(sink))
+    assert repr(clone) == repr(sink)
+    assert clone.resolve()[1] == str(tmp_path)
+
+
+def test_relative_paths_and_file_uris_resolve_to_the_same_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert FileSink("out").resolve()[1] == str(tmp_path / "out")
+    assert FileSink(f"file://{tmp_path}/out").resolve()[1] == str(tmp_path / "out")
+    fs, path = FileSink(
+        "sub/out", filesystem=pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    ).resolve()
+    assert isinstance(fs, pafs.SubTreeFileSystem)
+    assert path == "sub/out"
+
+
+# --- partition paths ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "directory"),
+    [
+        ("plain", "plain"),
+        ("a/b", "a%2Fb"),
+        ("x=1", "x%3D1"),
+        ("50%", "50%25"),
+        ("a:b?c#d", "a%3Ab%3Fc%23d"),
+        ("{[^]}*'\"\\", "%7B%5B%5E%5D}%2A%27%22%5C"),  # Spark leaves } alone
+        ("tab\there", "tab%09here"),
+        ("space ok é", "space ok é"),
+        ("", HIVE_DEFAULT_PARTITION),
+        (None, HIVE_DEFAULT_PARTITION),
+        (7, "7"),
+        (True, "true"),
+    ],
+)
+def test_partition_values_are_escaped_as_spark_escapes_them(value, directory):
+    assert partition_path(["k"], [value]) == f"k={directory}"
+
+
+def test_partition_paths_nest_in_partition_by_order():
+    assert partition_path(["a", "b=c"], ["x", None]) == f"a=x/b%3Dc={HIVE_DEFAULT_PARTITION}"
+    assert escape_path_name("%") == "%25"
+
+
+def test_float_partition_values_are_refused_with_what_to_do(tmp_path):
+    sink = FileSink(tmp_path, partition_by=["value"])
+    with pytest.raises(TypeError, match="partition by string, integer, boolean or date"):
+        write(sink, [batch(3)])
+
+
+def test_unknown_partition_column_names_the_columns(tmp_path):
+    sink = FileSink(tmp_path, partition_by=["nope"])
+    with pytest.raises(
+        SinkConfigurationError,
+        match=r"partition_by names \['nope'\] but the data has columns \['id', 'key', 'value'\]",
+    ):
+        write(sink, [batch(3)])
+
+
+# --- writers ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rows", [False, True], ids=["arrow-path", "row-path"])
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_partitioned_output_reads_back_exactly_and_staging_is_hidden(tmp_path, fmt, rows):
+    sink = FileSink(tmp_path, fmt, partition_by=["key"])
+    pending = write(sink, [batch(500), batch(500, 500)], rows=rows)
+    assert {p.partition for p in pending} == {"key=a", "key=b", f"key={HIVE_DEFAULT_PARTITION}"}
+    assert visible_files(tmp_path) == []  # nothing visible before commit
+    commit(sink, pending)
+    back = read(tmp_path, fmt)
+    expected = sorted(batch(1000).to_pylist(), key=lambda r: r["id"])
+    if fmt == "jsonl":  # partition values come back as directory strings
+        expected = [
+            {**r, "key": r["key"] if r["key"] is not None else HIVE_DEFAULT_PARTITION}
+            for r in expected
+        ]
+    assert back == expected
+    for path in visible_files(tmp_path):  # partition columns are not stored in files
+        if fmt == "parquet":
+            assert pq.read_schema(tmp_path / path).names == ["id", "value"]
+
+
+def test_files_roll_by_rows(tmp_path):
+    sink = FileSink(tmp_path, rolling_policy=RollingPolicy(max_rows=300))
+    pending = write(sink, [batch(100, i * 100) for i in range(10)])
+    assert [p.rows for p in pending] == [300, 300, 300, 100]
+    assert [pq.read_metadata(p.staged).num_rows for p in pending] == [300, 300, 300, 100]
+    assert all(p.bytes == Path(p.staged).stat().st_size for p in pending)
+    assert len({p.final for p in pending}) == 4
+
+
+def test_files_roll_by_bytes(tmp_path):
+    sink = FileSink(tmp_path, "jsonl", rolling_policy=RollingPolicy(max_rows=None, max_bytes=2000))
+    pending = write(sink, [batch(50, i * 50) for i in range(10)])
+    assert len(pending) > 3
+    assert sum(p.rows for p in pending) == 500
+    assert all(p.bytes < 2000 + 50 * 60 for p in pending)  # at most one batch past the limit
+
+
+def test_roll_on_checkpoint_hands_over_everything_written_so_far(tmp_path):
+    sink = FileSink(tmp_path)
+    writer = sink.create_writer(BasicWriterInitContext(job_id="j"))
+    writer.write_arrow_batch(batch(10), CONTEXT)
+    writer.flush(False)
+    first = writer.prepare_commit()
+    assert writer.snapshot_state(1) == []
+    writer.write_arrow_batch(batch(10, 10), CONTEXT)
+    writer.flush(True)
+    second = writer.prepare_commit()
+    writer.close()
+    assert [p.rows for p in first] == [10]
+    assert [p.rows for p in second] == [10]
+    assert first[0].final != second[0].final
+
+
+def test_jsonl_without_roll_on_checkpoint_resumes_exactly_the_checkpointed_prefix(tmp_path):
+    sink = FileSink(tmp_path, "jsonl", rolling_policy=RollingPolicy(roll_on_checkpoint=False))
+    old = sink.create_writer(BasicWriterInitContext(job_id="j", attempt_number=0))
+    old.write_arrow_batch(batch(10), CONTEXT)
+    old.flush(False)
+    assert old.prepare_commit() == []  # nothing closed yet
+    state = old.snapshot_state(1)
+    assert [(s.rows, s.partition) for s in state] == [(10, "")]
+    old.write_arrow_batch(batch(5, 10), CONTEXT)  # after the checkpoint: must not survive
+    old.flush(False)
+    old.close()  # the attempt dies
+
+    serializer = sink.get_writer_state_serializer()
+    restored_state = [serializer.deserialize(1, serializer.serialize(s)) for s in state]
+    new = sink.restore_writer(BasicWriterInitContext(job_id="j", attempt_number=1), restored_state)
+    new.write_arrow_batch(batch(10, 100), CONTEXT)
+    new.flush(True)
+    pending = new.prepare_commit()
+    new.close()
+    assert [p.rows for p in pending] == [20]
+    commit(sink, pending)
+    assert [r["id"] for r in read(tmp_path, "jsonl")] == [*range(10), *range(100, 110)]
+
+
+def test_restoring_from_a_truncated_in_progress_file_fails_loudly(tmp_path):
+    sink = FileSink(tmp_path, "jsonl", rolling_policy=RollingPolicy(roll_on_checkpoint=False))
+    staged = tmp_path / "_staging" / "old" / "part.jsonl"
+    staged.parent.mkdir(parents=True)
+    staged.write_text('{"id": 1}\n')
+    state = [InProgressFile(staged=str(staged), partition="", rows=2, bytes=100)]
+    with pytest.raises(FileNotFoundError, match="has 10 bytes but the checkpoint recorded 100"):
+        sink.restore_writer(BasicWriterInitContext(job_id="j"), state)
+
+
+def test_row_path_with_a_changing_schema_rolls_to_a_new_file(tmp_path):
+    sink = FileSink(tmp_path)
+    writer = sink.create_writer(BasicWriterInitContext(job_id="j"))
+    writer.write_arrow_batch(pa.RecordBatch.from_pydict({"id": [1], "v": ["x"]}), CONTEXT)
+    writer.write_arrow_batch(pa.RecordBatch.from_pydict({"id": [2], "v": [[1, 2]]}), CONTEXT)
+    writer.flush(True)
+    pending = writer.prepare_commit()
+    writer.close()
+    assert [p.rows for p in pending] == [1, 1]
+
+
+# --- committer ----------------------------------------------------------------------------
+
+
+def test_commit_is_an_idempotent_rename(tmp_path):
+    sink = FileSink(tmp_path, partition_by=["key"])
+    pending = write(sink, [batch(30)])
+    first = commit(sink, pending)
+    assert len(first.committed) == 3
+    files = visible_files(tmp_path)
+    again = commit(sink, pending)
+    assert len(again.already_committed) == 3
+    assert not again.committed
+    assert visible_files(tmp_path) == files
+    assert len(read(tmp_path)) == 30
+
+
+def test_a_crash_between_copy_and_delete_is_completed_by_the_next_commit(tmp_path):
+    # On object stores a move is copy-then-delete; a crash can leave both copies.
+    sink = FileSink(tmp_path)
+    [file] = write(sink, [batch(30)])
+    Path(file.final).write_bytes(Path(file.staged).read_bytes())
+    outcome = commit(sink, [file])
+    assert len(outcome.committed) == 1
+    assert not Path(file.staged).exists()
+    assert len(read(tmp_path)) == 30
+
+
+def test_a_committable_whose_files_are_both_gone_fails_naming_both_paths(tmp_path):
+    sink = FileSink(tmp_path)
+    [file] = write(sink, [batch(3)])
+    Path(file.staged).unlink()
+    with pytest.raises(CommitFailedError) as caught:
+        commit(sink, [file])
+    text = f"{caught.value} {caught.value.__cause__}"
+    assert file.staged in text
+    assert file.final in text
+
+
+def test_final_names_are_unique_per_attempt(tmp_path):
+    sink = FileSink(tmp_path)
+    a = write(sink, [batch(3)], attempt=0)
+    b = write(sink, [batch(3)], attempt=1)
+    assert {p.final for p in a}.isdisjoint({p.final for p in b})
+
+
+# --- cleanup and abort --------------------------------------------------------------------
+
+
+def test_clean_up_attempts_removes_only_this_jobs_losers(tmp_path):
+    sink = FileSink(tmp_path)
+    winner = write(sink, [batch(3)], job="job1", attempt=0)
+    loser = write(sink, [batch(3)], job="job1", attempt=1)
+    other_job = write(sink, [batch(3)], job="job2", attempt=0)
+    committed = write(sink, [batch(3)], job="job1", subtask=2)
+    commit(sink, committed)
+    winner_token = Path(winner[0].staged).parent.name
+    sink.clean_up_attempts("job1", [winner_token])
+    assert Path(winner[0].staged).exists()
+    assert not Path(loser[0].staged).parent.exists()
+    assert Path(other_job[0].staged).exists()
+    assert Path(committed[0].final).exists()
+    sink.clean_up_attempts("job1", [winner_token])  # idempotent
+    sink.clean_up_attempts("job1", [])
+    assert not Path(winner[0].staged).exists()
+    assert Path(committed[0].final).exists()
+
+
+def test_abort_removes_staged_files_but_never_committed_ones(tmp_path):
+    sink = FileSink(tmp_path)
+    done = write(sink, [batch(3)], subtask=0)
+    commit(sink, done)
+    staged = write(sink, [batch(3)], subtask=1)
+    sink.abort([*done, *staged])
+    sink.abort([*done, *staged])  # idempotent
+    assert all(Path(p.final).exists() for p in done)
+    assert not any(Path(p.staged).exists() for p in staged)
+    assert not any(Path(p.final).exists() for p in staged)
+
+
+# --- serializers --------------------------------------------------------------------------
+
+STATE_V1 = InProgressFile(
+    staged="/data/out/_staging/job-00001-7/part-job-00001-7-00003.jsonl",
+    partition="day=2024-01-02/key=a%2Fb",
+    rows=12345,
+    bytes=987654,
+)
+PENDING_V1 = PendingFile(
+    staged="/data/out/_staging/job-00001-7/part-job-00001-7-00003.parquet",
+    final="/data/out/day=2024-01-02/part-job-00001-7-00003.parquet",
+    partition="day=2024-01-02",
+    rows=42,
+    bytes=4096,
+    sources=("/a", "/b"),
+)
+
+
+@pytest.mark.parametrize(
+    ("getter", "value", "golden"),
+    [
+        ("get_writer_state_serializer", STATE_V1, "in_progress_file_v1.bin"),
+        ("get_committable_serializer", PENDING_V1, "pending_file_v1.bin"),
+        ("get_write_result_serializer", PENDING_V1, "pending_file_v1.bin"),
+    ],
+)
+def test_serializers_read_their_version_1_golden_bytes(tmp_path, getter, value, golden):
+    serializer = getattr(FileSink(tmp_path), getter)()
+    data = (GOLDEN / golden).read_bytes()
+    assert SimpleVersionedSerialization.read_version_and_deserialize(serializer, data) == value
+    assert serializer.get_version() == 1
+    assert SimpleVersionedSerialization.write_version_and_serialize(serializer, value) == data
+
+
+def test_serializers_round_trip_what_writers_produce(tmp_path):
+    sink = FileSink(
+        tmp_path,
+        "jsonl",
+        partition_by=["key"],
+        rolling_policy=RollingPolicy(roll_on_checkpoint=False),
+    )
+    writer = sink.create_writer(BasicWriterInitContext(job_id="j"))
+    writer.write_arrow_batch(batch(20), CONTEXT)
+    writer.flush(False)
+    states = writer.snapshot_state(1)
+    writer.flush(True)
+    pending = writer.prepare_commit()
+    writer.close()
+    for serializer, values in [
+        (sink.get_writer_state_serializer(), states),
+        (sink.get_committable_serializer(), pending),
+    ]:
+        assert len(values) == 3
+        for value in values:
+            assert serializer.deserialize(1, serializer.serialize(value)) == value
+
+
+# --- compaction ---------------------------------------------------------------------------
+
+
+def pending_file(partition, size, name="f"):
+    return PendingFile(
+        staged=f"/s/{name}", final=f"/f/{name}", partition=partition, rows=1, bytes=size
+    )
+
+
+def test_compaction_plan_merges_only_small_files_of_one_partition():
+    policy = CompactionPolicy(min_files=3, target_bytes=100)
+    files = [
+        pending_file("a", 10),
+        pending_file("a", 200),
+        pending_file("a", 30),
+        pending_file("b", 10),
+        pending_file("b", 10),  # too few in b
+        pending_file("a", 50),
+        pending_file("a", 40),
+    ]
+    groups = plan_bins(files, policy)
+    assert sorted(map(sorted, groups)) == [[0, 2, 5], [1], [3], [4], [6]]
+    assert sorted(i for g in groups for i in g) == list(range(7))
+
+
+def stream_table(files):
+    serializer = FileSink("/tmp").get_committable_serializer()
+    return pa.Table.from_pylist(
+        [
+            {
+                "checkpoint_id": 5,
+                "subtask_id": i,
+                "number_of_subtasks": len(files),
+                "serializer_version": 1,
+                "payload": SimpleVersionedSerialization.write_version_and_serialize(serializer, f),
+                "lineage": [f"{i}:0"],
+            }
+            for i, f in enumerate(files)
+        ],
+        schema=COMMITTABLE_SCHEMA,
+    )
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_compaction_commits_one_merged_file_per_partition_and_is_idempotent(tmp_path, fmt):
+    sink = FileSink(
+        tmp_path,
+        fmt,
+        partition_by=["key"],
+        compaction=CompactionPolicy(min_files=2, target_bytes=10**6),
+    )
+    pending = [
+        p for subtask in range(4) for p in write(sink, [batch(25, subtask * 25)], subtask=subtask)
+    ]
+    assert len(pending) == 12
+    fs = pafs.LocalFileSystem()
+    compacted = compact(stream_table(pending), fs=fs, file_format=fmt, policy=sink.compaction)
+    again = compact(
+        stream_table(pending), fs=fs, file_format=fmt, policy=sink.compaction
+    )  # a retried task
+    assert compacted.column("payload").to_pylist() == again.column("payload").to_pylist()
+    lineage = sorted(item for items in compacted.column("lineage").to_pylist() for item in items)
+    assert lineage == sorted(f"{i}:0" for i in range(12))
+    serializer = sink.get_committable_serializer()
+    merged = [
+        SimpleVersionedSerialization.read_version_and_deserialize(serializer, p)
+        for p in compacted.column("payload").to_pylist()
+    ]
+    assert len(merged) == 3
+    assert all(len(m.sources) == 4 for m in merged)
+    assert sum(m.rows for m in merged) == 100
+    commit(sink, merged)
+    assert len(commit(sink, merged).already_committed) == 3  # replay
+    assert len(visible_files(tmp_path)) == 3
+    assert not any(Path(p.staged).exists() for p in pending)  # sources removed
+    back = read(tmp_path, fmt)
+    assert [r["id"] for r in back] == list(range(100))
