@@ -545,3 +545,11 @@ def test_compaction_commits_one_merged_file_per_partition_and_is_idempotent(tmp_
     assert not any(Path(p.staged).exists() for p in pending)  # sources removed
     back = read(tmp_path, fmt)
     assert [r["id"] for r in back] == list(range(100))
+
+
+def test_the_public_surface_is_exactly_all():
+    import reference_sinks.files as files
+
+    public = {name for name in vars(files) if not name.startswith("_")}
+    assert public == set(files.__all__)
+    assert files.__all__ == sorted(files.__all__, key=lambda n: (not n.isupper(), n))
