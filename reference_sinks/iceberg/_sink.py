@@ -1,0 +1,403 @@
+"""`IcebergSink`: exactly-once appends to an Apache Iceberg table (the FLIP-372 use case)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from reference_sinks.iceberg._catalog import CatalogSpec, local_catalog
+from reference_sinks.iceberg._committer import IcebergCommitter, committed_state
+from reference_sinks.iceberg._model import (
+    AggregateWriteResults,
+    IcebergCommittable,
+    IcebergWriteResult,
+    committable_serializer,
+    write_result_serializer,
+)
+from reference_sinks.iceberg._writer import (
+    FILE_PREFIX,
+    IcebergWriter,
+    attempt_token_of,
+    utc_timestamps,
+)
+from sinkv2 import (
+    END_OF_INPUT,
+    AttrsMsgpackSerializer,
+    CommitterInitContext,
+    SimpleVersionedSerialization,
+    Sink,
+    SinkConfigurationError,
+    SupportsAbort,
+    SupportsAttemptCleanup,
+    SupportsPreCommitTopology,
+    SupportsPreWriteTopology,
+    WriterInitContext,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["IcebergSink"]
+
+_MICROS_PER_DAY: Final = 86_400_000_000
+_MICROS_PER_HOUR: Final = 3_600_000_000
+
+
+def _check_identifier(table: object) -> str:
+    if not isinstance(table, str) or "." not in table.strip(".") or not table.strip():
+        raise SinkConfigurationError(
+            f"table must be 'namespace.table' (got {table!r} of type {type(table).__name__}); "
+            "e.g. IcebergSink(catalog, 'analytics.events')"
+        )
+    return table
+
+
+def _positive(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SinkConfigurationError(
+            f"{name!r} must be a positive int (got {value!r} of type {type(value).__name__}); "
+            "set it to at least 1"
+        )
+    return value
+
+
+@final
+class IcebergSink(
+    Sink[dict[str, Any]],
+    SupportsPreWriteTopology[dict[str, Any]],
+    SupportsPreCommitTopology[IcebergWriteResult, IcebergCommittable],
+    SupportsAttemptCleanup,
+    SupportsAbort[IcebergCommittable],
+):
+    """Exactly-once appends to an Iceberg table through any pyiceberg catalog.
+
+    Writers stage Parquet data files under the table's data location; a pre-commit
+    topology gathers every file of a checkpoint into one `IcebergCommittable`; the
+    committer appends them in one snapshot whose summary carries ``sinkv2.sink-id``,
+    ``sinkv2.commit-id`` and ``sinkv2.checkpoint-id``, and recognises a committable
+    that is already in the table's history (see ``reference_sinks.iceberg._committer``).
+
+    Args:
+        catalog: A pyiceberg ``Catalog``. Only its class, name and properties are
+            kept, so the sink survives cloudpickle; writers and the committer open
+            their own catalog.
+        table: ``"namespace.table"``; it must exist.
+        sink_id: This sink's commit history inside the table. Defaults to ``table``.
+            Give every pipeline that appends to the same table its own id: checkpoint
+            ids are compared within one sink id.
+        write_parallelism: Writer subtasks for a partitioned table (the pre-write
+            topology repartitions into this many); defaults to Spark's
+            ``spark.sql.shuffle.partitions``. Unpartitioned tables keep the input's
+            partitioning.
+        commit_attempts: Commit attempts per committable on conflicts with other
+            committers, each re-checking the guard, before ``retry_later``.
+        snapshot_properties: Extra summary properties of every snapshot.
+
+    Raises:
+        SinkConfigurationError: ``catalog`` is not a pyiceberg catalog, ``table`` does
+            not exist, or an option is invalid.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        table: str,
+        *,
+        sink_id: str | None = None,
+        write_parallelism: int | None = None,
+        commit_attempts: int = 8,
+        snapshot_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
+
+        self.catalog = CatalogSpec.of(catalog)
+        self.table = _check_identifier(table)
+        if sink_id is not None and (not isinstance(sink_id, str) or not sink_id.strip()):
+            raise SinkConfigurationError(
+                f"sink_id must be a non-empty str (got {sink_id!r} of type "
+                f"{type(sink_id).__name__}); name the pipeline, e.g. 'orders-ingest'"
+            )
+        self.sink_id = sink_id or table
+        self.write_parallelism = (
+            None if write_parallelism is None else _positive("write_parallelism", write_parallelism)
+        )
+        self.commit_attempts = _positive("commit_attempts", commit_attempts)
+        self.snapshot_properties = dict(snapshot_properties or {})
+        try:
+            catalog.load_table(table)
+        except NoSuchTableError as error:
+            raise SinkConfigurationError(
+                f"Iceberg table {table!r} does not exist in catalog {catalog.name!r}; create it "
+                "first (catalog.create_table(...)) or use IcebergSink.local(..., schema=...)"
+            ) from error
+
+    @classmethod
+    def local(
+        cls,
+        warehouse: str | os.PathLike[str],
+        table: str,
+        *,
+        schema: Schema | pa.Schema | None = None,
+        partition_spec: PartitionSpec | None = None,
+        **options: Any,
+    ) -> IcebergSink:
+        """A sink on the embedded default catalog: `local_catalog` (SQLite + local files).
+
+        Args:
+            warehouse: The warehouse directory (created if missing).
+            table: ``"namespace.table"``.
+            schema: Creates the table (and namespace) with this schema if it does not
+                exist yet.
+            partition_spec: The new table's partition spec.
+            **options: `IcebergSink`'s keyword options.
+        """
+        catalog = local_catalog(warehouse)
+        if schema is not None:
+            from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC  # noqa: PLC0415  # optional extra
+
+            namespace = table.rsplit(".", 1)[0]
+            catalog.create_namespace_if_not_exists(namespace)
+            catalog.create_table_if_not_exists(
+                table, schema=schema, partition_spec=partition_spec or UNPARTITIONED_PARTITION_SPEC
+            )
+        return cls(catalog, table, **options)
+
+    def load_table(self) -> Table:
+        """The table at its current version (a new catalog connection)."""
+        return self.catalog.load_table(self.table)
+
+    # --- writers --------------------------------------------------------------------------
+
+    def create_writer(self, context: WriterInitContext) -> IcebergWriter:
+        """A writer staging data files for this subtask attempt."""
+        return IcebergWriter(self.catalog, self.table, context)
+
+    def check_schema(self, schema: pa.Schema) -> None:
+        """Check that rows of ``schema`` can be appended to the table.
+
+        Raises:
+            SinkConfigurationError: Columns are missing, unexpected, or of the wrong
+                type; the message lists the columns expected and got.
+        """
+        from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible  # noqa: PLC0415  # optional extra
+
+        table = self.load_table()
+        expected = table.schema()
+        want = [f"{field.name}: {field.field_type}" for field in expected.fields]
+        got = [f"{field.name}: {field.type}" for field in schema]
+        names = {field.name for field in expected.fields}
+        missing = [name for name in (f.name for f in expected.fields) if name not in schema.names]
+        unexpected = [name for name in schema.names if name not in names]
+        if missing or unexpected:
+            raise SinkConfigurationError(
+                f"the DataFrame's columns do not match Iceberg table {self.table!r}: "
+                f"missing {missing}, unexpected {unexpected}; "
+                f"expected columns [{', '.join(want)}], got [{', '.join(got)}]. "
+                "Select and rename the columns to match the table"
+            )
+        try:
+            _check_pyarrow_schema_compatible(
+                expected,
+                utc_timestamps(schema),
+                downcast_ns_timestamp_to_us=True,
+                format_version=table.metadata.format_version,
+            )
+        except ValueError as error:
+            raise SinkConfigurationError(
+                f"the DataFrame's column types do not match Iceberg table {self.table!r}: "
+                f"expected columns [{', '.join(want)}], got [{', '.join(got)}]; cast the "
+                f"columns to the table's types. pyiceberg says:\n{error}"
+            ) from error
+
+    def add_pre_write_topology(self, input: DataFrame) -> DataFrame:
+        """Check the schema; for a partitioned table, cluster rows by partition.
+
+        Runs on the driver before any Spark job. Rows are repartitioned by the
+        table's partition values computed in Spark (identity, ``day``, ``hour``
+        exactly; ``month``, ``year``, ``bucket`` and ``truncate`` by their source
+        column, which also keeps each partition's rows together), so each writer
+        opens few files.
+
+        Raises:
+            SinkConfigurationError: The DataFrame's schema does not fit the table.
+        """
+        from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark is optional
+
+        self.check_schema(to_arrow_schema(input.schema))
+        table = self.load_table()
+        spec = table.spec()
+        if spec.is_unpartitioned():
+            return input
+        keys = [self._partition_column(table.schema(), field) for field in spec.fields]
+        if self.write_parallelism is not None:
+            return input.repartition(self.write_parallelism, *keys)
+        return input.repartition(*keys)
+
+    @staticmethod
+    def _partition_column(schema: Schema, field: Any) -> Column:
+        from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform  # noqa: PLC0415  # optional extra
+        from pyiceberg.types import DateType  # noqa: PLC0415  # optional extra
+        from pyspark.sql import functions as sf  # noqa: PLC0415  # pyspark is optional
+
+        source = schema.find_field(field.source_id)
+        column = sf.col(f"`{schema.find_column_name(field.source_id)}`")
+        transform = field.transform
+        if isinstance(transform, IdentityTransform):
+            return column
+        if isinstance(transform, DayTransform | HourTransform):
+            if isinstance(source.field_type, DateType):
+                return sf.unix_date(column)
+            unit = _MICROS_PER_DAY if isinstance(transform, DayTransform) else _MICROS_PER_HOUR
+            return sf.floor(sf.unix_micros(column) / sf.lit(unit))
+        return column
+
+    # --- committables ---------------------------------------------------------------------
+
+    def get_write_result_serializer(self) -> AttrsMsgpackSerializer[IcebergWriteResult]:
+        """Write results travel as msgpack (version 1)."""
+        return write_result_serializer()
+
+    def get_committable_serializer(self) -> AttrsMsgpackSerializer[IcebergCommittable]:
+        """Committables travel and are stored as msgpack (version 1)."""
+        return committable_serializer()
+
+    def add_pre_commit_topology(self, committables: DataFrame) -> DataFrame:
+        """All write results of a checkpoint become one committable (one snapshot).
+
+        Each write result first learns its checkpoint id from the stream, then
+        ``aggregate_committables`` merges them per checkpoint.
+        """
+        from sinkv2_spark.committables import (  # noqa: PLC0415  # the Spark runtime is optional
+            COMMITTABLE_COLUMNS,
+            aggregate_committables,
+            committable_stream_ddl,
+        )
+
+        tagged = committables.select(*COMMITTABLE_COLUMNS).mapInArrow(
+            _TagCheckpoints(), committable_stream_ddl()
+        )
+        return aggregate_committables(
+            tagged,
+            AggregateWriteResults(self.sink_id),
+            read=write_result_serializer(),
+            write=committable_serializer(),
+        )
+
+    def create_committer(self, context: CommitterInitContext) -> IcebergCommitter:
+        """The committer: one guarded fast append per committable."""
+        return IcebergCommitter(
+            self.catalog,
+            self.table,
+            attempts=self.commit_attempts,
+            snapshot_properties=self.snapshot_properties,
+        )
+
+    # --- cleanup --------------------------------------------------------------------------
+
+    def _staged_files(self) -> tuple[pafs.FileSystem, list[pafs.FileInfo]]:
+        """The filesystem of the table's data location and every file this sink named."""
+        from pyiceberg.table.locations import load_location_provider  # noqa: PLC0415  # optional extra
+
+        table = self.load_table()
+        data_path = load_location_provider(table.location(), table.properties).data_path
+        filesystem, root = pafs.FileSystem.from_uri(data_path)
+        selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+        files = [
+            info
+            for info in filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.File and info.base_name.startswith(FILE_PREFIX)
+        ]
+        return filesystem, files
+
+    def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
+        """Delete data files staged by attempts of ``job_id`` other than the kept ones.
+
+        Only files named with one of the job's attempt tokens are touched; a kept
+        attempt's files (the ones that will be committed) stay.
+        """
+        kept = frozenset(kept_attempt_tokens)
+        filesystem, files = self._staged_files()
+        doomed = [
+            info.path
+            for info in files
+            if (token := attempt_token_of(info.base_name)) is not None
+            and token.startswith(f"{job_id}-")
+            and token not in kept
+        ]
+        for path in doomed:
+            filesystem.delete_file(path)
+
+    def abort(self, committables: Collection[IcebergCommittable]) -> None:
+        """Delete the staged files of committables that will never be committed.
+
+        A committable the table's history shows as committed is left alone, and so
+        is any file the current snapshot references. Idempotent.
+        """
+        table = self.load_table()
+        live: set[str] | None = None
+        for committable in committables:
+            if committed_state(table, committable.sink_id).contains(committable):
+                continue
+            if live is None:
+                live = _referenced_paths(table)
+            for file in committable.files:
+                if file.path not in live and _exists(table, file.path):
+                    table.io.delete(file.path)
+
+    def __repr__(self) -> str:
+        return f"IcebergSink({self.catalog.name!r}, {self.table!r}, sink_id={self.sink_id!r})"
+
+
+def _exists(table: Table, path: str) -> bool:
+    return bool(table.io.new_input(path).exists())
+
+
+def _referenced_paths(table: Table) -> set[str]:
+    """Every data file path the table's snapshots reference."""
+    paths: set[str] = set()
+    seen: set[str] = set()
+    for snapshot in table.metadata.snapshots:
+        for manifest in snapshot.manifests(table.io):
+            if manifest.manifest_path in seen:
+                continue
+            seen.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                paths.add(entry.data_file.file_path)
+    return paths
+
+
+@attrs.frozen
+class _TagCheckpoints:
+    """mapInArrow: each write result gets the checkpoint id of its row (picklable)."""
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from sinkv2_spark.committables import COMMITTABLE_SCHEMA  # noqa: PLC0415  # executor side
+
+        serializer = write_result_serializer()
+        for batch in batches:
+            columns = batch.to_pydict()
+            payloads = []
+            for checkpoint_id, payload in zip(
+                columns["checkpoint_id"], columns["payload"], strict=True
+            ):
+                result = SimpleVersionedSerialization.read_version_and_deserialize(
+                    serializer, payload
+                )
+                tagged = attrs.evolve(
+                    result, checkpoint_id=None if checkpoint_id == END_OF_INPUT else checkpoint_id
+                )
+                payloads.append(
+                    SimpleVersionedSerialization.write_version_and_serialize(serializer, tagged)
+                )
+            columns["payload"] = payloads
+            columns["serializer_version"] = [serializer.get_version()] * len(payloads)
+            yield pa.RecordBatch.from_pydict(columns, schema=COMMITTABLE_SCHEMA)

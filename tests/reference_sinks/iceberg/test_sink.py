@@ -1,0 +1,170 @@
+"""IcebergSink without Spark: configuration, schema checks, pickling, writers, cleanup, abort."""
+
+import datetime as dt
+from pathlib import Path
+
+import cloudpickle
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from reference_sinks.iceberg import IcebergSink, local_catalog
+from sinkv2 import (
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    CommitRetryPolicy,
+    SinkConfigurationError,
+    commit_with_retries,
+    inspect_sink,
+)
+from tests.reference_sinks.iceberg.tables import (
+    ARROW_SCHEMA,
+    EPOCH,
+    make_sink,
+    read_back,
+    rows,
+    snapshots_of,
+    stage,
+)
+
+NO_WAIT = CommitRetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0)
+
+
+def staged_files(warehouse: Path) -> list[str]:
+    return sorted(p.name for p in warehouse.rglob("sinkv2-*.parquet"))
+
+
+def test_capabilities_match_the_flip_372_iceberg_sink(tmp_path: Path) -> None:
+    capabilities = inspect_sink(make_sink(tmp_path))
+    assert capabilities.committer
+    assert capabilities.pre_write_topology
+    assert capabilities.pre_commit_topology
+    assert capabilities.attempt_cleanup
+    assert capabilities.abort
+    assert not capabilities.writer_state
+
+
+def test_the_sink_survives_cloudpickle_and_keeps_no_live_catalog(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, sink_id="orders")
+    copy = cloudpickle.loads(cloudpickle.dumps(sink))
+    assert not any(isinstance(value, SqlCatalog) for value in vars(sink).values())
+    assert copy.sink_id == "orders"
+    committable = stage(copy, [rows(0, 20)], checkpoint_id=1)
+    commit_with_retries(copy.create_committer(None), [committable], policy=NO_WAIT)
+    assert len(read_back(sink)) == 20
+
+
+@pytest.mark.parametrize("table", ["events", "", ".", 7])
+def test_table_must_be_namespace_dot_table(tmp_path: Path, table: object) -> None:
+    with pytest.raises(SinkConfigurationError, match=r"'namespace\.table'"):
+        IcebergSink(local_catalog(tmp_path), table)  # type: ignore[arg-type]
+
+
+def test_a_missing_table_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(
+        SinkConfigurationError, match=r"'ns.nope' does not exist in catalog 'sinkv2'"
+    ):
+        IcebergSink(local_catalog(tmp_path), "ns.nope")
+
+
+def test_catalog_must_be_a_pyiceberg_catalog_on_disk(tmp_path: Path) -> None:
+    with pytest.raises(SinkConfigurationError, match="needs a pyiceberg Catalog"):
+        IcebergSink("sqlite:///x", "ns.t")  # type: ignore[arg-type]
+    memory = SqlCatalog("mem", uri="sqlite:///:memory:", warehouse=tmp_path.as_uri())
+    with pytest.raises(SinkConfigurationError, match="in-memory SQLite catalog"):
+        IcebergSink(memory, "ns.t")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("commit_attempts", 0), ("write_parallelism", -1), ("sink_id", " ")]
+)
+def test_options_are_validated(tmp_path: Path, option: str, value: object) -> None:
+    make_sink(tmp_path)
+    with pytest.raises(SinkConfigurationError, match=option):
+        IcebergSink(local_catalog(tmp_path), "ns.events", **{option: value})  # type: ignore[arg-type]
+
+
+def test_schema_mismatch_names_the_columns_expected_and_got(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    sink.check_schema(ARROW_SCHEMA)
+    spark_like = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("key", pa.large_string()),
+            ("value", pa.float64()),
+            ("ts", pa.timestamp("us", "Europe/Paris")),
+            ("day", pa.date32()),
+        ]
+    )
+    sink.check_schema(spark_like)  # large strings and zoned timestamps are fine
+    wrong_names = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    with pytest.raises(SinkConfigurationError) as missing:
+        sink.check_schema(wrong_names)
+    message = str(missing.value)
+    assert "missing ['key', 'value', 'ts', 'day'], unexpected ['name']" in message
+    assert (
+        "expected columns [id: long, key: string, value: double, ts: timestamptz, day: date]"
+        in message
+    )
+    assert "got [id: int64, name: string]" in message
+    wrong_type = ARROW_SCHEMA.set(2, pa.field("value", pa.string()))
+    with pytest.raises(
+        SinkConfigurationError, match=r"column types do not match.*got \[.*value: string"
+    ):
+        sink.check_schema(wrong_type)
+
+
+def test_partitioned_writer_splits_by_partition_with_values_scans_can_prune(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, partitioned=True)
+    committable = stage(sink, [rows(0, 200), rows(200, 100)], checkpoint_id=1)
+    table = sink.load_table()
+    records = {tuple(file.partition_record(table.metadata)) for file in committable.files}
+    assert len(committable.files) == len(records)  # one file per partition per writer
+    assert (None, 19812) in records  # null key; 2024-03-30 is day 19812
+    commit_with_retries(sink.create_committer(None), [committable], policy=NO_WAIT)
+    assert [row["id"] for row in read_back(sink)] == list(range(300))
+    scanned = sink.load_table().scan(row_filter="key == 'k1'")
+    assert sorted(r["id"] for r in scanned.to_arrow().to_pylist()) == [
+        i for i in range(300) if i % 17 and i % 3 == 1
+    ]
+    assert len(list(scanned.plan_files())) < len(committable.files)
+    by_day = sink.load_table().scan(
+        row_filter=f"ts >= '{(EPOCH + dt.timedelta(days=3)).isoformat()}'"
+    )
+    assert {r["ts"].date() for r in by_day.to_arrow().to_pylist()} == {dt.date(2024, 4, 2)}
+
+
+def test_the_row_path_writes_the_same_rows(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    writer = sink.create_writer(BasicWriterInitContext(job_id="rows", attempt_token="rows-00000-0"))
+    for element in rows(0, 10).to_pylist():
+        writer.write(element, BasicSinkWriterContext())
+    writer.flush(True)
+    (result,) = writer.prepare_commit()
+    writer.close()
+    assert sum(file.record_count for file in result.files) == 10
+    assert writer.prepare_commit() == []  # nothing new since
+
+
+def test_attempt_cleanup_removes_only_the_losers_of_that_job(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, partitioned=True)
+    winner = stage(sink, [rows(0, 40)], job_id="job", attempt=1, checkpoint_id=1)
+    stage(sink, [rows(0, 40)], job_id="job", attempt=0, checkpoint_id=1)  # a failed attempt
+    other_job = stage(sink, [rows(0, 5)], job_id="other", checkpoint_id=2)
+    sink.clean_up_attempts("job", {"job-00000-1"})
+    left = staged_files(tmp_path)
+    assert left == sorted(Path(f.path).name for f in (*winner.files, *other_job.files))
+    sink.clean_up_attempts("job", {"job-00000-1"})  # idempotent
+    assert staged_files(tmp_path) == left
+
+
+def test_abort_deletes_uncommitted_files_and_leaves_committed_ones(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    committed = stage(sink, [rows(0, 10)], job_id="a", checkpoint_id=1)
+    aborted = stage(sink, [rows(10, 10)], job_id="b", checkpoint_id=2)
+    commit_with_retries(sink.create_committer(None), [committed], policy=NO_WAIT)
+    sink.abort([committed, aborted])
+    sink.abort([committed, aborted])  # idempotent
+    assert staged_files(tmp_path) == sorted(Path(f.path).name for f in committed.files)
+    assert len(read_back(sink)) == 10
+    assert len(snapshots_of(sink)) == 1
