@@ -274,7 +274,8 @@ class IcebergSink(
         """All write results of a checkpoint become one committable (one snapshot).
 
         Each write result first learns its checkpoint id from the stream, then
-        ``aggregate_committables`` merges them per checkpoint.
+        ``aggregate_committables`` merges them per checkpoint. ``committables`` is a
+        Spark DataFrame, or the contract-test kit's in-process stream.
         """
         from sinkv2_spark.committables import (  # noqa: PLC0415  # the Spark runtime is optional
             COMMITTABLE_COLUMNS,
@@ -282,9 +283,14 @@ class IcebergSink(
             committable_stream_ddl,
         )
 
-        tagged = committables.select(*COMMITTABLE_COLUMNS).mapInArrow(
-            _TagCheckpoints(), committable_stream_ddl()
-        )
+        stream = committables.select(*COMMITTABLE_COLUMNS)
+        if hasattr(stream, "mapInArrow"):  # a Spark DataFrame
+            tagged = stream.mapInArrow(_TagCheckpoints(), committable_stream_ddl())
+        else:  # the contract-test kit's in-process stream: the same work, locally
+            rows = stream.toArrow()
+            batches = list(_TagCheckpoints()(rows.to_batches()))
+            local: Any = type(stream)
+            tagged = local(pa.Table.from_batches(batches, schema=rows.schema))
         return aggregate_committables(
             tagged,
             AggregateWriteResults(self.sink_id),
