@@ -354,3 +354,16 @@ def test_the_input_is_computed_once_even_with_adaptive_execution_and_a_shuffle(
     result = translator.apply(df, RecordingSink(tmp_path / "out"), sink_id="once")
     assert result.subtasks == 3
     assert computed.value == 500
+
+
+def test_exhausted_commit_retries_name_sink_epoch_and_committable(spark, translator, tmp_path):
+    from sinkv2 import CommitRetriesExhaustedError
+
+    sink = RecordingSink(tmp_path / "out", commit_script=["retry"] * 11)  # Flink's 10 retries + 1
+    with pytest.raises(CommitRetriesExhaustedError) as caught:
+        translator.apply(frame(spark, 10, partitions=1), sink, sink_id="stubborn", checkpoint_id=2)
+    message = str(caught.value)
+    assert "sink 'stubborn' epoch 2" in message
+    assert "after 10 retries" in message
+    assert "StagedBatch(token=" in message
+    assert sink.committed_records() == []
