@@ -19,20 +19,32 @@ it along (concatenate the lineages of whatever it merges).
 
 Flink's `CommittableSummary` messages are not rows here: the runtime derives them
 from the rows (`summarize`), so they are always right.
+
+The helpers also accept a ``sinkv2.testing.LocalCommittableStream`` (the in-process
+harness's stream) and then do their work locally, so a topology built from them runs
+unchanged in the contract-test kit. The schema and the pure-Arrow helpers are defined
+in ``sinkv2`` and re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import pyarrow as pa
 
-from sinkv2 import (
-    CommittableSummary,
-    CommittableWithLineage,
-    SimpleVersionedSerialization,
-    SimpleVersionedSerializer,
+from sinkv2 import SimpleVersionedSerializer
+from sinkv2._local_stream import (
+    COMMITTABLE_COLUMNS,
+    COMMITTABLE_SCHEMA,
+    LocalCommittableStream,
+    aggregate_table,
+    decode_committables,
+    map_batch,
+    summarize,
+)
+from sinkv2._local_stream import (  # noqa: F401  # the old private name; tests use it
+    lineage_order as _lineage_order,
 )
 
 if TYPE_CHECKING:
@@ -51,118 +63,84 @@ __all__ = [
 A = TypeVar("A")
 B = TypeVar("B")
 
-COMMITTABLE_SCHEMA: Final = pa.schema(
-    [
-        pa.field("checkpoint_id", pa.int64(), nullable=False),
-        pa.field("subtask_id", pa.int32(), nullable=False),
-        pa.field("number_of_subtasks", pa.int32(), nullable=False),
-        pa.field("serializer_version", pa.int32(), nullable=False),
-        pa.field("payload", pa.binary(), nullable=False),
-        pa.field("lineage", pa.list_(pa.string()), nullable=False),
-    ]
-)
-"""The Arrow schema of a committable stream."""
-
-COMMITTABLE_COLUMNS: Final = tuple(COMMITTABLE_SCHEMA.names)
-
 _SPARK_DDL: Final = (
     "checkpoint_id long, subtask_id int, number_of_subtasks int, "
     "serializer_version int, payload binary, lineage array<string>"
 )
 
 
-def _framed(serializer: SimpleVersionedSerializer[B], value: B) -> tuple[int, bytes]:
-    return serializer.get_version(), SimpleVersionedSerialization.write_version_and_serialize(
-        serializer, value
-    )
-
-
-def decode_committables(
-    rows: pa.Table | pa.RecordBatch, serializer: SimpleVersionedSerializer[A]
-) -> list[CommittableWithLineage[A]]:
-    """The committables in ``rows`` (Arrow data in `COMMITTABLE_SCHEMA`), decoded."""
-    columns = rows.to_pydict()
-    return [
-        CommittableWithLineage(
-            SimpleVersionedSerialization.read_version_and_deserialize(serializer, payload),
-            checkpoint_id,
-            subtask_id,
-        )
-        for payload, checkpoint_id, subtask_id in zip(
-            columns["payload"], columns["checkpoint_id"], columns["subtask_id"], strict=True
-        )
-    ]
-
-
-def summarize(rows: pa.Table | pa.RecordBatch) -> list[CommittableSummary]:
-    """Flink's summaries for ``rows``: one per (checkpoint, subtask), with the right counts.
-
-    ``number_of_subtasks`` is the writer parallelism the rows carry.
-    """
-    columns = rows.to_pydict()
-    counts: dict[tuple[int, int], int] = {}
-    parallelism: dict[int, int] = {}
-    for checkpoint_id, subtask_id, subtasks in zip(
-        columns["checkpoint_id"],
-        columns["subtask_id"],
-        columns["number_of_subtasks"],
-        strict=True,
-    ):
-        counts[checkpoint_id, subtask_id] = counts.get((checkpoint_id, subtask_id), 0) + 1
-        parallelism[checkpoint_id] = max(parallelism.get(checkpoint_id, 0), subtasks)
-    return [
-        CommittableSummary(subtask_id, parallelism[checkpoint_id], checkpoint_id, count)
-        for (checkpoint_id, subtask_id), count in sorted(counts.items())
-    ]
-
-
-def _lineage_order(lineage: Sequence[str]) -> tuple[tuple[int, ...], ...]:
-    """Sort key of a lineage: its ids as numbers, so that "0:10" follows "0:2"."""
-    return tuple(
-        tuple(int(part) if part.isdigit() else -1 for part in item.split(":")) for item in lineage
-    )
-
-
+@overload
 def map_committables(
     stream: DataFrame,
     mapper: Callable[[A], B],
     *,
     read: SimpleVersionedSerializer[A],
     write: SimpleVersionedSerializer[B],
-) -> DataFrame:
+) -> DataFrame: ...
+
+
+@overload
+def map_committables(
+    stream: LocalCommittableStream,
+    mapper: Callable[[A], B],
+    *,
+    read: SimpleVersionedSerializer[A],
+    write: SimpleVersionedSerializer[B],
+) -> LocalCommittableStream: ...
+
+
+def map_committables(
+    stream: DataFrame | LocalCommittableStream,
+    mapper: Callable[[A], B],
+    *,
+    read: SimpleVersionedSerializer[A],
+    write: SimpleVersionedSerializer[B],
+) -> DataFrame | LocalCommittableStream:
     """Each committable replaced by ``mapper(committable)``, lineage and position kept.
 
     Args:
-        stream: A committable stream.
+        stream: A committable stream (a DataFrame, or a local stream in the test kit).
         mapper: Runs on executors, once per committable; must be picklable.
         read: Reads the incoming committables (e.g. the write-result serializer).
         write: Writes the outgoing ones (e.g. the committable serializer).
     """
+    if isinstance(stream, LocalCommittableStream):
+        return stream.map(mapper, read=read, write=write)
 
     def convert(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            columns = batch.to_pydict()
-            out = [
-                _framed(
-                    write,
-                    mapper(SimpleVersionedSerialization.read_version_and_deserialize(read, p)),
-                )
-                for p in columns["payload"]
-            ]
-            columns["serializer_version"] = [version for version, _ in out]
-            columns["payload"] = [payload for _, payload in out]
-            yield pa.RecordBatch.from_pydict(columns, schema=COMMITTABLE_SCHEMA)
+            yield map_batch(batch, mapper, read, write)
 
     return stream.select(*COMMITTABLE_COLUMNS).mapInArrow(convert, _SPARK_DDL)
 
 
+@overload
 def aggregate_committables(
     stream: DataFrame,
     aggregate: Callable[[Sequence[A]], B],
     *,
     read: SimpleVersionedSerializer[A],
     write: SimpleVersionedSerializer[B],
-) -> DataFrame:
+) -> DataFrame: ...
+
+
+@overload
+def aggregate_committables(
+    stream: LocalCommittableStream,
+    aggregate: Callable[[Sequence[A]], B],
+    *,
+    read: SimpleVersionedSerializer[A],
+    write: SimpleVersionedSerializer[B],
+) -> LocalCommittableStream: ...
+
+
+def aggregate_committables(
+    stream: DataFrame | LocalCommittableStream,
+    aggregate: Callable[[Sequence[A]], B],
+    *,
+    read: SimpleVersionedSerializer[A],
+    write: SimpleVersionedSerializer[B],
+) -> DataFrame | LocalCommittableStream:
     """One committable per checkpoint: ``aggregate`` of all committables of that checkpoint.
 
     The Iceberg case: many writers' data files become one commit. The result has
@@ -170,31 +148,11 @@ def aggregate_committables(
     ``aggregate`` receives the committables ordered by subtask, then by their position
     in the writer's output.
     """
+    if isinstance(stream, LocalCommittableStream):
+        return stream.aggregate(aggregate, read=read, write=write)
 
     def combine(table: pa.Table) -> pa.Table:
-        columns = table.to_pydict()
-        ordered = sorted(
-            zip(columns["subtask_id"], columns["lineage"], columns["payload"], strict=True),
-            key=lambda row: (row[0], _lineage_order(row[1])),
-        )
-        values = [
-            SimpleVersionedSerialization.read_version_and_deserialize(read, payload)
-            for _, _, payload in ordered
-        ]
-        version, payload = _framed(write, aggregate(values))
-        return pa.Table.from_pylist(
-            [
-                {
-                    "checkpoint_id": columns["checkpoint_id"][0],
-                    "subtask_id": 0,
-                    "number_of_subtasks": 1,
-                    "serializer_version": version,
-                    "payload": payload,
-                    "lineage": [item for _, lineage, _ in ordered for item in lineage],
-                }
-            ],
-            schema=COMMITTABLE_SCHEMA,
-        )
+        return aggregate_table(table, aggregate, read, write)
 
     return (
         stream.select(*COMMITTABLE_COLUMNS)
@@ -203,11 +161,24 @@ def aggregate_committables(
     )
 
 
-def repartition_committables(stream: DataFrame, num_partitions: int) -> DataFrame:
+@overload
+def repartition_committables(stream: DataFrame, num_partitions: int) -> DataFrame: ...
+
+
+@overload
+def repartition_committables(
+    stream: LocalCommittableStream, num_partitions: int
+) -> LocalCommittableStream: ...
+
+
+def repartition_committables(
+    stream: DataFrame | LocalCommittableStream, num_partitions: int
+) -> DataFrame | LocalCommittableStream:
     """The same committables spread over ``num_partitions`` Spark partitions.
 
     Committables keep their subtask ids and lineage; use it to parallelise a
     heavy per-committable step (say, a compaction) in a post-commit topology.
+    A local stream has no partitions and comes back unchanged.
     """
     if (
         not isinstance(num_partitions, int)

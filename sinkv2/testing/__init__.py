@@ -1,0 +1,61 @@
+"""The contract-test kit: check that a sink keeps the Sink V2 contract and its guarantee.
+
+Engine-free and usable without pytest::
+
+    from sinkv2 import DeliveryGuarantee
+    from sinkv2.testing import SinkUnderTest, check_sink
+
+    check_sink(
+        lambda: SinkUnderTest(MySink(fresh_dir()), read_back=..., close=...),
+        guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+        elements=st.fixed_dictionaries({"id": st.integers()}),
+    )
+
+`SinkContractTests` gives the same checks as a pytest test class; the pytest plugin
+(registered as ``sinkv2``) adds ``--sinkv2-examples``. The Spark-level scenario
+runner is ``sinkv2_spark.testing.check_sink_on_spark``.
+
+Needs hypothesis and cloudpickle: ``pip install 'sinkv2[test]'``. Names load on
+first use, so importing this package (or its pytest plugin) loads neither, and
+changes nothing outside it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from sinkv2._local_stream import LocalCommittableStream
+    from sinkv2.testing._check import check_sink
+    from sinkv2.testing._suite import SinkContractTests
+    from sinkv2.testing._sut import SinkUnderTest
+
+__all__ = ["LocalCommittableStream", "SinkContractTests", "SinkUnderTest", "check_sink"]
+
+_HOMES: Final = {
+    "LocalCommittableStream": "sinkv2._local_stream",
+    "SinkContractTests": "sinkv2.testing._suite",
+    "SinkUnderTest": "sinkv2.testing._sut",
+    "check_sink": "sinkv2.testing._check",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'sinkv2.testing' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(home)
+    except ImportError as error:
+        raise ImportError(
+            f"sinkv2.testing.{name} needs a package that is not installed ({error}); "
+            "install the kit's dependencies with: pip install 'sinkv2[test]'"
+        ) from error
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,174 @@
+"""`check_sink`: the whole contract, and its two halves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import run_state_machine_as_test
+
+from sinkv2._delivery import DeliveryGuarantee
+from sinkv2.testing._machine import lifecycle_machine
+from sinkv2.testing._serializers import check_serializers
+from sinkv2.testing._settings import resolve_examples
+from sinkv2.testing._sut import SinkUnderTest
+
+__all__ = ["check_lifecycle", "check_serializer_properties", "check_sink"]
+
+_STEPS: Final = 30
+_SLOW_IS_FINE: Final = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.filter_too_much,
+    HealthCheck.large_base_example,
+]
+
+
+def _settings(max_examples: int) -> settings:
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        stateful_step_count=_STEPS,
+        suppress_health_check=_SLOW_IS_FINE,
+        report_multiple_bugs=False,  # one clean AssertionError, the simplest failure
+        # The explain phase re-runs many lifecycles to annotate lines; the lifecycle log
+        # in the message already says what happened.
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    )
+
+
+def _validate(
+    guarantee: object, elements: object, max_examples: object, max_parallelism: object
+) -> None:
+    if not isinstance(guarantee, DeliveryGuarantee):
+        raise TypeError(
+            f"guarantee must be a sinkv2.DeliveryGuarantee (got {guarantee!r} of type "
+            f"{type(guarantee).__name__}); pass e.g. DeliveryGuarantee.EXACTLY_ONCE"
+        )
+    if not isinstance(elements, st.SearchStrategy):
+        raise TypeError(
+            f"elements must be a hypothesis strategy (got {type(elements).__name__}); pass "
+            "e.g. st.fixed_dictionaries({'id': st.integers()})"
+        )
+    for name, value in (("max_examples", max_examples), ("max_parallelism", max_parallelism)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"{name} must be a positive int (got {value!r} of type {type(value).__name__})"
+            )
+
+
+def check_serializer_properties(
+    make: Callable[[], SinkUnderTest],
+    *,
+    guarantee: DeliveryGuarantee,
+    elements: st.SearchStrategy[object],
+    max_examples: int = 200,
+    max_parallelism: int = 4,
+    golden_samples: Mapping[str, Mapping[int, tuple[bytes, object]]] | None = None,
+) -> None:
+    """Stage 1 of `check_sink`: serializers, golden samples, cloudpickle.
+
+    Runs a tenth of the examples (at least 5): each is a short lifecycle whose
+    produced objects are checked.
+    """
+    _validate(guarantee, elements, max_examples, max_parallelism)
+    examples = max(5, resolve_examples(max_examples) // 10)
+    check_serializers(
+        make,
+        guarantee=guarantee,
+        elements=elements,
+        max_examples=examples,
+        max_parallelism=max_parallelism,
+        golden_samples=golden_samples,
+        settings_for=_settings,
+    )
+
+
+def check_lifecycle(
+    make: Callable[[], SinkUnderTest],
+    *,
+    guarantee: DeliveryGuarantee,
+    elements: st.SearchStrategy[object],
+    max_examples: int = 200,
+    max_parallelism: int = 4,
+) -> None:
+    """Stage 2 of `check_sink`: the lifecycle state machine."""
+    _validate(guarantee, elements, max_examples, max_parallelism)
+    machine = lifecycle_machine(
+        make, guarantee=guarantee, elements=elements, max_parallelism=max_parallelism
+    )
+    run_state_machine_as_test(machine, settings=_settings(resolve_examples(max_examples)))
+
+
+def check_sink(
+    make: Callable[[], SinkUnderTest],
+    *,
+    guarantee: DeliveryGuarantee,
+    elements: st.SearchStrategy[object],
+    max_examples: int = 200,
+    max_parallelism: int = 4,
+    golden_samples: Mapping[str, Mapping[int, tuple[bytes, object]]] | None = None,
+) -> None:
+    """Check that a sink keeps the Sink V2 contract and its delivery guarantee.
+
+    Runs, in this order, in process (no Spark):
+
+    1. Serializer properties: every committable, write result and writer state the
+       sink's writers produce on generated elements reads back equal through the
+       sink's serializers and through cloudpickle; every ``golden_samples`` entry
+       still reads; the sink survives cloudpickle (Spark ships it).
+    2. A hypothesis state machine over the lifecycle: writes to chosen subtasks,
+       checkpoints (``flush(False)`` -> ``prepare_commit()`` -> ``snapshot_state(N)``,
+       then commit N), end of input, commits repeated, crashes at any step (writers
+       dropped with or without ``close()``, checkpoints that never complete or are
+       never committed), restores at the same, a higher or a lower parallelism
+       (states redistributed round-robin) with replay of what came after the
+       checkpoint, losing task attempts, committer signals injected around the real
+       committer (``retry_later`` once, failures before, halfway and after the
+       commit), pre- and post-commit topologies on a `LocalCommittableStream`, and
+       the ``clean_up_attempts`` / ``abort`` hooks called as the Spark translator
+       calls them. After every step the destination is compared with the model:
+
+       - ``EXACTLY_ONCE``: nothing visible that no completed checkpoint covers, no
+         duplicates, nothing committed missing (for stateful writers, which may keep
+         elements in their state, at the end); at the end exactly the input.
+       - ``AT_LEAST_ONCE``: nothing committed missing; at the end all of the input.
+       - ``NONE``: nothing is checked, but no step may raise.
+
+    Args:
+        make: Returns a `SinkUnderTest` on a fresh destination; called once per example.
+        guarantee: The guarantee the sink declares.
+        elements: Generates the elements written (e.g. rows as dicts); ``read_back``
+            must return them in the same shape.
+        max_examples: Examples per stage. ``$SINKV2_KIT_EXAMPLES`` or pytest's
+            ``--sinkv2-examples`` override it; CI runs at least 200.
+        max_parallelism: The most writers at once (rescales go up to it).
+        golden_samples: Serializer name (``"committable"``, ``"write_result"``,
+            ``"writer_state"``) -> {version: (the payload bytes that version's
+            ``serialize`` wrote, the object they must read as)}.
+
+    Raises:
+        AssertionError: The sink broke its contract. The message names the broken
+            property, the elements involved, and the lifecycle steps that led there
+            (hypothesis also prints the shrunk sequence of rules).
+        TypeError: ``make`` does not return a `SinkUnderTest`, or an argument has the
+            wrong type.
+        ValueError: ``max_examples``, ``max_parallelism`` or ``golden_samples`` is invalid.
+    """
+    check_serializer_properties(
+        make,
+        guarantee=guarantee,
+        elements=elements,
+        max_examples=max_examples,
+        max_parallelism=max_parallelism,
+        golden_samples=golden_samples,
+    )
+    check_lifecycle(
+        make,
+        guarantee=guarantee,
+        elements=elements,
+        max_examples=max_examples,
+        max_parallelism=max_parallelism,
+    )

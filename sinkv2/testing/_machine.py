@@ -1,0 +1,187 @@
+"""The lifecycle state machine: hypothesis generates lifecycles, the runtime runs them.
+
+Each rule is one lifecycle step of `LocalRuntime`; the invariant compares the
+destination with the model after every step. At the end of each example the
+machine recovers if needed, finishes the input and checks that exactly the input
+(exactly-once) or at least all of it (at-least-once) is visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from sinkv2._delivery import DeliveryGuarantee
+from sinkv2.testing._faults import CommitFault
+from sinkv2.testing._runtime import LocalRuntime, Phase, supported_sink
+from sinkv2.testing._sut import SinkUnderTest
+
+__all__ = ["lifecycle_machine"]
+
+_MAX_BATCH = 4
+
+
+def lifecycle_machine(
+    make: Callable[[], SinkUnderTest],
+    *,
+    guarantee: DeliveryGuarantee,
+    elements: st.SearchStrategy[object],
+    max_parallelism: int,
+) -> type[RuleBasedStateMachine]:
+    """A `RuleBasedStateMachine` class that drives sinks made by ``make``."""
+    subtasks = st.integers(0, max_parallelism - 1)
+    parallelisms = st.integers(1, max_parallelism)
+    batches = st.lists(elements, min_size=1, max_size=_MAX_BATCH)
+    faults = st.sampled_from(CommitFault)
+    flags = st.booleans()
+
+    def running(self: SinkLifecycle) -> bool:
+        return self.runtime.phase is Phase.RUNNING
+
+    def failed(self: SinkLifecycle) -> bool:
+        return self.runtime.phase is Phase.FAILED
+
+    def committed_before(self: SinkLifecycle) -> bool:
+        return (
+            self.runtime.phase is not Phase.FAILED
+            and any(c.committed for c in self.runtime.completed)
+            and self.runtime.capabilities.committer
+        )
+
+    class SinkLifecycle(RuleBasedStateMachine):
+        """Writers, checkpoints, commits, crashes and restores of one sink."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sut = supported_sink(make)
+            self.runtime = LocalRuntime(self.sut, guarantee)
+            self.broken = False
+            self.steps = 0
+            self.last = ""
+
+        @contextmanager
+        def step(self, name: str) -> Iterator[None]:
+            self.steps += 1
+            self.last = name
+            try:
+                yield
+            except BaseException:
+                self.broken = True
+                raise
+
+        @initialize(parallelism=parallelisms)
+        def start(self, parallelism: int) -> None:
+            with self.step("start"):
+                self.runtime.start(parallelism)
+
+        @precondition(running)
+        @rule(subtask=subtasks, elements=batches)
+        def write(self, subtask: int, elements: list[Any]) -> None:
+            with self.step("write"):
+                self.runtime.write(subtask, elements)
+
+        @precondition(running)
+        @rule(fault=faults)
+        def checkpoint_and_commit(self, fault: CommitFault) -> None:
+            with self.step("checkpoint_and_commit"):
+                self.runtime.checkpoint(fault)
+
+        @precondition(running)
+        @rule(fault=faults)
+        def end_of_input(self, fault: CommitFault) -> None:
+            with self.step("end_of_input"):
+                self.runtime.end_of_input(fault)
+
+        @precondition(running)
+        @rule(close_writers=flags)
+        def crash_while_writing(self, close_writers: bool) -> None:
+            with self.step("crash_while_writing"):
+                self.runtime.crash(close=close_writers)
+
+        @precondition(running)
+        @rule(writers_done=st.integers(0, max_parallelism), close_writers=flags)
+        def crash_during_checkpoint(self, writers_done: int, close_writers: bool) -> None:
+            with self.step("crash_during_checkpoint"):
+                self.runtime.crash(close=close_writers, writers_done=writers_done)
+
+        @precondition(running)
+        @rule(close_writers=flags)
+        def crash_after_checkpoint_before_commit(self, close_writers: bool) -> None:
+            with self.step("crash_after_checkpoint_before_commit"):
+                self.runtime.crash(close=close_writers, completed=True)
+
+        @precondition(failed)
+        @rule(parallelism=parallelisms)
+        def restore_from_last_checkpoint(self, parallelism: int) -> None:
+            with self.step("restore_from_last_checkpoint"):
+                self.runtime.restore(parallelism)
+
+        @precondition(lambda self: running(self) and self.runtime.capabilities.committer)
+        @rule(subtask=subtasks, close_writer=flags)
+        def losing_task_attempt(self, subtask: int, close_writer: bool) -> None:
+            with self.step("losing_task_attempt"):
+                self.runtime.losing_attempt(subtask, close_writer)
+
+        @precondition(committed_before)
+        @rule()
+        def commit_latest_checkpoint_again(self) -> None:
+            with self.step("commit_latest_checkpoint_again"):
+                self.runtime.recommit_latest()
+
+        @precondition(lambda self: committed_before(self) and self.runtime.capabilities.abort)
+        @rule()
+        def abort_committed_checkpoint(self) -> None:
+            with self.step("abort_committed_checkpoint"):
+                self.runtime.abort_committed()
+
+        @invariant()
+        def destination_matches_the_model(self) -> None:
+            if self.runtime.log:
+                try:
+                    self.runtime.check(f"after step {self.steps} ({self.last})")
+                except BaseException:
+                    self.broken = True
+                    raise
+
+        def teardown(self) -> None:
+            try:
+                if not self.broken and self.runtime.log:
+                    self.finish()
+            finally:
+                self.sut.close()
+
+        def finish(self) -> None:
+            runtime = self.runtime
+            runtime.note("(the kit finishes the example: recover if needed, end the input)")
+            if runtime.phase is Phase.FAILED:
+                runtime.restore(min(2, max_parallelism))
+            if runtime.phase is Phase.RUNNING:
+                runtime.end_of_input(CommitFault.NONE)
+            if runtime.phase is Phase.FAILED:
+                runtime.restore(1)
+            runtime.check("once the input ended and everything was committed")
+            if guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+                everything = runtime.checkpointed
+                visible = runtime.visible()
+                if visible != everything:
+                    raise runtime.fail(
+                        "EXACTLY_ONCE violated at the end: the destination shows "
+                        f"{len(visible)} element(s), the input had {len(everything)}"
+                    )
+
+        def __repr__(self) -> str:
+            return f"SinkLifecycle({self.runtime.capabilities.sink_type})"
+
+    SinkLifecycle.__name__ = "SinkLifecycle"
+    SinkLifecycle.__qualname__ = "SinkLifecycle"
+    return SinkLifecycle

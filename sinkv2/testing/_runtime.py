@@ -1,0 +1,710 @@
+"""`LocalRuntime`: Flink's sink lifecycle, run in process, with a model of what must be visible.
+
+The runtime drives one sink the way Flink's operators (and ``sinkv2_spark``'s
+translator) do, without any engine:
+
+- writers, one per subtask, created from a cloudpickled copy of the sink (Spark
+  ships sinks that way), with explicit job ids and attempt tokens;
+- checkpoint N: on each writer ``flush(False)`` -> ``prepare_commit()`` ->
+  ``snapshot_state(N)``; committables and states travel as framed bytes; the
+  pre-commit topology (on a `LocalCommittableStream`) and its lineage check; then
+  commit N, as Flink commits a checkpoint once it completes;
+- end of input: ``flush(True)`` -> ``prepare_commit()`` ->
+  ``snapshot_state(END_OF_INPUT)`` -> ``close()``, attempt cleanup, commit;
+- crashes at any step, and restore from the last completed checkpoint into fresh
+  writers at any parallelism: states are redistributed round-robin, the completed
+  checkpoint is committed (again), and the elements written after it are replayed;
+- the sinkv2 extension hooks: ``clean_up_attempts(job_id, kept tokens)`` when a
+  job's writers are done (finished or crashed), ``abort(committables)`` for
+  committables that will never be committed.
+
+Alongside, it keeps the model: which elements completed checkpoints cover and
+which of those are committed. `LocalRuntime.check` compares the destination with
+it. Every failure message ends with the lifecycle so far.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import attrs
+import cloudpickle
+
+from sinkv2._capabilities import SinkCapabilities, inspect_sink
+from sinkv2._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
+from sinkv2._context import (
+    BasicCommitterInitContext,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+)
+from sinkv2._delivery import DeliveryGuarantee
+from sinkv2._messages import END_OF_INPUT
+from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
+from sinkv2.errors import CommitError
+from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
+from sinkv2.testing._multiset import Multiset, show
+from sinkv2.testing._sut import SinkUnderTest
+
+__all__ = ["Captured", "LocalRuntime", "Phase", "same"]
+
+_ZERO_BACKOFF: Final = CommitRetryPolicy(
+    max_retries=3, initial_backoff_s=0.0, max_backoff_s=0.0, jitter=0.0
+)
+_LOG_TAIL: Final = 40
+_MAX_REPR: Final = 120
+
+
+class Phase(enum.Enum):
+    """Where the simulated job is."""
+
+    RUNNING = "running"
+    FAILED = "failed"
+    FINISHED = "finished"
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
+
+
+def _state_of(value: object) -> object:
+    if attrs.has(type(value)):
+        return attrs.asdict(value, recurse=True)  # type: ignore[arg-type]  # has() checked it
+    slots = getattr(type(value), "__slots__", None)
+    if slots is not None:
+        return {name: getattr(value, name, None) for name in slots}
+    return getattr(value, "__dict__", value)
+
+
+def same(a: object, b: object) -> bool:
+    """Whether ``a`` and ``b`` are equal, by value even for classes without ``__eq__``."""
+    if a == b:
+        return True
+    if type(a) is not type(b) or type(a).__eq__ is not object.__eq__:
+        return False
+    return bool(_state_of(a) == _state_of(b))
+
+
+@attrs.define
+class Captured:
+    """Objects the sink produced, by kind, for the serializer property checks."""
+
+    objects: list[tuple[str, object]] = attrs.field(factory=list)
+
+    def add(self, kind: str, value: object) -> None:
+        """Remember one object."""
+        self.objects.append((kind, value))
+
+
+@attrs.define
+class _Writer:
+    writer: Any
+    subtask: int
+    token: str
+    job_id: str
+    since_checkpoint: list[object] = attrs.field(factory=list)
+
+
+@attrs.define
+class _Checkpoint:
+    checkpoint_id: int
+    committables: list[Any]
+    states: list[bytes]
+    covered: list[object]
+    job_id: str
+    tokens: frozenset[str]
+    committed: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.checkpoint_id == END_OF_INPUT:
+            return "END_OF_INPUT"
+        return f"checkpoint {self.checkpoint_id}"
+
+
+class LocalRuntime:
+    """One simulated job history of one sink against one fresh destination.
+
+    Args:
+        sut: The sink and its destination.
+        guarantee: What the sink promises; decides what `check` asserts.
+        capture: Where to put every committable, write result and state produced.
+    """
+
+    def __init__(
+        self,
+        sut: SinkUnderTest,
+        guarantee: DeliveryGuarantee,
+        *,
+        capture: Captured | None = None,
+    ) -> None:
+        self.sut = sut
+        sink: Any = sut.sink
+        self.sink = sink
+        self.guarantee = guarantee
+        self.capabilities: SinkCapabilities = inspect_sink(sink)
+        self.capture = capture if capture is not None else Captured()
+        self.log: list[str] = []
+        self.phase = Phase.FAILED  # until start()
+        self.writers: list[_Writer] = []
+        self.completed: list[_Checkpoint] = []
+        self.checkpointed = Multiset()
+        self.committed = Multiset()
+        self._shipped: Any = None
+        self._jobs = 0
+        self._attempts = 0
+        self._next_checkpoint = 1
+        self._job_id = ""
+        self._job_tokens: set[str] = set()
+        self._to_abort: list[Any] = []
+        self._replay: list[object] = []
+        self._rng = random.Random(0)
+        caps = self.capabilities
+        self._committable_serializer: SimpleVersionedSerializer[Any] | None = (
+            sink.get_committable_serializer() if caps.committer else None
+        )
+        self._write_result_serializer: SimpleVersionedSerializer[Any] | None = (
+            sink.get_write_result_serializer() if caps.pre_commit_topology else None
+        )
+        self._state_serializer: SimpleVersionedSerializer[Any] | None = (
+            sink.get_writer_state_serializer() if caps.writer_state else None
+        )
+
+    # --- reporting ---------------------------------------------------------------------------
+
+    def note(self, line: str) -> None:
+        """Add one line to the lifecycle log."""
+        self.log.append(line)
+
+    def lifecycle(self) -> str:
+        """The lifecycle so far, numbered, the last lines if it is long."""
+        start = max(0, len(self.log) - _LOG_TAIL)
+        lines = [f"  {i + 1:3d}. {line}" for i, line in enumerate(self.log) if i >= start]
+        skipped = f"  ... {start} earlier step(s)\n" if start else ""
+        return f"lifecycle so far ({self.capabilities}):\n{skipped}" + "\n".join(lines)
+
+    def fail(self, message: str) -> AssertionError:
+        """An AssertionError with ``message`` and the lifecycle that led there."""
+        return AssertionError(f"{message}\n\n{self.lifecycle()}")
+
+    # --- serialization, as between tasks and the driver --------------------------------------
+
+    def _ship(self, kind: str, serializer: SimpleVersionedSerializer[Any], value: Any) -> bytes:
+        """``value`` framed with ``serializer``, after checking it reads back equal."""
+        self.capture.add(kind, value)
+        framed = SimpleVersionedSerialization.write_version_and_serialize(serializer, value)
+        back = SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
+        if not same(back, value):
+            raise self.fail(
+                f"the {kind.replace('_', ' ')} serializer {serializer!r} does not round-trip: "
+                f"it serialized {_short(value)} and read back {_short(back)}; "
+                "deserialize(get_version(), serialize(x)) must equal x"
+            )
+        return framed
+
+    def _unship(self, serializer: SimpleVersionedSerializer[Any], framed: bytes) -> Any:
+        return SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
+
+    # --- writers -----------------------------------------------------------------------------
+
+    def _new_job(self) -> None:
+        self._jobs += 1
+        self._job_id = f"kitjob{self._jobs:04d}"
+        self._job_tokens = set()
+        try:
+            self._shipped = cloudpickle.loads(cloudpickle.dumps(self.sink))
+        except Exception as error:
+            raise self.fail(
+                f"the sink {type(self.sink).__qualname__} does not survive a cloudpickle round "
+                f"trip, as Spark ships it to executors: {type(error).__name__}: {error}. Keep "
+                "sinks plain data: open connections, clients and files in writers and committers"
+            ) from error
+
+    def _create_writer(
+        self,
+        subtask: int,
+        parallelism: int,
+        *,
+        states: Sequence[Any] | None = None,
+        restored: int | None = None,
+        attempt_number: int = 0,
+    ) -> _Writer:
+        token = f"{self._job_id}-{subtask:05d}-{self._attempts}"
+        self._attempts += 1
+        context = BasicWriterInitContext(
+            subtask_id=subtask,
+            number_of_parallel_subtasks=parallelism,
+            attempt_number=attempt_number,
+            job_id=self._job_id,
+            restored_checkpoint_id=restored,
+            attempt_token=token,
+        )
+        if restored is not None and self.capabilities.writer_state:
+            writer = self._shipped.restore_writer(context, list(states or ()))
+            how = f"restore_writer(checkpoint {restored}, {len(states or ())} state(s))"
+        else:
+            writer = self._shipped.create_writer(context)
+            how = "create_writer()"
+        self.capabilities.check_writer(writer)
+        self.note(f"subtask {subtask}/{parallelism}: {how}, attempt token {token!r}")
+        return _Writer(writer, subtask, token, self._job_id)
+
+    def start(self, parallelism: int) -> None:
+        """A fresh job: ``parallelism`` new writers."""
+        self._new_job()
+        self.note(f"start job {self._job_id} with {parallelism} writer(s)")
+        self.writers = [self._create_writer(i, parallelism) for i in range(parallelism)]
+        self.phase = Phase.RUNNING
+
+    @property
+    def parallelism(self) -> int:
+        """The number of running writers."""
+        return len(self.writers)
+
+    def _feed(self, writer: _Writer, elements: Sequence[object]) -> None:
+        context = BasicSinkWriterContext()
+        if SinkCapabilities.is_arrow_writer(writer.writer) and all(
+            isinstance(e, dict) for e in elements
+        ):
+            import pyarrow as pa  # noqa: PLC0415  # only Arrow writers need it
+
+            writer.writer.write_arrow_batch(pa.RecordBatch.from_pylist(list(elements)), context)
+        else:
+            for element in elements:
+                writer.writer.write(element, context)
+        writer.since_checkpoint.extend(elements)
+
+    def write(self, subtask: int, elements: Sequence[object]) -> None:
+        """Write ``elements`` to the writer of ``subtask`` (modulo the parallelism)."""
+        writer = self.writers[subtask % self.parallelism]
+        self.note(f"subtask {writer.subtask}: write {_short(list(elements))}")
+        self._feed(writer, elements)
+
+    def _finish_writer(
+        self, writer: _Writer, checkpoint_id: int, *, end_of_input: bool
+    ) -> tuple[list[bytes], list[bytes]]:
+        """Run flush -> prepare_commit -> snapshot_state on one writer; framed outputs, states."""
+        writer.writer.flush(end_of_input)
+        outputs: list[bytes] = []
+        if self.capabilities.committer:
+            produced = list(writer.writer.prepare_commit())
+            if self._write_result_serializer is not None:
+                outputs = [
+                    self._ship("write_result", self._write_result_serializer, r) for r in produced
+                ]
+            else:
+                assert self._committable_serializer is not None
+                outputs = [
+                    self._ship("committable", self._committable_serializer, c) for c in produced
+                ]
+        states: list[bytes] = []
+        if self._state_serializer is not None:
+            states = [
+                self._ship("writer_state", self._state_serializer, s)
+                for s in writer.writer.snapshot_state(checkpoint_id)
+            ]
+        return outputs, states
+
+    def _run_checkpoint(
+        self, checkpoint_id: int, writers: Sequence[_Writer], *, end_of_input: bool
+    ) -> tuple[list[tuple[int, int, bytes]], list[bytes]]:
+        """Every writer's checkpoint sequence; (subtask, index, framed) outputs, states."""
+        outputs: list[tuple[int, int, bytes]] = []
+        states: list[bytes] = []
+        for writer in writers:
+            produced, snapshot = self._finish_writer(
+                writer, checkpoint_id, end_of_input=end_of_input
+            )
+            outputs.extend((writer.subtask, i, framed) for i, framed in enumerate(produced))
+            states.extend(snapshot)
+        return outputs, states
+
+    def _pre_commit(
+        self, checkpoint_id: int, parallelism: int, outputs: list[tuple[int, int, bytes]]
+    ) -> list[Any]:
+        """The committables of a checkpoint, through the pre-commit topology if any."""
+        if self._committable_serializer is None:
+            return []
+        if self._write_result_serializer is None:
+            return [self._unship(self._committable_serializer, framed) for _, _, framed in outputs]
+        import pyarrow as pa  # noqa: PLC0415  # only topologies need it
+
+        from sinkv2._local_stream import (  # noqa: PLC0415  # loads pyarrow
+            COMMITTABLE_COLUMNS,
+            COMMITTABLE_SCHEMA,
+            LocalCommittableStream,
+            check_lineage,
+        )
+
+        version = self._write_result_serializer.get_version()
+        written = pa.Table.from_pylist(
+            [
+                {
+                    "checkpoint_id": checkpoint_id,
+                    "subtask_id": subtask,
+                    "number_of_subtasks": parallelism,
+                    "serializer_version": version,
+                    "payload": framed,
+                    "lineage": [f"{subtask}:{index}"],
+                }
+                for subtask, index, framed in outputs
+            ],
+            schema=COMMITTABLE_SCHEMA,
+        )
+        result = self.sink.add_pre_commit_topology(LocalCommittableStream(written))
+        if not callable(getattr(result, "toArrow", None)):
+            raise self.fail(
+                f"{self.capabilities.sink_type}.add_pre_commit_topology() must return the "
+                f"committable stream it received, transformed (got {type(result).__name__}). "
+                "In the kit the stream is a sinkv2.testing.LocalCommittableStream; build "
+                "topologies with the helpers of sinkv2_spark.committables, which accept it"
+            )
+        produced = result.select(*COMMITTABLE_COLUMNS).toArrow().cast(COMMITTABLE_SCHEMA)
+        check_lineage(written, produced, self.capabilities.sink_type)
+        committables = [
+            self._unship(self._committable_serializer, framed)
+            for framed in produced.column("payload").to_pylist()
+        ]
+        for committable in committables:
+            self._ship("committable", self._committable_serializer, committable)
+        self.note(
+            f"pre-commit topology: {len(outputs)} write result(s) -> "
+            f"{len(committables)} committable(s)"
+        )
+        return committables
+
+    def _complete(
+        self, checkpoint_id: int, outputs: list[tuple[int, int, bytes]], states: list[bytes]
+    ) -> _Checkpoint:
+        covered = [e for w in self.writers for e in w.since_checkpoint]
+        committables = self._pre_commit(checkpoint_id, self.parallelism, outputs)
+        for writer in self.writers:
+            writer.since_checkpoint = []
+        tokens = frozenset(w.token for w in self.writers)
+        checkpoint = _Checkpoint(checkpoint_id, committables, states, covered, self._job_id, tokens)
+        self.completed.append(checkpoint)
+        self.checkpointed.add(covered)
+        if not self.capabilities.committer:
+            checkpoint.committed = True
+            self.committed.add(covered)
+        self.note(
+            f"{checkpoint.label} completed: covers {len(covered)} element(s), "
+            f"{len(committables)} committable(s), {len(states)} writer state(s)"
+        )
+        return checkpoint
+
+    def _take_checkpoint_id(self) -> int:
+        checkpoint_id = self._next_checkpoint
+        self._next_checkpoint += 1
+        return checkpoint_id
+
+    # --- commits -----------------------------------------------------------------------------
+
+    def _post_commit(self, checkpoint: _Checkpoint, successful: Sequence[Any]) -> None:
+        if not self.capabilities.post_commit_topology:
+            return
+        from sinkv2._local_stream import (  # noqa: PLC0415  # loads pyarrow
+            LocalCommittableStream,
+            encode_committables,
+        )
+
+        assert self._committable_serializer is not None
+        table = encode_committables(
+            [
+                (checkpoint.checkpoint_id, 0, 1, f"committed:{i}", c)
+                for i, c in enumerate(successful)
+            ],
+            self._committable_serializer,
+        )
+        self.sink.add_post_commit_topology(LocalCommittableStream(table))
+        self.note(f"post-commit topology on {len(successful)} committed committable(s)")
+
+    def commit(
+        self, checkpoint: _Checkpoint, fault: CommitFault, *, recovering: bool
+    ) -> CommitOutcome[Any] | None:
+        """Commit ``checkpoint`` through the fault-injecting committer.
+
+        Returns the outcome, or ``None`` if the injected fault failed the commit (the
+        job is then failed and must recover).
+        """
+        if not self.capabilities.committer:
+            return CommitOutcome()
+        context = BasicCommitterInitContext(
+            job_id=self._job_id,
+            restored_checkpoint_id=checkpoint.checkpoint_id if recovering else None,
+        )
+        committer = self.sink.create_committer(context)
+        self.capabilities.check_committer(committer)
+        what = f"{checkpoint.label} ({'recovery' if recovering else 'first'} commit)"
+        try:
+            outcome = commit_with_retries(
+                FaultInjectingCommitter(committer, fault),
+                checkpoint.committables,
+                policy=_ZERO_BACKOFF,
+                metrics=context.metric_group(),
+                what=what,
+                sleep=lambda seconds: None,
+                rng=self._rng,
+            )
+        except CommitError as error:
+            if isinstance(error.__cause__, InjectedCommitFailure):
+                self.note(f"commit {what} with {fault!r}: failed as injected")
+                self.phase = Phase.FAILED
+                return None
+            raise self.fail(
+                f"committing {what} failed: {error}. In this lifecycle nothing outside the "
+                "sink interfered; a committer must commit staged output, and recognise "
+                "committables it committed before (signal_already_committed), not fail them"
+            ) from error
+        finally:
+            committer.close()
+        if outcome.failed_with_known_reason:
+            dropped = ", ".join(_short(c) for c, _ in outcome.failed_with_known_reason[:3])
+            raise self.fail(
+                f"committing {what}: the committer dropped committable(s) with a known reason "
+                f"({dropped}); nothing outside the sink interfered, so nothing may be dropped"
+            )
+        self.note(f"commit {what} with {fault!r}: {outcome}")
+        if not checkpoint.committed:
+            checkpoint.committed = True
+            self.committed.add(checkpoint.covered)
+        self._post_commit(checkpoint, outcome.successful)
+        return outcome
+
+    def checkpoint(self, fault: CommitFault) -> None:
+        """Take checkpoint N on every writer, complete it, and commit it."""
+        checkpoint_id = self._take_checkpoint_id()
+        self.note(f"checkpoint {checkpoint_id}: flush(False) -> prepare_commit() -> snapshot_state")
+        outputs, states = self._run_checkpoint(checkpoint_id, self.writers, end_of_input=False)
+        checkpoint = self._complete(checkpoint_id, outputs, states)
+        self.commit(checkpoint, fault, recovering=False)
+        if self.phase is Phase.FAILED:
+            self._end_job(close=False)
+
+    def end_of_input(self, fault: CommitFault) -> None:
+        """Flink's end-of-input sequence on every writer, close, clean up, commit."""
+        self.note("end of input: flush(True) -> prepare_commit() -> snapshot_state(END_OF_INPUT)")
+        outputs, states = self._run_checkpoint(END_OF_INPUT, self.writers, end_of_input=True)
+        for writer in self.writers:
+            writer.writer.close()
+        self.note("writers closed")
+        checkpoint = self._complete(END_OF_INPUT, outputs, states)
+        self._clean_up_job()
+        self.writers = []
+        self.phase = Phase.FINISHED
+        self.commit(checkpoint, fault, recovering=False)
+
+    def recommit_latest(self) -> None:
+        """Commit the latest committed checkpoint again; nothing visible may change."""
+        checkpoint = next(c for c in reversed(self.completed) if c.committed)
+        before = self.visible()
+        self.note(f"commit {checkpoint.label} again (idempotence)")
+        outcome = self.commit(checkpoint, CommitFault.NONE, recovering=True)
+        assert outcome is not None
+        if len(outcome.successful) != len(checkpoint.committables):
+            raise self.fail(
+                f"re-committing {checkpoint.label} returned {outcome}, not every committable "
+                "as committed or already committed"
+            )
+        self._check_unchanged(before, f"re-committing {checkpoint.label}, committed before,")
+
+    def abort_committed(self) -> None:
+        """``abort()`` the committables of the latest committed checkpoint: a no-op."""
+        checkpoint = next(c for c in reversed(self.completed) if c.committed)
+        before = self.visible()
+        self.note(
+            f"abort({len(checkpoint.committables)} committed committable(s) of {checkpoint.label})"
+        )
+        self.sink.abort(list(checkpoint.committables))
+        self._check_unchanged(
+            before,
+            f"abort() of the committed committables of {checkpoint.label} (a crashed run's "
+            "epoch that committed before it was recorded; SupportsAbort must leave committed "
+            "output alone)",
+        )
+
+    def _check_unchanged(self, before: Multiset, what: str) -> None:
+        if self.guarantee is DeliveryGuarantee.NONE:
+            return
+        after = self.visible()
+        lost = before.minus(after)
+        if lost:
+            raise self.fail(f"{what} removed visible elements: {show(lost, 'before', 'after')}")
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            added = after.minus(before)
+            if added:
+                raise self.fail(
+                    f"{what} changed what the destination shows: "
+                    f"{show(added, 'after', 'before')}. Committer.commit must be idempotent: "
+                    "recognise committed committables and call "
+                    "request.signal_already_committed()"
+                )
+
+    # --- speculative attempts, crashes, recovery ---------------------------------------------
+
+    def losing_attempt(self, subtask: int, close: bool) -> None:
+        """Another attempt of ``subtask`` writes the same elements and loses (Spark retries)."""
+        winner = self.writers[subtask % self.parallelism]
+        loser = self._create_writer(winner.subtask, self.parallelism, attempt_number=1)
+        self.note(f"subtask {winner.subtask}: a second attempt {loser.token!r} runs and loses")
+        self._feed(loser, list(winner.since_checkpoint))
+        self._finish_writer(loser, END_OF_INPUT, end_of_input=True)
+        if close:
+            loser.writer.close()
+        self.note(
+            f"attempt {loser.token!r}: end of input done, committables discarded, "
+            + ("closed" if close else "dropped without close()")
+        )
+
+    def crash(
+        self, *, close: bool, writers_done: int | None = None, completed: bool = False
+    ) -> None:
+        """Fail the job: while writing, during a checkpoint, or after one completed uncommitted.
+
+        Args:
+            close: Whether the dropped writers get ``close()``.
+            writers_done: During checkpoint N+1: how many writers ran their checkpoint
+                sequence before the crash (the checkpoint never completes).
+            completed: The checkpoint completes (states and committables durable) and
+                the job fails before committing it.
+        """
+        if completed:
+            checkpoint_id = self._take_checkpoint_id()
+            self.note(
+                f"checkpoint {checkpoint_id}: flush(False) -> prepare_commit() -> snapshot_state"
+            )
+            outputs, states = self._run_checkpoint(checkpoint_id, self.writers, end_of_input=False)
+            self._complete(checkpoint_id, outputs, states)
+            self.note(f"crash before checkpoint {checkpoint_id} is committed")
+        elif writers_done is not None:
+            checkpoint_id = self._take_checkpoint_id()
+            done = self.writers[: writers_done % (self.parallelism + 1)]
+            self.note(
+                f"checkpoint {checkpoint_id} on {len(done)} of {self.parallelism} writer(s), "
+                "then crash: the checkpoint never completes"
+            )
+            outputs, _ = self._run_checkpoint(checkpoint_id, done, end_of_input=False)
+            if self._write_result_serializer is None and self._committable_serializer is not None:
+                self._to_abort.extend(
+                    self._unship(self._committable_serializer, f) for _, _, f in outputs
+                )
+        else:
+            self.note("crash while writing")
+        self.phase = Phase.FAILED
+        self._end_job(close=close)
+
+    def _end_job(self, *, close: bool) -> None:
+        self._replay = [e for w in self.writers for e in w.since_checkpoint]
+        if close:
+            for writer in self.writers:
+                writer.writer.close()
+        self.note(
+            f"writers of job {self._job_id} " + ("closed" if close else "dropped without close()")
+        )
+        self._clean_up_job()
+        self.writers = []
+
+    def _clean_up_job(self) -> None:
+        if not self.capabilities.attempt_cleanup:
+            return
+        kept = frozenset(
+            token for c in self.completed if c.job_id == self._job_id for token in c.tokens
+        )
+        self.sink.clean_up_attempts(self._job_id, kept)
+        self.note(f"clean_up_attempts({self._job_id!r}, kept={sorted(kept)})")
+
+    def restore(self, parallelism: int) -> None:
+        """Recover: abort, commit the last completed checkpoint again, new writers, replay."""
+        restored = self.completed[-1] if self.completed else None
+        self._new_job()
+        self.note(
+            f"restore job {self._job_id} from "
+            + (restored.label if restored else "nothing (no completed checkpoint)")
+            + f" with {parallelism} writer(s)"
+        )
+        if self._to_abort and self.capabilities.abort:
+            self.note(f"abort({len(self._to_abort)} committable(s) of the unfinished checkpoint)")
+            self.sink.abort(list(self._to_abort))
+        self._to_abort = []
+        if restored is not None:
+            outcome = self.commit(restored, CommitFault.NONE, recovering=True)
+            assert outcome is not None
+        if restored is not None and restored.checkpoint_id == END_OF_INPUT:
+            self.phase = Phase.FINISHED
+            return
+        states: list[Any] = []
+        if restored is not None and self._state_serializer is not None:
+            states = [self._unship(self._state_serializer, framed) for framed in restored.states]
+        self.writers = [
+            self._create_writer(
+                i,
+                parallelism,
+                states=states[i::parallelism],
+                restored=restored.checkpoint_id if restored else None,
+            )
+            for i in range(parallelism)
+        ]
+        self.phase = Phase.RUNNING
+        replay, self._replay = self._replay, []
+        if replay:
+            self.note(f"replay {len(replay)} element(s) written after the restored checkpoint")
+            for i, writer in enumerate(self.writers):
+                if share := replay[i::parallelism]:
+                    self._feed(writer, share)
+
+    # --- the invariant -----------------------------------------------------------------------
+
+    def visible(self) -> Multiset:
+        """What the destination shows now."""
+        return Multiset(self.sut.read_back())
+
+    def check(self, when: str) -> None:
+        """Compare the destination with the model; raise a readable AssertionError if wrong."""
+        if self.guarantee is DeliveryGuarantee.NONE:
+            self.visible()
+            return
+        visible = self.visible()
+        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            extra = visible.minus(self.checkpointed)
+            if extra:
+                duplicated = [e for e in extra if e[2] > 0]
+                kind = (
+                    "duplicated elements"
+                    if duplicated
+                    else "elements that no completed checkpoint covers"
+                )
+                raise self.fail(
+                    f"EXACTLY_ONCE violated {when}: the destination shows {kind}: "
+                    f"{show(extra, 'visible', 'in completed checkpoints')}. Output must stay "
+                    "invisible until its checkpoint commits, and show up once"
+                )
+        buffered_in_state = self.capabilities.writer_state and self.phase is not Phase.FINISHED
+        if buffered_in_state:
+            return  # a stateful writer may keep elements in its state until the end
+        lost = self.committed.minus(visible)
+        if lost:
+            raise self.fail(
+                f"{self.guarantee.name} violated {when}: committed elements are missing from "
+                f"the destination: {show(lost, 'committed', 'visible')}"
+            )
+
+    def describe_model(self) -> str:
+        """The model in one line, for notes."""
+        return (
+            f"{len(self.checkpointed)} element(s) checkpointed, {len(self.committed)} committed, "
+            f"phase {self.phase.value}"
+        )
+
+
+def supported_sink(make: Callable[[], SinkUnderTest]) -> SinkUnderTest:
+    """Call the factory and check it returned a `SinkUnderTest`."""
+    sut = make()
+    if not isinstance(sut, SinkUnderTest):
+        raise TypeError(
+            f"the factory must return a sinkv2.testing.SinkUnderTest (got {type(sut).__name__}); "
+            "return SinkUnderTest(sink=..., read_back=..., close=...)"
+        )
+    return sut

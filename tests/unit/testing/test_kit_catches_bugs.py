@@ -1,0 +1,242 @@
+"""The kit catches real bugs: each deliberately broken sink fails with a readable message."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Collection
+from typing import Any
+
+import pytest
+from kit_jsonl_sink import (
+    ELEMENTS,
+    BufferState,
+    JsonLinesSink,
+    JsonLinesWriter,
+    RenameCommitter,
+    StagedFile,
+    make,
+)
+
+from sinkv2 import (
+    AttrsMsgpackSerializer,
+    Committer,
+    CommitterInitContext,
+    DeliveryGuarantee,
+    SimpleVersionedSerialization,
+)
+from sinkv2.testing import check_sink
+
+EXACTLY_ONCE = DeliveryGuarantee.EXACTLY_ONCE
+
+
+def check(sink_class: type[JsonLinesSink], **kwargs: Any) -> None:
+    check_sink(
+        lambda: make(sink_class),
+        guarantee=kwargs.pop("guarantee", EXACTLY_ONCE),
+        elements=ELEMENTS,
+        max_examples=kwargs.pop("max_examples", 100),
+        **kwargs,
+    )
+
+
+# --- a committer that is not idempotent ----------------------------------------------------------
+
+
+class CopyingCommitter(Committer[StagedFile]):
+    """Appends the staged file to the final one on every commit: a replay duplicates."""
+
+    def commit(self, requests: Collection[Committer.CommitRequest[StagedFile]]) -> None:
+        for request in requests:
+            file = request.get_committable()
+            with open(file.staged, encoding="utf-8") as staged:
+                content = staged.read()
+            with open(file.final, "a", encoding="utf-8") as final:
+                final.write(content)
+
+    def close(self) -> None:
+        pass
+
+
+class NonIdempotentSink(JsonLinesSink):
+    def create_committer(self, context: CommitterInitContext) -> Committer[StagedFile]:
+        return CopyingCommitter()
+
+    def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
+        pass  # keep staged files, so the copying committer can copy again
+
+    def abort(self, committables: Collection[StagedFile]) -> None:
+        pass
+
+
+def test_a_committer_that_commits_twice_is_caught_as_duplicates() -> None:
+    with pytest.raises(AssertionError) as caught:
+        check(NonIdempotentSink)
+    message = str(caught.value)
+    assert "EXACTLY_ONCE violated" in message or "changed what the destination shows" in message
+    assert "duplicated elements" in message or "signal_already_committed" in message
+    assert "committed before" in message or "recovery commit" in message
+    assert "lifecycle so far (NonIdempotentSink: Sink + SupportsWriterState" in message
+
+
+# --- a writer that drops buffered records on snapshot -------------------------------------------
+
+
+class ForgetfulWriter(JsonLinesWriter):
+    def snapshot_state(self, checkpoint_id: int) -> list[BufferState]:
+        self.buffer = []  # the bug: buffered records are neither written nor in the state
+        return []
+
+
+class ForgetfulSink(JsonLinesSink):
+    writer_class = ForgetfulWriter
+
+
+def test_a_writer_that_drops_buffered_records_on_snapshot_is_caught_as_loss() -> None:
+    with pytest.raises(AssertionError) as caught:
+        check(ForgetfulSink)
+    message = str(caught.value)
+    assert "EXACTLY_ONCE violated" in message
+    assert "committed elements are missing from the destination" in message
+    assert "(1x committed, 0x visible)" in message
+    assert "snapshot_state" in message
+
+
+def test_the_same_loss_is_caught_under_at_least_once() -> None:
+    with pytest.raises(AssertionError, match=r"AT_LEAST_ONCE violated .* are missing"):
+        check(ForgetfulSink, guarantee=DeliveryGuarantee.AT_LEAST_ONCE)
+
+
+# --- a serializer that cannot read its previous version ------------------------------------------
+
+STATE_V1 = BufferState(('{"id": 1, "tag": "a"}',))
+STATE_V1_PAYLOAD = AttrsMsgpackSerializer(BufferState).serialize(STATE_V1)
+
+
+@pytest.mark.parametrize("version", [2])
+def test_a_serializer_that_cannot_read_its_previous_version_is_caught(version: int) -> None:
+    class NewFormatSink(JsonLinesSink):
+        def get_writer_state_serializer(self) -> AttrsMsgpackSerializer[BufferState]:
+            return AttrsMsgpackSerializer(BufferState, version=version)  # no upgrades: bug
+
+    with pytest.raises(AssertionError) as caught:
+        check(NewFormatSink, golden_samples={"writer_state": {1: (STATE_V1_PAYLOAD, STATE_V1)}})
+    message = str(caught.value)
+    assert "the writer state serializer" in message
+    assert "(version 2) cannot read its version 1 golden sample any more" in message
+    assert "UnsupportedVersionError" in message
+    assert "keep a reader for each" in message
+
+
+def test_a_serializer_with_an_upgrade_reads_its_previous_version() -> None:
+    class UpgradedSink(JsonLinesSink):
+        def get_writer_state_serializer(self) -> AttrsMsgpackSerializer[BufferState]:
+            return AttrsMsgpackSerializer(BufferState, version=2, upgrades={1: lambda d: d})
+
+    check(
+        UpgradedSink,
+        golden_samples={"writer_state": {1: (STATE_V1_PAYLOAD, STATE_V1)}},
+        max_examples=20,
+    )
+
+
+def test_a_golden_sample_that_reads_as_something_else_is_caught() -> None:
+    wrong = BufferState(("something else",))
+    with pytest.raises(AssertionError, match="reads its version 1 golden sample as BufferState"):
+        check(JsonLinesSink, golden_samples={"writer_state": {1: (STATE_V1_PAYLOAD, wrong)}})
+
+
+def test_golden_samples_must_name_a_serializer_the_sink_has() -> None:
+    with pytest.raises(ValueError, match="no get_write_result_serializer"):
+        check(JsonLinesSink, golden_samples={"write_result": {1: (b"", None)}})
+    with pytest.raises(ValueError, match="unknown serializer name 'state'"):
+        check(JsonLinesSink, golden_samples={"state": {1: (b"", None)}})
+
+
+# --- a sink that cannot be cloudpickled ---------------------------------------------------------
+
+
+class LockedSink(JsonLinesSink):
+    def __init__(self, directory: str | os.PathLike[str], threshold: int = 3) -> None:
+        super().__init__(directory, threshold)
+        self.lock = threading.Lock()  # the bug: a lock cannot travel to executors
+
+
+def test_a_sink_that_cannot_be_cloudpickled_is_caught() -> None:
+    with pytest.raises(AssertionError) as caught:
+        check(LockedSink)
+    message = str(caught.value)
+    assert "the sink (LockedSink) does not survive a cloudpickle round trip" in message
+    assert "cannot pickle '_thread.lock' object" in message
+    assert "open connections, clients, locks and files in writers and committers" in message
+
+
+# --- more bugs the lifecycle finds ---------------------------------------------------------------
+
+
+class EagerWriter(JsonLinesWriter):
+    """Writes straight to the final file: output is visible before its checkpoint commits."""
+
+    def write(self, element: dict[str, Any], context: Any) -> None:
+        final = self.sink.directory / f"part-{self.token}-eager.jsonl"
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with final.open("a", encoding="utf-8") as out:
+            out.write(element_line(element) + "\n")
+
+
+def element_line(element: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(element, sort_keys=True)
+
+
+class EagerSink(JsonLinesSink):
+    writer_class = EagerWriter
+
+
+def test_output_visible_before_its_commit_is_caught() -> None:
+    with pytest.raises(AssertionError, match="elements that no completed checkpoint covers"):
+        check(EagerSink)
+
+
+class SharedStagingWriter(JsonLinesWriter):
+    """Names staged files by subtask instead of attempt token: attempts overwrite each other."""
+
+    def __init__(self, sink: JsonLinesSink, context: Any, lines: tuple[str, ...] = ()) -> None:
+        super().__init__(sink, context, lines)
+        self.token = f"subtask{context.get_subtask_id()}"
+
+
+class SharedStagingSink(JsonLinesSink):
+    writer_class = SharedStagingWriter
+
+
+def test_staging_named_without_the_attempt_token_is_caught() -> None:
+    with pytest.raises(AssertionError, match="violated"):
+        check(SharedStagingSink)
+
+
+def test_the_committer_failing_a_replayed_committable_is_caught() -> None:
+    class StrictCommitter(RenameCommitter):
+        def commit(self, requests: Collection[Committer.CommitRequest[StagedFile]]) -> None:
+            for request in requests:
+                file = request.get_committable()
+                if os.path.exists(file.staged):
+                    os.replace(file.staged, file.final)
+                else:  # the bug: a replay is not recognised as committed
+                    request.signal_failed_with_unknown_reason(FileNotFoundError(file.staged))
+
+    class StrictSink(JsonLinesSink):
+        def create_committer(self, context: CommitterInitContext) -> Committer[StagedFile]:
+            return StrictCommitter()
+
+    with pytest.raises(AssertionError) as caught:
+        check(StrictSink)
+    message = str(caught.value)
+    assert "recognise committables it committed before (signal_already_committed)" in message
+
+
+def test_framing_helper_matches_what_the_kit_expects_of_golden_payloads() -> None:
+    serializer = AttrsMsgpackSerializer(BufferState)
+    framed = SimpleVersionedSerialization.write_version_and_serialize(serializer, STATE_V1)
+    assert framed[8:] == STATE_V1_PAYLOAD  # golden samples are payloads, without the frame
