@@ -100,6 +100,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         self._done: list[IcebergDataFile] = []
         self._rows: list[dict[str, Any]] = []
         self._task_schema: Schema | None = None
+        self._file_arrow_schema: pa.Schema | None = None
         self._sequence = 0
 
     # --- input ---------------------------------------------------------------------------
@@ -124,6 +125,17 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         from pyiceberg.io.pyarrow import _to_requested_schema, pyarrow_to_schema  # noqa: PLC0415  # optional extra
 
         schema = utc_timestamps(batch.schema)
+        if any(pa.types.is_null(field.type) for field in schema):
+            # A column that is null in every row of this batch has no type of its
+            # own (say, rows built with from_pylist): take the table's.
+            schema = pa.schema(
+                [
+                    field.with_type(self._arrow_schema.field(field.name).type)
+                    if pa.types.is_null(field.type) and field.name in self._arrow_schema.names
+                    else field
+                    for field in schema
+                ]
+            )
         if schema != batch.schema:
             batch = batch.cast(schema)
         if self._task_schema is None:
@@ -141,6 +153,12 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
             include_field_ids=True,
             format_model=self._format,
         )
+        if self._file_arrow_schema is None:
+            self._file_arrow_schema = converted.schema
+        elif converted.schema != self._file_arrow_schema:
+            # e.g. string in one batch and large_string in the next: a Parquet file
+            # has one schema, so later batches take the first one's.
+            converted = converted.cast(self._file_arrow_schema)
         table = pa.Table.from_batches([converted])
         if self._spec.is_unpartitioned():
             self._file_for(None).writer.write(table)

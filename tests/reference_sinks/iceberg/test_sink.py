@@ -168,3 +168,44 @@ def test_abort_deletes_uncommitted_files_and_leaves_committed_ones(tmp_path: Pat
     assert staged_files(tmp_path) == sorted(Path(f.path).name for f in committed.files)
     assert len(read_back(sink)) == 10
     assert len(snapshots_of(sink)) == 1
+
+
+def test_a_batch_whose_column_is_all_null_takes_the_table_type(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    untyped = pa.RecordBatch.from_pylist(
+        [{"id": 1, "key": None, "value": 0.5, "ts": None, "day": None}]
+    )
+    assert pa.types.is_null(untyped.schema.field("key").type)
+    writer = sink.create_writer(BasicWriterInitContext(job_id="n", attempt_token="n-00000-0"))
+    writer.write_arrow_batch(untyped, BasicSinkWriterContext())
+    writer.flush(True)
+    (result,) = writer.prepare_commit()
+    writer.close()
+    commit_with_retries(
+        sink.create_committer(None), [result_committable(sink, result)], policy=NO_WAIT
+    )
+    assert read_back(sink) == [{"id": 1, "key": None, "value": 0.5, "ts": None, "day": None}]
+
+
+def result_committable(sink: IcebergSink, result: object) -> object:
+    from reference_sinks.iceberg._model import AggregateWriteResults
+
+    return AggregateWriteResults(sink.sink_id)([result])  # type: ignore[list-item]
+
+
+def test_batches_with_string_and_large_string_go_to_one_file(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    small = rows(0, 3)
+    large = rows(3, 3)
+    large = large.cast(large.schema.set(1, pa.field("key", pa.large_string())))
+    writer = sink.create_writer(BasicWriterInitContext(job_id="s", attempt_token="s-00000-0"))
+    writer.write_arrow_batch(small, BasicSinkWriterContext())
+    writer.write_arrow_batch(large, BasicSinkWriterContext())
+    writer.flush(True)
+    (result,) = writer.prepare_commit()
+    writer.close()
+    assert len(result.files) == 1
+    commit_with_retries(
+        sink.create_committer(None), [result_committable(sink, result)], policy=NO_WAIT
+    )
+    assert read_back(sink) == rows(0, 6).to_pylist()
