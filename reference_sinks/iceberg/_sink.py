@@ -232,7 +232,8 @@ class IcebergSink(
         """
         from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark is optional
 
-        self.check_schema(to_arrow_schema(input.schema))
+        # Types only: the zone does not matter (timestamps are instants), UTC keeps it simple.
+        self.check_schema(to_arrow_schema(input.schema, timezone="UTC", prefers_large_types=True))
         table = self.load_table()
         spec = table.spec()
         if spec.is_unpartitioned():

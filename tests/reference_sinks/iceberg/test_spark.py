@@ -1,0 +1,117 @@
+"""IcebergSink through SinkTopologyTranslator on the shared local Spark (local[2,4])."""
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from reference_sinks.iceberg import CHECKPOINT_ID_PROPERTY, COMMIT_ID_PROPERTY, SINK_ID_PROPERTY
+from sinkv2 import SinkConfigurationError
+from sinkv2_spark import CommitStatus
+from tests.reference_sinks.iceberg.faulty import FaultyIcebergSink
+from tests.reference_sinks.iceberg.tables import make_sink, read_back, rows, snapshots_of
+
+
+def frame(spark, start: int, count: int, partitions: int = 4):  # type: ignore[no-untyped-def]
+    return spark.createDataFrame(pa.Table.from_batches([rows(start, count)])).repartition(
+        partitions
+    )
+
+
+def expected(start: int, count: int) -> list[dict[str, object]]:
+    return rows(start, count).to_pylist()
+
+
+def data_files(warehouse: Path) -> list[Path]:
+    return sorted(warehouse.rglob("sinkv2-*.parquet"))
+
+
+def test_unpartitioned_reads_back_exactly_and_a_rerun_is_a_no_op(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    sink = make_sink(tmp_path, sink_id="events")
+    result = translator.apply(frame(spark, 0, 3000), sink, sink_id="events", checkpoint_id=1)
+    assert result.status is CommitStatus.COMMITTED
+    assert result.records_written == 3000
+    assert read_back(sink) == expected(0, 3000)
+    [summary] = snapshots_of(sink)
+    assert summary[CHECKPOINT_ID_PROPERTY] == "1"
+    assert summary[SINK_ID_PROPERTY] == "events"
+    assert int(summary["added-data-files"]) == result.subtasks == 4
+
+    again = translator.apply(frame(spark, 0, 3000), sink, sink_id="events", checkpoint_id=1)
+    assert again.status is CommitStatus.ALREADY_COMMITTED
+    assert len(snapshots_of(sink)) == 1
+    assert read_back(sink) == expected(0, 3000)
+
+
+def test_batch_runs_without_checkpoint_id_each_append_once(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    sink = make_sink(tmp_path)
+    translator.apply(frame(spark, 0, 500, partitions=2), sink, sink_id="batch")
+    translator.apply(frame(spark, 500, 500, partitions=2), sink, sink_id="batch")
+    summaries = snapshots_of(sink)
+    assert len(summaries) == 2
+    assert all(CHECKPOINT_ID_PROPERTY not in s for s in summaries)
+    assert summaries[0][COMMIT_ID_PROPERTY] != summaries[1][COMMIT_ID_PROPERTY]
+    assert read_back(sink) == expected(0, 1000)
+
+
+def test_partitioned_identity_and_day_one_file_per_partition(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    sink = make_sink(tmp_path, partitioned=True, write_parallelism=3)
+    result = translator.apply(frame(spark, 0, 4000), sink, sink_id="parts", checkpoint_id=7)
+    assert result.subtasks == 3
+    assert read_back(sink) == expected(0, 4000)
+    table = sink.load_table()
+    partitions = table.inspect.partitions().to_pylist()
+    files = data_files(tmp_path)
+    assert len(files) == len(partitions)  # the pre-write topology kept each partition together
+    assert sum(p["record_count"] for p in partitions) == 4000
+    k2 = table.scan(row_filter="key == 'k2'").to_arrow().sort_by("id").to_pylist()
+    assert k2 == [row for row in expected(0, 4000) if row["key"] == "k2"]
+    assert {Path(f).parent.parent.name for f in files} == {"key=k0", "key=k1", "key=k2", "key=null"}
+
+
+def test_a_crash_between_commit_and_recording_it_adds_no_duplicate(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    sink = make_sink(tmp_path)
+
+    def crash(event: str, epoch: int) -> None:
+        if event == "committer-finished":
+            raise SystemExit("driver killed after the Iceberg commit")
+
+    with pytest.raises(SystemExit):
+        translator.apply(
+            frame(spark, 0, 1000), sink, sink_id="crash", checkpoint_id=3, on_stage=crash
+        )
+    assert len(snapshots_of(sink)) == 1  # committed in Iceberg, still pending in the store
+    rerun = translator.apply(frame(spark, 0, 1000), sink, sink_id="crash", checkpoint_id=3)
+    assert rerun.status is CommitStatus.RECOMMITTED
+    assert (rerun.committed, rerun.already_committed) == (0, 1)
+    assert len(snapshots_of(sink)) == 1
+    assert read_back(sink) == expected(0, 1000)
+
+
+def test_task_failures_still_give_exactly_the_input(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    inner = make_sink(tmp_path, partitioned=True, write_parallelism=4)
+    failures = {
+        (0, 0): "prepare_commit",
+        (1, 0): "write",
+        (1, 1): "prepare_commit",
+        (3, 0): "write",
+    }
+    sink = FaultyIcebergSink(inner, failures)
+    translator.apply(frame(spark, 0, 4000), sink, sink_id="faults", checkpoint_id=1)
+    assert read_back(inner) == expected(0, 4000)
+    table = inner.load_table()
+    referenced = {Path(f["file_path"]).name for f in table.inspect.files().to_pylist()}
+    assert {f.name for f in data_files(tmp_path)} == referenced  # losers' files are gone
+    losers = {name.rsplit("-", 2)[0].split("-", 2)[2] for name in sink.removed}
+    assert losers == {"00000", "00001", "00003"}  # the failed attempts had staged files
+
+
+def test_a_schema_mismatch_fails_before_any_job(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    sink = make_sink(tmp_path)
+    wrong = frame(spark, 0, 10).withColumnRenamed("value", "amount")
+    with pytest.raises(
+        SinkConfigurationError, match=r"missing \['value'\], unexpected \['amount'\]"
+    ):
+        translator.apply(wrong, sink, sink_id="schema", checkpoint_id=1)
+    assert data_files(tmp_path) == []
+    assert sink.load_table().current_snapshot() is None
