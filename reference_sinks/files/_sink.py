@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from reference_sinks.files._committables import (
@@ -35,9 +37,6 @@ from sinkv2 import (
     SupportsWriterState,
     WriterInitContext,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
 __all__ = ["FileSink"]
 
@@ -220,24 +219,35 @@ class FileSink(
         """Committables (`PendingFile`) as msgpack, version 1."""
         return pending_file_serializer()
 
-    def add_pre_commit_topology(self, committables: DataFrame) -> DataFrame:
+    def add_pre_commit_topology(self, committables: Any) -> Any:
         """Without compaction, the committables unchanged; with it, small files merged.
 
-        Compaction runs one Spark task per checkpoint (``groupBy(checkpoint_id)``);
-        see `CompactionPolicy` for which files are merged.
+        On Spark, compaction runs one task per checkpoint (``groupBy(checkpoint_id)``);
+        given any other committable stream (the contract-test kit's in-memory
+        ``LocalCommittableStream``: ``toArrow()`` and a constructor taking the Arrow
+        table), it runs in process. See `CompactionPolicy` for which files are merged.
         """
         if self.compaction is None:
             return committables
-        from sinkv2_spark.committables import (  # noqa: PLC0415  # pyspark only when compacting
-            COMMITTABLE_COLUMNS,
-            committable_stream_ddl,
-        )
-
         fs, _ = self.resolve()
         file_format, policy = self.format, self.compaction
 
         def run(table: Any) -> Any:
             return compact(table, fs=fs, file_format=file_format, policy=policy)
+
+        if not type(committables).__module__.startswith("pyspark."):
+            table = committables.toArrow()
+            checkpoints = table.column("checkpoint_id").to_pylist()
+            parts = [
+                run(table.filter(pc.equal(table.column("checkpoint_id"), checkpoint)))
+                for checkpoint in sorted(set(checkpoints))
+            ]
+            return type(committables)(pa.concat_tables(parts) if parts else table)
+
+        from sinkv2_spark.committables import (  # noqa: PLC0415  # pyspark only when compacting
+            COMMITTABLE_COLUMNS,
+            committable_stream_ddl,
+        )
 
         return (
             committables.select(*COMMITTABLE_COLUMNS)

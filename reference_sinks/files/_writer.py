@@ -87,9 +87,12 @@ class _PartFile:
         """``batch`` in this file's schema, or ``None`` if it cannot be stored here."""
         if self.schema is None or batch.schema.equals(self.schema):
             return batch
+        if sorted(batch.schema.names) != sorted(self.schema.names):
+            return None
+        batch = batch.select(self.schema.names)  # the same columns in another order
         try:
             return batch.cast(self.schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
             return None
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -250,7 +253,9 @@ class FileWriter(
         The old file is copied (its first ``state.bytes`` bytes) into a new staged file
         of this attempt, not appended to: object stores cannot append, and another
         restore from the same checkpoint may need the old file again. Old attempts'
-        files are removed by ``clean_up_attempts``.
+        files are removed by ``clean_up_attempts``. After a scale-down several states
+        may name one partition: all but the last are closed and handed over at the
+        next ``prepare_commit``.
         """
         if self._format != "jsonl":
             return  # Parquet files are always rolled on checkpoint: nothing to resume.
@@ -261,6 +266,9 @@ class FileWriter(
                 f"in-progress file {state.staged} has {len(prefix)} bytes but the "
                 f"checkpoint recorded {state.bytes}; it was truncated or removed"
             )
+        earlier = self._open.get(state.partition)
+        if earlier is not None:  # after a scale-down: several old subtasks' files
+            self._roll(earlier)
         file = self._new_file(state.partition, rows=state.rows)
         file.stream.write(prefix)
         self._open[state.partition] = file

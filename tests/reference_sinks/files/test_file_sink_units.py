@@ -548,8 +548,46 @@ def test_compaction_commits_one_merged_file_per_partition_and_is_idempotent(tmp_
 
 
 def test_the_public_surface_is_exactly_all():
-    import reference_sinks.files as files
+    from reference_sinks import files
 
     public = {name for name in vars(files) if not name.startswith("_")}
     assert public == set(files.__all__)
     assert files.__all__ == sorted(files.__all__, key=lambda n: (not n.isupper(), n))
+
+
+def test_restoring_two_in_progress_files_of_one_partition_keeps_both(tmp_path):
+    # After a scale-down one writer receives the states of several old subtasks.
+    sink = FileSink(
+        tmp_path,
+        "jsonl",
+        partition_by=["key"],
+        rolling_policy=RollingPolicy(roll_on_checkpoint=False),
+    )
+    states = []
+    for subtask in range(2):
+        old = sink.create_writer(
+            BasicWriterInitContext(job_id="j", subtask_id=subtask, number_of_parallel_subtasks=2)
+        )
+        old.write_arrow_batch(batch(3, subtask * 3, keys=("a",)), CONTEXT)
+        old.flush(False)
+        assert old.prepare_commit() == []
+        states += old.snapshot_state(1)
+        old.close()
+    new = sink.restore_writer(BasicWriterInitContext(job_id="k"), states)
+    new.flush(True)
+    pending = new.prepare_commit()
+    new.close()
+    assert sorted(p.rows for p in pending) == [3, 3]
+    commit(sink, pending)
+    assert [r["id"] for r in read(tmp_path, "jsonl")] == list(range(6))
+
+
+def test_batches_with_the_same_columns_in_another_order_share_a_file(tmp_path):
+    sink = FileSink(tmp_path)
+    writer = sink.create_writer(BasicWriterInitContext(job_id="j"))
+    writer.write_arrow_batch(pa.RecordBatch.from_pydict({"id": [1], "v": [0.5]}), CONTEXT)
+    writer.write_arrow_batch(pa.RecordBatch.from_pydict({"v": [1.5], "id": [2]}), CONTEXT)
+    writer.flush(True)
+    [file] = writer.prepare_commit()
+    writer.close()
+    assert pq.read_table(file.staged).to_pylist() == [{"id": 1, "v": 0.5}, {"id": 2, "v": 1.5}]
