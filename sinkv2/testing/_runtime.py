@@ -43,7 +43,7 @@ from sinkv2._context import (
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._messages import END_OF_INPUT
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
-from sinkv2.errors import CommitError
+from sinkv2.errors import CommitError, SerializationError, SinkConfigurationError
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 from sinkv2.testing._multiset import Multiset, show
 from sinkv2.testing._sut import SinkUnderTest
@@ -363,11 +363,22 @@ class LocalRuntime:
                 "topologies with the helpers of sinkv2_spark.committables, which accept it"
             )
         produced = result.select(*COMMITTABLE_COLUMNS).toArrow().cast(COMMITTABLE_SCHEMA)
-        check_lineage(written, produced, self.capabilities.sink_type)
-        committables = [
-            self._unship(self._committable_serializer, framed)
-            for framed in produced.column("payload").to_pylist()
-        ]
+        try:
+            check_lineage(written, produced, self.capabilities.sink_type)
+        except SinkConfigurationError as error:
+            raise self.fail(f"checkpoint {self._label(checkpoint_id)}: {error}") from error
+        try:
+            committables = [
+                self._unship(self._committable_serializer, framed)
+                for framed in produced.column("payload").to_pylist()
+            ]
+        except SerializationError as error:
+            raise self.fail(
+                f"checkpoint {self._label(checkpoint_id)}: the pre-commit topology's output does "
+                f"not read with the committable serializer: {error}. The topology must turn "
+                "write results into committables (e.g. with aggregate_committables or "
+                "map_committables, write=get_committable_serializer())"
+            ) from error
         for committable in committables:
             self._ship("committable", self._committable_serializer, committable)
         self.note(
@@ -395,6 +406,10 @@ class LocalRuntime:
             f"{len(committables)} committable(s), {len(states)} writer state(s)"
         )
         return checkpoint
+
+    @staticmethod
+    def _label(checkpoint_id: int) -> str:
+        return "END_OF_INPUT" if checkpoint_id == END_OF_INPUT else str(checkpoint_id)
 
     def _take_checkpoint_id(self) -> int:
         checkpoint_id = self._next_checkpoint
