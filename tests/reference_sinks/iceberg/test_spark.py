@@ -6,10 +6,12 @@ import pyarrow as pa
 import pytest
 
 from reference_sinks.iceberg import CHECKPOINT_ID_PROPERTY, COMMIT_ID_PROPERTY, SINK_ID_PROPERTY
-from sinkv2 import SinkConfigurationError
+from sinkv2 import DeliveryGuarantee, SinkConfigurationError
 from sinkv2_spark import CommitStatus
+from sinkv2_spark.testing import check_sink_on_spark
 from tests.reference_sinks.iceberg.faulty import FaultyIcebergSink
 from tests.reference_sinks.iceberg.tables import make_sink, read_back, rows, snapshots_of
+from tests.reference_sinks.iceberg.test_contract import fresh_sink
 
 
 def frame(spark, start: int, count: int, partitions: int = 4):  # type: ignore[no-untyped-def]
@@ -115,3 +117,19 @@ def test_a_schema_mismatch_fails_before_any_job(spark, translator, tmp_path):  #
         translator.apply(wrong, sink, sink_id="schema", checkpoint_id=1)
     assert data_files(tmp_path) == []
     assert sink.load_table().current_snapshot() is None
+
+
+def test_the_kit_s_spark_scenarios_with_random_task_failures(spark, tmp_path):  # type: ignore[no-untyped-def]
+    data = spark.createDataFrame(
+        pa.Table.from_batches([rows(0, 300)]).select(["id", "key", "value"])
+    )
+    check_sink_on_spark(
+        spark,
+        fresh_sink,
+        guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+        data=data.repartition(3),
+        expected=[{k: row[k] for k in ("id", "key", "value")} for row in rows(0, 300).to_pylist()],
+        examples=3,
+        # a failure mid-partition, one after everything was staged, and a second retry
+        always=[{(0, 0): 5, (1, 0): 10_000, (1, 1): 0}],
+    )
