@@ -54,8 +54,8 @@ class PendingFile:
 class InProgressFile:
     """An open part file at a checkpoint (the writer state).
 
-    Only a JSON-lines sink with ``roll_on_checkpoint=False`` has any: every other
-    configuration closes all files at each checkpoint.
+    FileSink rolls every file on checkpoint, so its writers' states are empty; the
+    type keeps the state format versioned should a future version keep files open.
 
     Attributes:
         staged: The in-progress file.

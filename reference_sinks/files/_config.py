@@ -77,9 +77,9 @@ class RollingPolicy:
         max_rows: Rows per part file at most, or ``None`` for no limit.
         max_bytes: Approximate bytes per part file at most, or ``None`` for no limit.
         roll_on_checkpoint: Close every in-progress file at each checkpoint, so a
-            checkpoint's committables hold everything written before it. Must be
-            ``True`` for Parquet (a Parquet file cannot be resumed: its footer is
-            written on close), as in Flink's bulk formats.
+            checkpoint's committables hold everything written before it. FileSink
+            requires ``True`` (Flink's rule for bulk formats; a Parquet file cannot
+            be resumed, its footer is written on close).
 
     Raises:
         SinkConfigurationError: A limit is not a positive int or ``None``, or

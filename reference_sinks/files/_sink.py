@@ -33,6 +33,7 @@ from sinkv2 import (
     SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
+    SupportsCommitter,
     SupportsPreCommitTopology,
     SupportsWriterState,
     WriterInitContext,
@@ -74,11 +75,10 @@ def _check_partition_by(partition_by: object) -> tuple[str, ...]:
     return columns
 
 
-@final
 class FileSink(
     Sink[dict[str, Any]],
     SupportsWriterState[dict[str, Any], InProgressFile],
-    SupportsPreCommitTopology[PendingFile, PendingFile],
+    SupportsCommitter[PendingFile],
     SupportsAttemptCleanup,
     SupportsAbort[PendingFile],
 ):
@@ -107,7 +107,17 @@ class FileSink(
 
     Raises:
         SinkConfigurationError: Any argument has a bad value or type.
+
+    Configure it, do not subclass it. With ``compaction``, the instance is of a
+    private subclass that adds the pre-commit topology (Sink V2 capabilities are
+    per class); without it there is no pre-commit step, and no Spark job for one.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> FileSink:
+        """A plain FileSink, or the compacting variant if ``compaction`` is given."""
+        if cls is FileSink and kwargs.get("compaction") is not None:
+            return object.__new__(_CompactingFileSink)
+        return object.__new__(cls)
 
     def __init__(
         self,
@@ -133,11 +143,13 @@ class FileSink(
                 f"FileSink rolling_policy must be a RollingPolicy (got {describe(policy)}); "
                 "pass RollingPolicy(max_rows=..., max_bytes=..., roll_on_checkpoint=...)"
             )
-        if format == "parquet" and not policy.roll_on_checkpoint:
+        if not policy.roll_on_checkpoint:
             raise SinkConfigurationError(
-                "FileSink with format='parquet' needs RollingPolicy(roll_on_checkpoint=True) "
-                "(got False): a Parquet file cannot be resumed after a failure because its "
-                "footer is written on close; use roll_on_checkpoint=True or format='jsonl'"
+                "FileSink needs RollingPolicy(roll_on_checkpoint=True) (got False): files are "
+                "closed at every checkpoint so a checkpoint's committables hold all of its rows "
+                "and writer state never has to resume a file (a Parquet file cannot be resumed "
+                "at all: its footer is written on close); keep roll_on_checkpoint=True and tune "
+                "file sizes with max_rows / max_bytes, or merge small files with compaction="
             )
         self.rolling_policy = policy
         if compaction is not None and not isinstance(compaction, CompactionPolicy):
@@ -191,17 +203,12 @@ class FileSink(
     def restore_writer(
         self, context: WriterInitContext, recovered_state: Collection[InProgressFile]
     ) -> FileWriter:
-        """A writer that continues the in-progress files of ``recovered_state``.
+        """A fresh writer; in-progress files named in ``recovered_state`` are discarded.
 
-        Parquet sinks roll every file on checkpoint, so their state is always empty
-        and a restored writer starts fresh. A JSON-lines sink with
-        ``roll_on_checkpoint=False`` copies each in-progress file's checkpointed prefix
-        (its recorded length) into a new staged file of this attempt and appends to it;
-        whatever an old attempt wrote after the checkpoint is never committed and is
-        removed with its staging directory.
-
-        Raises:
-            FileNotFoundError: An in-progress file is missing or shorter than recorded.
+        Every file is rolled on checkpoint (as Flink does for bulk formats), so a
+        checkpoint's rows are all in its committables and a writer's state is empty:
+        there is nothing to resume. Should a state name in-progress files anyway,
+        they are leftovers no committable refers to, and are deleted (idempotently).
         """
         return FileWriter(self, context, recovered_state)
 
@@ -211,49 +218,9 @@ class FileSink(
 
     # --- commit ----------------------------------------------------------------------------
 
-    def get_write_result_serializer(self) -> AttrsMsgpackSerializer[PendingFile]:
-        """Write results are pending files, as committables are."""
-        return pending_file_serializer()
-
     def get_committable_serializer(self) -> AttrsMsgpackSerializer[PendingFile]:
         """Committables (`PendingFile`) as msgpack, version 1."""
         return pending_file_serializer()
-
-    def add_pre_commit_topology(self, committables: Any) -> Any:
-        """Without compaction, the committables unchanged; with it, small files merged.
-
-        On Spark, compaction runs one task per checkpoint (``groupBy(checkpoint_id)``);
-        given any other committable stream (the contract-test kit's in-memory
-        ``LocalCommittableStream``: ``toArrow()`` and a constructor taking the Arrow
-        table), it runs in process. See `CompactionPolicy` for which files are merged.
-        """
-        if self.compaction is None:
-            return committables
-        fs, _ = self.resolve()
-        file_format, policy = self.format, self.compaction
-
-        def run(table: Any) -> Any:
-            return compact(table, fs=fs, file_format=file_format, policy=policy)
-
-        if not type(committables).__module__.startswith("pyspark."):
-            table = committables.toArrow()
-            checkpoints = table.column("checkpoint_id").to_pylist()
-            parts = [
-                run(table.filter(pc.equal(table.column("checkpoint_id"), checkpoint)))
-                for checkpoint in sorted(set(checkpoints))
-            ]
-            return type(committables)(pa.concat_tables(parts) if parts else table)
-
-        from sinkv2_spark.committables import (  # noqa: PLC0415  # pyspark only when compacting
-            COMMITTABLE_COLUMNS,
-            committable_stream_ddl,
-        )
-
-        return (
-            committables.select(*COMMITTABLE_COLUMNS)
-            .groupBy("checkpoint_id")
-            .applyInArrow(run, committable_stream_ddl())
-        )
 
     def create_committer(self, context: CommitterInitContext) -> FileCommitter:
         """The renaming committer."""
@@ -291,3 +258,48 @@ class FileSink(
             remove_quietly(fs, file.staged)
             for source in file.sources:
                 remove_quietly(fs, source)
+
+
+@final
+class _CompactingFileSink(FileSink, SupportsPreCommitTopology[PendingFile, PendingFile]):
+    """FileSink with ``compaction``: small staged files are merged before commit."""
+
+    def get_write_result_serializer(self) -> AttrsMsgpackSerializer[PendingFile]:
+        """Write results are pending files, as committables are."""
+        return pending_file_serializer()
+
+    def add_pre_commit_topology(self, committables: Any) -> Any:
+        """The committables with each partition's small files merged, per checkpoint.
+
+        On Spark, compaction runs one task per checkpoint (``groupBy(checkpoint_id)``);
+        given any other committable stream (the contract-test kit's in-memory
+        ``LocalCommittableStream``: ``toArrow()`` and a constructor taking the Arrow
+        table), it runs in process. See `CompactionPolicy` for which files are merged.
+        """
+        if self.compaction is None:  # only FileSink(compaction=...) builds this class
+            return committables
+        fs, _ = self.resolve()
+        file_format, policy = self.format, self.compaction
+
+        def run(table: Any) -> Any:
+            return compact(table, fs=fs, file_format=file_format, policy=policy)
+
+        if not type(committables).__module__.startswith("pyspark."):
+            table = committables.toArrow()
+            checkpoints = table.column("checkpoint_id").to_pylist()
+            parts = [
+                run(table.filter(pc.equal(table.column("checkpoint_id"), checkpoint)))
+                for checkpoint in sorted(set(checkpoints))
+            ]
+            return type(committables)(pa.concat_tables(parts) if parts else table)
+
+        from sinkv2_spark.committables import (  # noqa: PLC0415  # pyspark only when compacting
+            COMMITTABLE_COLUMNS,
+            committable_stream_ddl,
+        )
+
+        return (
+            committables.select(*COMMITTABLE_COLUMNS)
+            .groupBy("checkpoint_id")
+            .applyInArrow(run, committable_stream_ddl())
+        )

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reference_sinks.files._committables import InProgressFile, PendingFile
+from reference_sinks.files._committer import remove_quietly
 from reference_sinks.files._paths import partition_path
 from sinkv2 import (
     CommittingSinkWriter,
@@ -217,7 +218,7 @@ class FileWriter(
         self._rows: list[dict[str, Any]] = []
         self._end_of_input = False
         for state in restored:
-            self._resume(state)
+            self._discard(state)
 
     # --- files -----------------------------------------------------------------------------
 
@@ -247,31 +248,14 @@ class FileWriter(
             )
         )
 
-    def _resume(self, state: InProgressFile) -> None:
-        """Continue an in-progress file of a previous attempt from its checkpointed prefix.
+    def _discard(self, state: InProgressFile) -> None:
+        """Delete a leftover in-progress file named in restored state.
 
-        The old file is copied (its first ``state.bytes`` bytes) into a new staged file
-        of this attempt, not appended to: object stores cannot append, and another
-        restore from the same checkpoint may need the old file again. Old attempts'
-        files are removed by ``clean_up_attempts``. After a scale-down several states
-        may name one partition: all but the last are closed and handed over at the
-        next ``prepare_commit``.
+        Files are rolled on every checkpoint, so no committable and no later state
+        refers to it; its rows were either handed over before the checkpoint or
+        belong to input that is replayed.
         """
-        if self._format != "jsonl":
-            return  # Parquet files are always rolled on checkpoint: nothing to resume.
-        with self._fs.open_input_stream(state.staged) as source:
-            prefix = source.read(state.bytes)
-        if len(prefix) != state.bytes:
-            raise FileNotFoundError(
-                f"in-progress file {state.staged} has {len(prefix)} bytes but the "
-                f"checkpoint recorded {state.bytes}; it was truncated or removed"
-            )
-        earlier = self._open.get(state.partition)
-        if earlier is not None:  # after a scale-down: several old subtasks' files
-            self._roll(earlier)
-        file = self._new_file(state.partition, rows=state.rows)
-        file.stream.write(prefix)
-        self._open[state.partition] = file
+        remove_quietly(self._fs, state.staged)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -320,10 +304,10 @@ class FileWriter(
         self._end_of_input = self._end_of_input or end_of_input
 
     def prepare_commit(self) -> list[PendingFile]:
-        """The files closed since the last call; open files are rolled first on a checkpoint.
+        """The files closed since the last call; every open file is rolled first.
 
-        With ``roll_on_checkpoint`` (or at the end of input) every open file is closed,
-        so the committables hold every row written so far.
+        The sink requires ``roll_on_checkpoint``, so the committables hold every row
+        written so far.
         """
         if self._policy.roll_on_checkpoint or self._end_of_input:
             for file in list(self._open.values()):
@@ -332,7 +316,7 @@ class FileWriter(
         return pending
 
     def snapshot_state(self, checkpoint_id: int) -> list[InProgressFile]:
-        """The files still open (only without ``roll_on_checkpoint``), with their length."""
+        """The files still open, with their length: always none, as ``prepare_commit`` rolls all."""
         return [
             InProgressFile(
                 staged=file.staged, partition=file.partition, rows=file.rows, bytes=file.bytes

@@ -14,6 +14,7 @@ from sinkv2 import (
     StatefulSinkWriter,
     SupportsAbort,
     SupportsAttemptCleanup,
+    SupportsCommitter,
     SupportsPreCommitTopology,
     SupportsWriterState,
 )
@@ -60,7 +61,7 @@ class ArrowWriter(RowWriter):
 class FaultySink(
     Sink,
     SupportsWriterState,
-    SupportsPreCommitTopology,
+    SupportsCommitter,
     SupportsAttemptCleanup,
     SupportsAbort,
 ):
@@ -82,14 +83,8 @@ class FaultySink(
     def get_writer_state_serializer(self):
         return self.inner.get_writer_state_serializer()
 
-    def get_write_result_serializer(self):
-        return self.inner.get_write_result_serializer()
-
     def get_committable_serializer(self):
         return self.inner.get_committable_serializer()
-
-    def add_pre_commit_topology(self, committables):
-        return self.inner.add_pre_commit_topology(committables)
 
     def create_committer(self, context):
         return self.inner.create_committer(context)
@@ -99,3 +94,17 @@ class FaultySink(
 
     def abort(self, committables) -> None:
         self.inner.abort(committables)
+
+
+class FaultyCompactingSink(FaultySink, SupportsPreCommitTopology):
+    def get_write_result_serializer(self):
+        return self.inner.get_write_result_serializer()
+
+    def add_pre_commit_topology(self, committables):
+        return self.inner.add_pre_commit_topology(committables)
+
+
+def faulty(inner, failures=None, *, arrow=True):
+    """The wrapper with the same capabilities as ``inner``."""
+    kind = FaultyCompactingSink if hasattr(inner, "add_pre_commit_topology") else FaultySink
+    return kind(inner, failures, arrow=arrow)

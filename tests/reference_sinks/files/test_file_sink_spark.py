@@ -11,7 +11,7 @@ import pytest
 
 from reference_sinks.files import CompactionPolicy, FileSink, RollingPolicy
 from sinkv2_spark import CommitStatus
-from tests.reference_sinks.files.faulty import FaultySink
+from tests.reference_sinks.files.faulty import faulty
 
 pytestmark = pytest.mark.spark
 
@@ -70,7 +70,7 @@ def staged_files(base):
 def test_spark_reads_back_exactly_the_input(spark, translator, tmp_path, case):
     fmt, partition_by, arrow = case
     out = tmp_path / "out"
-    sink = FaultySink(FileSink(out, fmt, partition_by=partition_by), arrow=arrow)
+    sink = faulty(FileSink(out, fmt, partition_by=partition_by), arrow=arrow)
     result = translator.apply(frame(spark), sink, sink_id="files")
     assert result.status is CommitStatus.COMMITTED
     assert result.records_written == N
@@ -93,7 +93,7 @@ def test_task_failures_never_lose_or_duplicate_a_row(spark, translator, tmp_path
     fmt, arrow, failures = case
     out = tmp_path / "out"
     inner = FileSink(out, fmt, partition_by=["key"], rolling_policy=RollingPolicy(max_rows=100))
-    result = translator.apply(frame(spark), FaultySink(inner, failures, arrow=arrow), sink_id="f")
+    result = translator.apply(frame(spark), faulty(inner, failures, arrow=arrow), sink_id="f")
     assert result.status is CommitStatus.COMMITTED
     assert_exactly_the_input(spark, out, fmt)
     assert staged_files(out) == []  # losers' staging cleaned up, winners' committed
@@ -122,7 +122,7 @@ def test_compaction_merges_small_files_and_keeps_the_row_multiset(spark, transla
         rolling_policy=RollingPolicy(max_rows=50),
         compaction=CompactionPolicy(min_files=2, target_bytes=10**8),
     )
-    result = translator.apply(frame(spark), FaultySink(sink, {(1, 0): 2}), sink_id="compact")
+    result = translator.apply(frame(spark), faulty(sink, {(1, 0): 2}), sink_id="compact")
     assert result.status is CommitStatus.COMMITTED
     assert_exactly_the_input(spark, out, "parquet")
     partitions = [p for p in out.iterdir() if p.name.startswith("key=")]

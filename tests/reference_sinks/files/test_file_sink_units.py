@@ -120,7 +120,7 @@ def visible_files(base):
         ),
         (
             {"rolling_policy": RollingPolicy(roll_on_checkpoint=False)},
-            r"format='parquet' needs RollingPolicy\(roll_on_checkpoint=True\)",
+            r"needs RollingPolicy\(roll_on_checkpoint=True\) \(got False\).*tune file sizes",
         ),
         ({"compaction": 5}, r"compaction must be a CompactionPolicy or None \(got 5 of type int\)"),
         ({"filesystem": "local"}, r"filesystem must be a pyarrow.fs.FileSystem or None"),
@@ -172,6 +172,12 @@ def test_the_sink_implements_what_it_claims_and_survives_cloudpickle(tmp_path):
     assert capabilities.abort
     clone = cloudpickle.loads(cloudpickle.dumps(sink))
     assert repr(clone) == repr(sink)
+    assert type(clone) is type(sink)
+    assert isinstance(sink, FileSink)
+    plain = FileSink(tmp_path)
+    assert not inspect_sink(plain).pre_commit_topology  # no pre-commit Spark job without it
+    assert inspect_sink(plain).committer
+    assert type(cloudpickle.loads(cloudpickle.dumps(plain))) is FileSink
     assert clone.resolve()[1] == str(tmp_path)
 
 
@@ -287,38 +293,22 @@ def test_roll_on_checkpoint_hands_over_everything_written_so_far(tmp_path):
     assert first[0].final != second[0].final
 
 
-def test_jsonl_without_roll_on_checkpoint_resumes_exactly_the_checkpointed_prefix(tmp_path):
-    sink = FileSink(tmp_path, "jsonl", rolling_policy=RollingPolicy(roll_on_checkpoint=False))
-    old = sink.create_writer(BasicWriterInitContext(job_id="j", attempt_number=0))
-    old.write_arrow_batch(batch(10), CONTEXT)
-    old.flush(False)
-    assert old.prepare_commit() == []  # nothing closed yet
-    state = old.snapshot_state(1)
-    assert [(s.rows, s.partition) for s in state] == [(10, "")]
-    old.write_arrow_batch(batch(5, 10), CONTEXT)  # after the checkpoint: must not survive
-    old.flush(False)
-    old.close()  # the attempt dies
-
-    serializer = sink.get_writer_state_serializer()
-    restored_state = [serializer.deserialize(1, serializer.serialize(s)) for s in state]
-    new = sink.restore_writer(BasicWriterInitContext(job_id="j", attempt_number=1), restored_state)
-    new.write_arrow_batch(batch(10, 100), CONTEXT)
-    new.flush(True)
-    pending = new.prepare_commit()
-    new.close()
-    assert [p.rows for p in pending] == [20]
+def test_restore_discards_leftover_in_progress_files_and_starts_fresh(tmp_path):
+    sink = FileSink(tmp_path, "jsonl")
+    leftover = tmp_path / "_staging" / "old-00000-1" / "part-old-00000-1-00000.jsonl"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text('{"id": 99}\n')
+    state = [InProgressFile(staged=str(leftover), partition="", rows=1, bytes=11)]
+    writer = sink.restore_writer(BasicWriterInitContext(job_id="new"), state)
+    assert not leftover.exists()
+    writer.write_arrow_batch(batch(3), CONTEXT)
+    writer.flush(True)
+    pending = writer.prepare_commit()
+    assert writer.snapshot_state(2) == []
+    writer.close()
     commit(sink, pending)
-    assert [r["id"] for r in read(tmp_path, "jsonl")] == [*range(10), *range(100, 110)]
-
-
-def test_restoring_from_a_truncated_in_progress_file_fails_loudly(tmp_path):
-    sink = FileSink(tmp_path, "jsonl", rolling_policy=RollingPolicy(roll_on_checkpoint=False))
-    staged = tmp_path / "_staging" / "old" / "part.jsonl"
-    staged.parent.mkdir(parents=True)
-    staged.write_text('{"id": 1}\n')
-    state = [InProgressFile(staged=str(staged), partition="", rows=2, bytes=100)]
-    with pytest.raises(FileNotFoundError, match="has 10 bytes but the checkpoint recorded 100"):
-        sink.restore_writer(BasicWriterInitContext(job_id="j"), state)
+    assert [r["id"] for r in read(tmp_path, "jsonl")] == [0, 1, 2]
+    sink.restore_writer(BasicWriterInitContext(job_id="again"), state).close()  # idempotent
 
 
 def test_row_path_with_a_changing_schema_rolls_to_a_new_file(tmp_path):
@@ -438,7 +428,8 @@ PENDING_V1 = PendingFile(
     ],
 )
 def test_serializers_read_their_version_1_golden_bytes(tmp_path, getter, value, golden):
-    serializer = getattr(FileSink(tmp_path), getter)()
+    sink = FileSink(tmp_path, compaction=CompactionPolicy())
+    serializer = getattr(sink, getter)()
     data = (GOLDEN / golden).read_bytes()
     assert SimpleVersionedSerialization.read_version_and_deserialize(serializer, data) == value
     assert serializer.get_version() == 1
@@ -446,19 +437,16 @@ def test_serializers_read_their_version_1_golden_bytes(tmp_path, getter, value, 
 
 
 def test_serializers_round_trip_what_writers_produce(tmp_path):
-    sink = FileSink(
-        tmp_path,
-        "jsonl",
-        partition_by=["key"],
-        rolling_policy=RollingPolicy(roll_on_checkpoint=False),
-    )
+    sink = FileSink(tmp_path, "jsonl", partition_by=["key"])
     writer = sink.create_writer(BasicWriterInitContext(job_id="j"))
     writer.write_arrow_batch(batch(20), CONTEXT)
-    writer.flush(False)
-    states = writer.snapshot_state(1)
     writer.flush(True)
     pending = writer.prepare_commit()
     writer.close()
+    states = [
+        InProgressFile(staged=p.staged, partition=p.partition, rows=p.rows, bytes=p.bytes)
+        for p in pending
+    ]
     for serializer, values in [
         (sink.get_writer_state_serializer(), states),
         (sink.get_committable_serializer(), pending),
@@ -553,33 +541,6 @@ def test_the_public_surface_is_exactly_all():
     public = {name for name in vars(files) if not name.startswith("_")}
     assert public == set(files.__all__)
     assert files.__all__ == sorted(files.__all__, key=lambda n: (not n.isupper(), n))
-
-
-def test_restoring_two_in_progress_files_of_one_partition_keeps_both(tmp_path):
-    # After a scale-down one writer receives the states of several old subtasks.
-    sink = FileSink(
-        tmp_path,
-        "jsonl",
-        partition_by=["key"],
-        rolling_policy=RollingPolicy(roll_on_checkpoint=False),
-    )
-    states = []
-    for subtask in range(2):
-        old = sink.create_writer(
-            BasicWriterInitContext(job_id="j", subtask_id=subtask, number_of_parallel_subtasks=2)
-        )
-        old.write_arrow_batch(batch(3, subtask * 3, keys=("a",)), CONTEXT)
-        old.flush(False)
-        assert old.prepare_commit() == []
-        states += old.snapshot_state(1)
-        old.close()
-    new = sink.restore_writer(BasicWriterInitContext(job_id="k"), states)
-    new.flush(True)
-    pending = new.prepare_commit()
-    new.close()
-    assert sorted(p.rows for p in pending) == [3, 3]
-    commit(sink, pending)
-    assert [r["id"] for r in read(tmp_path, "jsonl")] == list(range(6))
 
 
 def test_batches_with_the_same_columns_in_another_order_share_a_file(tmp_path):
