@@ -1,6 +1,8 @@
 """The Iceberg committer's guard, on real SqlCatalog tables (SQLite + local files, no Spark)."""
 
+import multiprocessing
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from reference_sinks.iceberg import (
     committed_state,
 )
 from reference_sinks.iceberg._committer import append_committable
-from sinkv2 import CommitRetryPolicy, commit_with_retries
+from sinkv2 import CommitRetryPolicy, SimpleVersionedSerialization, commit_with_retries
 from tests.reference_sinks.iceberg.tables import make_sink, read_back, rows, snapshots_of, stage
 
 NO_WAIT = CommitRetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0)
@@ -142,3 +144,44 @@ def test_conflicts_with_another_writer_are_retried_until_committed(tmp_path: Pat
     ) == list("12345")
     assert len(summaries) == 10
     assert len(read_back(sink)) == 100
+
+
+def _commit_all_in_a_process(warehouse: str, payloads: list[bytes], start: float) -> None:
+    """Child process: commit every committable (framed bytes) with its own catalog."""
+    import time as clock  # runs in a spawned interpreter
+
+    from reference_sinks.iceberg import IcebergSink as Sink  # spawned interpreter
+    from reference_sinks.iceberg import local_catalog as catalog  # spawned interpreter
+
+    sink = Sink(catalog(warehouse), "ns.events")
+    serializer = sink.get_committable_serializer()
+    committer = sink.create_committer(None)  # type: ignore[arg-type]
+    clock.sleep(max(0.0, start - clock.time()))  # both processes start together
+    for payload in payloads:
+        committable = SimpleVersionedSerialization.read_version_and_deserialize(serializer, payload)
+        commit_with_retries(committer, [committable], policy=NO_WAIT)
+
+
+def test_two_committer_processes_racing_commit_each_checkpoint_once(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    serializer = sink.get_committable_serializer()
+    payloads = [
+        SimpleVersionedSerialization.write_version_and_serialize(
+            serializer, stage(sink, [rows(i * 10, 10)], job_id=f"p{i}", checkpoint_id=i)
+        )
+        for i in range(1, 13)
+    ]
+    context = multiprocessing.get_context("spawn")
+    start = time.time() + 3
+    processes = [
+        context.Process(target=_commit_all_in_a_process, args=(str(tmp_path), payloads, start))
+        for _ in range(2)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    assert [process.exitcode for process in processes] == [0, 0]
+    summaries = snapshots_of(sink)
+    assert [s[CHECKPOINT_ID_PROPERTY] for s in summaries] == [str(i) for i in range(1, 13)]
+    assert [row["id"] for row in read_back(sink)] == list(range(10, 130))
