@@ -130,3 +130,29 @@ def test_compaction_merges_small_files_and_keeps_the_row_multiset(spark, transla
     assert all(len(list(p.glob("*.parquet"))) == 1 for p in partitions)
     assert all("-compact-" in next(p.glob("*.parquet")).name for p in partitions)
     assert staged_files(out) == []
+
+
+def test_the_kits_spark_scenarios_hold_exactly_once(spark, tmp_path_factory):
+    import shutil
+
+    from sinkv2 import DeliveryGuarantee
+    from sinkv2.testing import SinkUnderTest
+    from sinkv2_spark.testing import check_sink_on_spark
+    from tests.reference_sinks.files.test_contract import read_visible
+
+    def make():
+        base = tmp_path_factory.mktemp("kit")
+        return SinkUnderTest(
+            FileSink(base / "out", partition_by=["key"], rolling_policy=RollingPolicy(max_rows=40)),
+            read_back=lambda: read_visible(base / "out", "parquet"),
+            close=lambda: shutil.rmtree(base, ignore_errors=True),
+        )
+
+    check_sink_on_spark(
+        spark,
+        make,
+        guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+        data=frame(spark, 400),
+        expected=frame(spark, 400).toArrow().to_pylist(),
+        examples=3,
+    )
