@@ -209,3 +209,41 @@ def test_batches_with_string_and_large_string_go_to_one_file(tmp_path: Path) -> 
         sink.create_committer(None), [result_committable(sink, result)], policy=NO_WAIT
     )
     assert read_back(sink) == rows(0, 6).to_pylist()
+
+
+def test_hour_month_and_identity_transforms_split_batches_like_iceberg(tmp_path: Path) -> None:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import HourTransform, IdentityTransform, MonthTransform
+
+    from tests.reference_sinks.iceberg.tables import SCHEMA
+
+    spec = PartitionSpec(
+        PartitionField(4, 1000, HourTransform(), "ts_hour"),
+        PartitionField(5, 1001, MonthTransform(), "day_month"),
+        PartitionField(2, 1002, IdentityTransform(), "key"),
+    )
+    sink = IcebergSink.local(tmp_path, "ns.hours", schema=SCHEMA, partition_spec=spec)
+    committable = stage(sink, [rows(0, 100)], checkpoint_id=1)
+    table = sink.load_table()
+    expected = {
+        (
+            HourTransform().transform(SCHEMA.find_field(4).field_type)(
+                int(row["ts"].timestamp() * 1_000_000)
+            ),
+            (row["day"].year - 1970) * 12 + row["day"].month - 1,
+            row["key"],
+        )
+        for row in rows(0, 100).to_pylist()
+    }
+    assert {tuple(f.partition_record(table.metadata)) for f in committable.files} == expected
+    commit_with_retries(sink.create_committer(None), [committable], policy=NO_WAIT)
+    assert read_back(sink) == rows(0, 100).to_pylist()
+
+
+def test_the_public_surface_is_exactly_all() -> None:
+    import reference_sinks.iceberg as module
+
+    public = {name for name in vars(module) if not name.startswith("_")}
+    submodules = {"pyiceberg"}
+    assert public - submodules == set(module.__all__)
+    assert len(module.__all__) == len(set(module.__all__))

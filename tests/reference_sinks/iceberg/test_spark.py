@@ -1,5 +1,6 @@
 """IcebergSink through SinkTopologyTranslator on the shared local Spark (local[2,4])."""
 
+import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
@@ -133,3 +134,31 @@ def test_the_kit_s_spark_scenarios_with_random_task_failures(spark, tmp_path):  
         # a failure mid-partition, one after everything was staged, and a second retry
         always=[{(0, 0): 5, (1, 0): 10_000, (1, 1): 0}],
     )
+
+
+def test_the_pre_write_keys_are_iceberg_s_day_and_hour_in_any_session_zone(spark):  # type: ignore[no-untyped-def]
+    from pyiceberg.partitioning import PartitionField
+    from pyiceberg.transforms import DayTransform, HourTransform
+
+    from reference_sinks.iceberg import IcebergSink
+    from tests.reference_sinks.iceberg.tables import SCHEMA
+
+    batch = rows(0, 48)
+    previous = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        frame = spark.createDataFrame(pa.Table.from_batches([batch]))
+        keys = [
+            IcebergSink._partition_column(SCHEMA, PartitionField(4, 1000, t, "k"))
+            for t in (DayTransform(), HourTransform())
+        ] + [IcebergSink._partition_column(SCHEMA, PartitionField(5, 1001, DayTransform(), "d"))]
+        got = [tuple(row) for row in frame.orderBy("id").select(*keys).collect()]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", previous)
+    micros = [int(r["ts"].timestamp() * 1_000_000) for r in batch.to_pylist()]
+    ts_type = SCHEMA.find_field(4).field_type
+    day = DayTransform().transform(ts_type)
+    hour = HourTransform().transform(ts_type)
+    date_day = DayTransform().transform(SCHEMA.find_field(5).field_type)
+    days = [(r["day"] - dt.date(1970, 1, 1)).days for r in batch.to_pylist()]
+    assert got == [(day(m), hour(m), date_day(d)) for m, d in zip(micros, days, strict=True)]
