@@ -158,6 +158,9 @@ def lifecycle_machine(
                 if not self.broken and self.runtime.log:
                     self.finish()
             finally:
+                if self.broken:  # the writers of a failed example are never closed
+                    self.runtime.abandoned.extend(w.writer for w in self.runtime.writers)
+                self.runtime.release_abandoned()
                 self.sut.close()
 
         def finish(self) -> None:

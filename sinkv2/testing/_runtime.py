@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import random
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -162,6 +163,7 @@ class LocalRuntime:
         self._to_abort: list[Any] = []
         self._replay: list[object] = []
         self._rng = random.Random(0)
+        self.abandoned: list[Any] = []
         caps = self.capabilities
         self._committable_serializer: SimpleVersionedSerializer[Any] | None = (
             sink.get_committable_serializer() if caps.committer else None
@@ -470,7 +472,8 @@ class LocalRuntime:
                 self.phase = Phase.FAILED
                 return None
             raise self.fail(
-                f"committing {what} failed: {error}. In this lifecycle nothing outside the "
+                f"the commit failed: {error} (FaultInjectingCommitter is the kit's wrapper "
+                "around the sink's committer). In this lifecycle nothing outside the "
                 "sink interfered; a committer must commit staged output, and recognise "
                 "committables it committed before (signal_already_committed), not fail them"
             ) from error
@@ -569,6 +572,8 @@ class LocalRuntime:
         self._finish_writer(loser, END_OF_INPUT, end_of_input=True)
         if close:
             loser.writer.close()
+        else:
+            self.abandoned.append(loser.writer)
         self.note(
             f"attempt {loser.token!r}: end of input done, committables discarded, "
             + ("closed" if close else "dropped without close()")
@@ -616,6 +621,8 @@ class LocalRuntime:
         if close:
             for writer in self.writers:
                 writer.writer.close()
+        else:
+            self.abandoned.extend(w.writer for w in self.writers)
         self.note(
             f"writers of job {self._job_id} " + ("closed" if close else "dropped without close()")
         )
@@ -669,6 +676,17 @@ class LocalRuntime:
             for i, writer in enumerate(self.writers):
                 if share := replay[i::parallelism]:
                     self._feed(writer, share)
+
+    def release_abandoned(self) -> None:
+        """Let go of writers dropped without ``close()``, as a crashed process would.
+
+        Their open files are reclaimed here, at the end of the example, with the
+        ``ResourceWarning`` that Python gives for an unclosed file silenced: a crashed
+        process does not close its files either.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            self.abandoned.clear()
 
     # --- the invariant -----------------------------------------------------------------------
 

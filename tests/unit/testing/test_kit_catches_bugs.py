@@ -73,9 +73,11 @@ def test_a_committer_that_commits_twice_is_caught_as_duplicates() -> None:
     with pytest.raises(AssertionError) as caught:
         check(NonIdempotentSink)
     message = str(caught.value)
-    assert "EXACTLY_ONCE violated" in message or "changed what the destination shows" in message
-    assert "duplicated elements" in message or "signal_already_committed" in message
-    assert "committed before" in message or "recovery commit" in message
+    # Found either by the explicit re-commit or by a recovery that commits again.
+    assert (
+        "the destination shows duplicated elements" in message
+        or "changed what the destination shows" in message
+    ), message
     assert "lifecycle so far (NonIdempotentSink: Sink + SupportsWriterState" in message
 
 
