@@ -8,6 +8,7 @@ machine recovers if needed, finishes the input and checks that exactly the input
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,9 +27,22 @@ from sinkv2.testing._faults import CommitFault
 from sinkv2.testing._runtime import LocalRuntime, Phase, supported_sink
 from sinkv2.testing._sut import SinkUnderTest
 
-__all__ = ["lifecycle_machine"]
+__all__ = ["CrashPoint", "lifecycle_machine"]
+
+
+class CrashPoint(enum.Enum):
+    """Where in the lifecycle the job fails."""
+
+    WHILE_WRITING = "while writing"
+    DURING_CHECKPOINT = "during a checkpoint (some writers snapshotted, never completed)"
+    BEFORE_COMMIT = "after a checkpoint completed, before its commit"
+
+    def __repr__(self) -> str:
+        return f"CrashPoint.{self.name}"
+
 
 _MAX_BATCH = 4
+_STEPS_BEFORE_END = 8
 
 
 def lifecycle_machine(
@@ -42,7 +56,13 @@ def lifecycle_machine(
     subtasks = st.integers(0, max_parallelism - 1)
     parallelisms = st.integers(1, max_parallelism)
     batches = st.lists(elements, min_size=1, max_size=_MAX_BATCH)
-    faults = st.sampled_from(CommitFault)
+    # Mostly clean commits, so that lifecycles get far between failures; NONE first so
+    # that shrinking removes faults that do not matter.
+    faults = st.sampled_from(
+        [CommitFault.NONE] * 3 + [f for f in CommitFault if f is not CommitFault.NONE]
+    )
+    crash_points = st.sampled_from(list(CrashPoint))
+    every_subtask = st.lists(batches, min_size=max_parallelism, max_size=max_parallelism)
     flags = st.booleans()
 
     def running(self: SinkLifecycle) -> bool:
@@ -50,6 +70,13 @@ def lifecycle_machine(
 
     def failed(self: SinkLifecycle) -> bool:
         return self.runtime.phase is Phase.FAILED
+
+    def has_new_elements(self: SinkLifecycle) -> bool:
+        return running(self) and any(w.since_checkpoint for w in self.runtime.writers)
+
+    def long_enough(self: SinkLifecycle) -> bool:
+        # Ending the input early wastes the rest of the example on a finished job.
+        return running(self) and self.steps >= _STEPS_BEFORE_END
 
     def committed_before(self: SinkLifecycle) -> bool:
         return (
@@ -90,35 +117,39 @@ def lifecycle_machine(
             with self.step("write"):
                 self.runtime.write(subtask, elements)
 
-        @precondition(running)
+        @precondition(has_new_elements)
         @rule(fault=faults)
         def checkpoint_and_commit(self, fault: CommitFault) -> None:
             with self.step("checkpoint_and_commit"):
                 self.runtime.checkpoint(fault)
 
-        @precondition(running)
+        @precondition(long_enough)
         @rule(fault=faults)
         def end_of_input(self, fault: CommitFault) -> None:
             with self.step("end_of_input"):
                 self.runtime.end_of_input(fault)
 
         @precondition(running)
-        @rule(close_writers=flags)
-        def crash_while_writing(self, close_writers: bool) -> None:
-            with self.step("crash_while_writing"):
-                self.runtime.crash(close=close_writers)
+        @rule(subtask_elements=every_subtask)
+        def write_to_every_subtask(self, subtask_elements: list[list[Any]]) -> None:
+            with self.step("write_to_every_subtask"):
+                for subtask in range(self.runtime.parallelism):
+                    self.runtime.write(subtask, subtask_elements[subtask])
 
         @precondition(running)
-        @rule(writers_done=st.integers(0, max_parallelism), close_writers=flags)
-        def crash_during_checkpoint(self, writers_done: int, close_writers: bool) -> None:
-            with self.step("crash_during_checkpoint"):
-                self.runtime.crash(close=close_writers, writers_done=writers_done)
-
-        @precondition(running)
-        @rule(close_writers=flags)
-        def crash_after_checkpoint_before_commit(self, close_writers: bool) -> None:
-            with self.step("crash_after_checkpoint_before_commit"):
-                self.runtime.crash(close=close_writers, completed=True)
+        @rule(
+            at=crash_points,
+            close_writers=flags,
+            writers_done=st.integers(0, max_parallelism),
+        )
+        def crash(self, at: CrashPoint, close_writers: bool, writers_done: int) -> None:
+            with self.step(f"crash {at.value}"):
+                if at is CrashPoint.WHILE_WRITING:
+                    self.runtime.crash(close=close_writers)
+                elif at is CrashPoint.DURING_CHECKPOINT:
+                    self.runtime.crash(close=close_writers, writers_done=writers_done)
+                else:
+                    self.runtime.crash(close=close_writers, completed=True)
 
         @precondition(failed)
         @rule(parallelism=parallelisms)
