@@ -1,7 +1,7 @@
 """A minimal exactly-once Parquet sink: the demo's and the benchmarks' sink.
 
-Writers stage one Parquet file per task attempt under ``<base>/_staging/`` (Spark
-and most readers skip ``_``-prefixed paths), named with the attempt token. The
+Writers stage Parquet files under ``<base>/_staging/<attempt token>/`` (Spark and
+most readers skip ``_``-prefixed paths), one file per ``prepare_commit``. The
 committable names the staged file and its final name; the committer renames it
 into place, atomically and idempotently. Losing attempts' files are removed by
 ``clean_up_attempts``; aborted epochs' by ``abort``.
@@ -13,7 +13,9 @@ per-element path (``write(element)`` with one dict per row).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -50,9 +52,10 @@ class RowParquetWriter(CommittingSinkWriter[dict[str, Any], ParquetFile]):
     """Buffers elements (dicts) and writes them to one staged Parquet file."""
 
     def __init__(self, base: Path, context: WriterInitContext) -> None:
-        token = context.get_attempt_token()
-        self._staged = base / "_staging" / f"{token}.parquet"
-        self._final = base / f"part-{context.get_subtask_id():05d}-{token}.parquet"
+        self._base = base
+        self._token = context.get_attempt_token()
+        self._subtask = context.get_subtask_id()
+        self._sequence = 0  # one file per prepare_commit: names never repeat
         self._rows: list[dict[str, Any]] = []
         self._file: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
@@ -61,6 +64,9 @@ class RowParquetWriter(CommittingSinkWriter[dict[str, Any], ParquetFile]):
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if self._file is None:
+            name = f"{self._token}-{self._sequence:04d}.parquet"
+            self._staged = self._base / "_staging" / self._token / name
+            self._final = self._base / f"part-{self._subtask:05d}-{name}"
             self._staged.parent.mkdir(parents=True, exist_ok=True)
             self._schema = batch.schema
             self._file = pq.ParquetWriter(self._staged, batch.schema)
@@ -90,7 +96,10 @@ class RowParquetWriter(CommittingSinkWriter[dict[str, Any], ParquetFile]):
             return []
         self._file.close()
         self._file = None
-        return [ParquetFile(str(self._staged), str(self._final), self._count)]
+        self._sequence += 1
+        pending = ParquetFile(str(self._staged), str(self._final), self._count)
+        self._count = 0
+        return [pending]
 
     def close(self) -> None:
         """Close the staged file if a failure left it open."""
@@ -116,6 +125,8 @@ class RenameCommitter(Committer[ParquetFile]):
             file = request.get_committable()
             if os.path.exists(file.staged):
                 os.replace(file.staged, file.final)
+                with contextlib.suppress(OSError):  # the attempt's folder, once empty
+                    os.rmdir(os.path.dirname(file.staged))
             elif os.path.exists(file.final):
                 request.signal_already_committed()
             else:
@@ -154,9 +165,9 @@ class ParquetSink(
 
     def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
         """Remove the staged files of this job's losing attempts."""
-        for staged in (self.base / "_staging").glob(f"{job_id}-*.parquet"):
-            if staged.stem not in kept_attempt_tokens:
-                staged.unlink(missing_ok=True)
+        for attempt in (self.base / "_staging").glob(f"{job_id}-*"):
+            if attempt.name not in kept_attempt_tokens:
+                shutil.rmtree(attempt, ignore_errors=True)
 
     def abort(self, committables: Collection[ParquetFile]) -> None:
         """Remove staged files of an aborted epoch; committed files stay."""

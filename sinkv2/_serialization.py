@@ -1,11 +1,12 @@
 """Versioned serialization with Flink's self-describing framing.
 
 Every committable, write result and writer state leaves a task as bytes framed
-the way Flink frames them, so any reader can tell which version wrote them::
+the way Flink frames them, so any reader can tell which version wrote them:
 
-    +----------------+----------------+-------------------+
-    | version (int32) | length (int32) | payload (length)  |   big-endian, signed
-    +----------------+----------------+-------------------+
+```text
++-----------------+----------------+------------------+
+| version (int32) | length (int32) | payload (length) |   big-endian, signed
++-----------------+----------------+------------------+
 ```
 
 Lists use Flink's list framing: version, element count, then length + payload per

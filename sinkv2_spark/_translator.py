@@ -49,6 +49,7 @@ from sinkv2 import (
     commit_with_retries,
     inspect_sink,
 )
+from sinkv2._local_stream import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA, check_lineage
 from sinkv2_spark._result import CommitStatus, SinkResult
 from sinkv2_spark._writer_stage import (
     KIND_COMMITTABLE,
@@ -57,7 +58,6 @@ from sinkv2_spark._writer_stage import (
     WriterTask,
     writer_failure_marker,
 )
-from sinkv2_spark.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -374,7 +374,7 @@ class _Run:
             stream = spark.createDataFrame(written) if written.num_rows else _empty_stream(spark)
             result = self.sink.add_pre_commit_topology(stream)
             produced = _topology_output(result, self.capabilities.sink_type)
-        _check_lineage(written, produced, self.capabilities.sink_type)
+        check_lineage(written, produced, self.capabilities.sink_type)
         return [
             SimpleVersionedSerialization.read_version_and_deserialize(serializer, payload)
             for payload in produced.column("payload").to_pylist()
@@ -586,30 +586,6 @@ def _topology_output(result: object, sink_type: str) -> pa.Table:
             "(sinkv2_spark.committables.COMMITTABLE_SCHEMA), e.g. by using its helpers"
         )
     return result.select(*COMMITTABLE_COLUMNS).toArrow().cast(COMMITTABLE_SCHEMA)
-
-
-def _check_lineage(written: pa.Table, produced: pa.Table, sink_type: str) -> None:
-    expected = {item for items in written.column("lineage").to_pylist() for item in items}
-    seen: dict[str, int] = {}
-    for items in produced.column("lineage").to_pylist():
-        for item in items:
-            seen[item] = seen.get(item, 0) + 1
-    lost = sorted(expected - set(seen))
-    duplicated = sorted(item for item, count in seen.items() if count > 1)
-    unknown = sorted(set(seen) - expected)
-    if lost or duplicated or unknown:
-        problems = []
-        if lost:
-            problems.append(f"lost {len(lost)} writer output(s) {lost[:5]}")
-        if duplicated:
-            problems.append(f"duplicated {len(duplicated)} {duplicated[:5]}")
-        if unknown:
-            problems.append(f"invented lineage {unknown[:5]}")
-        raise SinkConfigurationError(
-            f"{sink_type}'s pre-commit topology {' and '.join(problems)} "
-            "(lineage ids are 'subtask:index' of writer outputs); every writer output must "
-            "end up in exactly one committable's lineage. Nothing was committed"
-        )
 
 
 def _committed_stream(

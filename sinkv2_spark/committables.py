@@ -54,6 +54,7 @@ __all__ = [
     "COMMITTABLE_COLUMNS",
     "COMMITTABLE_SCHEMA",
     "aggregate_committables",
+    "committable_stream_ddl",
     "decode_committables",
     "map_committables",
     "repartition_committables",

@@ -84,9 +84,13 @@ def _store(tmp_path):
 class VisibleAtOnceWriter(ArrowParquetWriter):
     """The bug: stages straight into the final, visible name, so a failed attempt shows."""
 
-    def __init__(self, base: Path, context: WriterInitContext) -> None:
-        super().__init__(base, context)
-        self._staged = self._final
+    def _write_batch(self, batch) -> None:
+        if self._file is None:
+            name = f"{self._token}-{self._sequence:04d}.parquet"
+            self._final = self._staged = self._base / f"part-{self._subtask:05d}-{name}"
+            self._schema = batch.schema
+            self._file = pq.ParquetWriter(self._staged, batch.schema)
+        super()._write_batch(batch)
 
 
 class VisibleAtOnceSink(ParquetSink):
