@@ -33,30 +33,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-
-def session() -> Any:
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("sinkv2-file-sink-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def data(spark: Any, rows: int) -> Any:
-    return spark.range(rows).selectExpr(
-        "id", "concat('key-', cast(id % 1000 as string)) as key", "cast(id as double) / 3 as value"
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import data, session  # the benchmarks folder is not a package
 
 
 def native(spark: Any, rows: int, out: str) -> None:
@@ -107,7 +85,7 @@ PATHS: dict[str, Callable[[Any, int, str], None]] = {
 def child(rows: int, repeat: int) -> None:
     import pyarrow.parquet as pq
 
-    spark = session()
+    spark = session("sinkv2-file-sink-bench")
     seconds: dict[str, list[float]] = {name: [] for name in PATHS}
     with tempfile.TemporaryDirectory(prefix="sinkv2-file-bench-") as scratch:
         for name, path in PATHS.items():  # warm up the JVM and the Python workers

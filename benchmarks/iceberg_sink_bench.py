@@ -22,7 +22,6 @@ Prints a markdown table: median seconds, rows/s and the ratio to native.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -32,33 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-
-def session() -> Any:
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("sinkv2-iceberg-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def data(spark: Any, rows: int) -> Any:
-    return spark.range(rows).selectExpr(
-        "id",
-        "concat('key-', cast(id % 1000 as string)) as key",
-        "cast(id as double) / 3 as value",
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import data, session  # the benchmarks folder is not a package
 
 
 def native(spark: Any, rows: int, out: Path) -> None:
@@ -115,7 +89,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    spark = session()
+    spark = session("sinkv2-iceberg-bench", **{"spark.sql.shuffle.partitions": "2"})
     data(spark, 1000).write.mode("overwrite").format("noop").save()  # warm up the JVM
     timings: dict[str, list[float]] = {name: [] for name in PATHS}
     for _ in range(args.rounds):

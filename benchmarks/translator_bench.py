@@ -38,32 +38,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, data, session  # the benchmarks folder is not a package
 
 ROWS_PER_BATCH = 8192
-
-
-def session() -> Any:
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("sinkv2-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def data(spark: Any, rows: int) -> Any:
-    return spark.range(rows).selectExpr(
-        "id", "concat('key-', cast(id % 1000 as string)) as key", "cast(id as double) / 3 as value"
-    )
 
 
 # --- the baselines ---------------------------------------------------------------------------
@@ -257,7 +235,7 @@ PATHS: dict[str, Callable[[Any, int, str], None]] = {
 def child_throughput(rows: int, repeat: int) -> None:
     import pyarrow.parquet as pq
 
-    spark = session()
+    spark = session("sinkv2-bench")
     _register_data_sources(spark)
     seconds: dict[str, list[float]] = {name: [] for name in PATHS}
     with tempfile.TemporaryDirectory(prefix="sinkv2-bench-") as scratch:
@@ -292,7 +270,7 @@ def child_throughput(rows: int, repeat: int) -> None:
 
 
 def child_memory(rows: int) -> None:
-    spark = session()
+    spark = session("sinkv2-bench")
     jvm_pid = spark.sparkContext._jvm.ProcessHandle.current().pid()  # the py4j gateway
     with tempfile.TemporaryDirectory(prefix="sinkv2-mem-") as scratch:
         _sinkv2(arrow=True)(spark, rows, scratch)
@@ -319,7 +297,7 @@ def child_commit_overhead(epochs: int = 40) -> None:
     from sinkv2 import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
 
-    spark = session()
+    spark = session("sinkv2-bench")
     with tempfile.TemporaryDirectory(prefix="sinkv2-commit-") as scratch:
         translator = SinkTopologyTranslator(
             state_store=SqliteCommitStateStore(Path(scratch) / "state.sqlite")
