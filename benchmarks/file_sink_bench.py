@@ -29,13 +29,39 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data, session  # the benchmarks folder is not a package
-from translator_bench import map_in_arrow_pass_through, native  # the same baselines
+
+
+def native(spark: Any, rows: int, out: str) -> None:
+    data(spark, rows).write.mode("overwrite").parquet(out)
+
+
+def map_in_arrow_pass_through(spark: Any, rows: int, out: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark import TaskContext
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task = TaskContext.get()
+        name = f"part-{task.partitionId():05d}-{task.taskAttemptId()}.parquet"
+        writer = None
+        count = 0
+        for batch in batches:
+            if writer is None:
+                writer = pq.ParquetWriter(os.path.join(out, name), batch.schema)
+            writer.write_batch(batch)
+            count += batch.num_rows
+        if writer is not None:
+            writer.close()
+        yield pa.RecordBatch.from_pydict({"n": [count]}, schema=pa.schema([("n", pa.int64())]))
+
+    os.makedirs(out, exist_ok=True)
+    data(spark, rows).mapInArrow(write, "n long").collect()
 
 
 def file_sink(spark: Any, rows: int, out: str) -> None:
