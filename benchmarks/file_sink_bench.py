@@ -36,6 +36,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data, session  # the benchmarks folder is not a package
 
+# The baselines repeat translator_bench's on purpose: functions imported from another
+# script are pickled by reference, and Spark's executors cannot import benchmark scripts.
+
 
 def native(spark: Any, rows: int, out: str) -> None:
     data(spark, rows).write.mode("overwrite").parquet(out)
