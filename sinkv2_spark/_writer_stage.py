@@ -147,30 +147,18 @@ class WriterTask:
         subtask_id = context.get_subtask_id()
         rows: list[dict[str, Any]] = []
         if committables:
-            serializer: SimpleVersionedSerializer[Any] = (
+            rows += self._framed_rows(
+                KIND_COMMITTABLE,
                 self.sink.get_write_result_serializer()
                 if self.emits_write_results
-                else self.sink.get_committable_serializer()
-            )
-            version = serializer.get_version()
-            rows.extend(
-                self._row(KIND_COMMITTABLE, subtask_id, token, index, version, framed)
-                for index, framed in enumerate(
-                    SimpleVersionedSerialization.write_version_and_serialize(serializer, c)
-                    for c in committables
-                )
+                else self.sink.get_committable_serializer(),
+                committables,
+                subtask_id,
+                token,
             )
         if states:
-            state_serializer: SimpleVersionedSerializer[Any] = (
-                self.sink.get_writer_state_serializer()
-            )
-            version = state_serializer.get_version()
-            rows.extend(
-                self._row(KIND_STATE, subtask_id, token, index, version, framed)
-                for index, framed in enumerate(
-                    SimpleVersionedSerialization.write_version_and_serialize(state_serializer, s)
-                    for s in states
-                )
+            rows += self._framed_rows(
+                KIND_STATE, self.sink.get_writer_state_serializer(), states, subtask_id, token
             )
         summary = self._row(KIND_SUBTASK, subtask_id, token, len(committables), None, None)
         summary["records"] = records
@@ -180,6 +168,28 @@ class WriterTask:
         )
         rows.append(summary)
         return pa.RecordBatch.from_pylist(rows, schema=WRITER_OUTPUT_SCHEMA)
+
+    def _framed_rows(
+        self,
+        kind: str,
+        serializer: SimpleVersionedSerializer[Any],
+        values: list[Any],
+        subtask_id: int,
+        token: str,
+    ) -> list[dict[str, Any]]:
+        """One row per value, framed with ``serializer`` (Flink's version+length framing)."""
+        version = serializer.get_version()
+        return [
+            self._row(
+                kind,
+                subtask_id,
+                token,
+                index,
+                version,
+                SimpleVersionedSerialization.write_version_and_serialize(serializer, value),
+            )
+            for index, value in enumerate(values)
+        ]
 
     def _row(  # noqa: PLR0917  # one positional per column, read in order
         self,
