@@ -125,7 +125,8 @@ def _check_dataframe(df: object) -> DataFrame:
     if df.isStreaming:
         raise SinkConfigurationError(
             "apply() got a streaming DataFrame; this release runs batch DataFrames only. "
-            "Use foreachBatch and call apply(batch_df, sink, checkpoint_id=batch_id + 1) inside "
+            "Use foreachBatch and call apply(batch_df, sink, sink_id=..., "
+            "checkpoint_id=batch_id + 1) inside "
             "it (Spark numbers micro-batches from 0; checkpoint ids start at 1)"
         )
     return df
@@ -173,7 +174,7 @@ class SinkTopologyTranslator:
             sink: Any Sink V2 sink.
             sink_id: The stable name of this sink's commit history. Defaults to the
                 sink's class path; set it whenever one class writes to more than one
-                destination.
+                destination. Required with ``checkpoint_id``.
             checkpoint_id: Makes the run idempotent: if this epoch of ``sink_id`` is
                 committed, nothing is written again; if a run of it died after its
                 writers finished, its stored committables are committed without
@@ -196,6 +197,12 @@ class SinkTopologyTranslator:
         capabilities = inspect_sink(sink)
         df = _check_dataframe(df)
         checkpoint = _check_checkpoint_id(checkpoint_id)
+        if checkpoint is not None and sink_id is None:
+            raise SinkConfigurationError(
+                "checkpoint_id needs an explicit sink_id: the default (the sink's class path) "
+                "is shared by every sink of that class, and another destination's committed "
+                "epoch would make this run write nothing. Pass sink_id='<destination name>'"
+            )
         name = _check_sink_id(sink_id, sink)
         run = _Run(
             sink=sink,

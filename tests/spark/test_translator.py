@@ -254,6 +254,7 @@ def test_half_implemented_sink_is_refused_before_any_spark_job(spark, translator
         ({"checkpoint_id": END_OF_INPUT}, "checkpoint_id must be a positive int"),
         ({"checkpoint_id": "7"}, "checkpoint_id must be a positive int"),
         ({"sink_id": ""}, "sink_id must be a non-empty str"),
+        ({"checkpoint_id": 3}, "checkpoint_id needs an explicit sink_id"),
     ],
 )
 def test_bad_arguments_are_configuration_errors(spark, translator, tmp_path, kwargs, message):
