@@ -5,6 +5,30 @@ engine: ``import sinkv2`` never imports pyspark. The Spark runtime lives in
 ``sinkv2_spark``.
 """
 
+from sinkv2._async_config import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    AsyncSinkWriterConfiguration,
+    ExponentialBackoff,
+)
+from sinkv2._async_rate_limiting import (
+    AIMDScalingStrategy,
+    BasicRequestInfo,
+    BasicResultInfo,
+    CongestionControlRateLimitingStrategy,
+    RateLimitingStrategy,
+    RequestInfo,
+    ResultInfo,
+    ScalingStrategy,
+)
+from sinkv2._async_retry import DeadLetter, ErrorVerdict, default_error_verdict
+from sinkv2._async_sink import AsyncSinkBase
+from sinkv2._async_state import (
+    AsyncSinkWriterStateSerializer,
+    BufferedRequestState,
+    MsgpackRequestStateSerializer,
+    RequestEntryWrapper,
+)
+from sinkv2._async_writer import AsyncSinkWriter, ElementConverter
 from sinkv2._attrs_serializer import AttrsMsgpackSerializer
 from sinkv2._capabilities import SinkCapabilities, inspect_sink
 from sinkv2._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
@@ -68,27 +92,42 @@ from sinkv2.errors import (
     CommitStateError,
     ConcurrentCommitError,
     CorruptDataError,
+    DestinationError,
+    FatalDestinationError,
     IllegalLifecycleError,
+    RequestTimeoutError,
+    RetryableError,
     SerializationError,
     SinkConfigurationError,
     SinkDefinitionError,
     SinkV2Error,
     SinkWriterError,
     StaleFencingTokenError,
+    ThrottledError,
+    UndeliverableEntriesError,
     UnsupportedVersionError,
 )
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "DEFAULT_REQUEST_TIMEOUT_MS",
     "END_OF_INPUT",
     "INITIAL_CHECKPOINT_ID",
     "NO_WATERMARK",
+    "AIMDScalingStrategy",
     "ArrowSinkWriter",
+    "AsyncSinkBase",
+    "AsyncSinkWriter",
+    "AsyncSinkWriterConfiguration",
+    "AsyncSinkWriterStateSerializer",
     "AttrsMsgpackSerializer",
     "BasicCommitterInitContext",
+    "BasicRequestInfo",
+    "BasicResultInfo",
     "BasicSinkWriterContext",
     "BasicWriterInitContext",
+    "BufferedRequestState",
     "CommitError",
     "CommitFailedError",
     "CommitOutcome",
@@ -104,20 +143,35 @@ __all__ = [
     "CommitterInitContext",
     "CommittingSinkWriter",
     "ConcurrentCommitError",
+    "CongestionControlRateLimitingStrategy",
     "CooperativeProcessingTimeService",
     "CorruptDataError",
     "Counter",
+    "DeadLetter",
     "DeliveryGuarantee",
+    "DestinationError",
+    "ElementConverter",
     "EpochRecord",
     "EpochStatus",
+    "ErrorVerdict",
+    "ExponentialBackoff",
+    "FatalDestinationError",
     "Gauge",
     "IllegalLifecycleError",
     "InMemorySinkCommitterMetricGroup",
     "InMemorySinkWriterMetricGroup",
     "InitContext",
     "MetricGroup",
+    "MsgpackRequestStateSerializer",
     "ProcessingTimeCallback",
     "ProcessingTimeService",
+    "RateLimitingStrategy",
+    "RequestEntryWrapper",
+    "RequestInfo",
+    "RequestTimeoutError",
+    "ResultInfo",
+    "RetryableError",
+    "ScalingStrategy",
     "ScheduledTimer",
     "SerializationError",
     "SimpleCounter",
@@ -144,10 +198,13 @@ __all__ = [
     "SupportsPreCommitTopology",
     "SupportsPreWriteTopology",
     "SupportsWriterState",
+    "ThrottledError",
+    "UndeliverableEntriesError",
     "UnsupportedVersionError",
     "Watermark",
     "WithCompatibleState",
     "WriterInitContext",
     "commit_with_retries",
+    "default_error_verdict",
     "inspect_sink",
 ]

@@ -11,6 +11,12 @@ SinkV2Error
 │   ├── CorruptDataError                  truncated, garbled, or undecodable bytes
 │   └── UnsupportedVersionError           bytes of a version the serializer cannot read
 ├── SinkWriterError                       a writer failed; the job failed and nothing was committed
+├── DestinationError                      an async sink's destination said something about a request
+│   ├── RetryableError                    raise it from submit_request_entries: retry the batch
+│   │   └── ThrottledError                the destination asks to slow down (429, 503, Retry-After)
+│   ├── FatalDestinationError             a request failed in a way retrying cannot fix
+│   ├── RequestTimeoutError (TimeoutError) no answer in request_timeout_ms, fail_on_timeout set
+│   └── UndeliverableEntriesError         out of retry budget or too large; no dead-letter hook
 ├── CommitError                           a commit did not complete; the job must fail
 │   ├── CommitFailedError                 a committable failed with an unknown reason
 │   └── CommitRetriesExhaustedError       committables still asked to retry after the budget
@@ -36,13 +42,19 @@ __all__ = [
     "CommitStateError",
     "ConcurrentCommitError",
     "CorruptDataError",
+    "DestinationError",
+    "FatalDestinationError",
     "IllegalLifecycleError",
+    "RequestTimeoutError",
+    "RetryableError",
     "SerializationError",
     "SinkConfigurationError",
     "SinkDefinitionError",
     "SinkV2Error",
     "SinkWriterError",
     "StaleFencingTokenError",
+    "ThrottledError",
+    "UndeliverableEntriesError",
     "UnsupportedVersionError",
 ]
 
@@ -122,6 +134,62 @@ class SinkWriterError(SinkV2Error):
         super().__init__(message)
         self.subtask_id = subtask_id
         self.position = position
+
+
+class DestinationError(SinkV2Error):
+    """Root of what an async sink's destination reports about a request."""
+
+
+class RetryableError(DestinationError):
+    """Raise it from ``submit_request_entries`` when the whole batch should be retried.
+
+    The entries go back to the head of the buffer, in their order, after a backoff;
+    each retry spends one unit of every entry's retry budget.
+    """
+
+
+class ThrottledError(RetryableError):
+    """The destination asks the writer to slow down (HTTP 429/503, a busy server).
+
+    The batch is retried without spending the entries' retry budget (they are
+    not at fault), no earlier than ``retry_after_ms`` when the destination said
+    when, and the rate limiter scales down.
+
+    Attributes:
+        retry_after_ms: How long the destination asked to wait, if it said.
+    """
+
+    def __init__(self, message: str, *, retry_after_ms: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
+class FatalDestinationError(DestinationError):
+    """A request failed in a way retrying cannot fix; the writer fails.
+
+    Raised by the writer with the destination's error as ``__cause__`` when the
+    error classifier calls an error fatal. Sink authors may raise it themselves
+    from ``submit_request_entries`` to say so directly.
+    """
+
+
+class RequestTimeoutError(DestinationError, TimeoutError):
+    """A request got no answer within ``request_timeout_ms`` and ``fail_on_timeout`` is set."""
+
+
+class UndeliverableEntriesError(DestinationError):
+    """Entries that can never be delivered, and no dead-letter hook took them.
+
+    An entry becomes undeliverable when it used up its retry budget or is larger
+    than ``max_record_size_in_bytes``.
+
+    Attributes:
+        dead_letters: The `sinkv2.DeadLetter` records: entry, attempts, reason.
+    """
+
+    def __init__(self, message: str, *, dead_letters: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.dead_letters = tuple(dead_letters)
 
 
 class CommitError(SinkV2Error):

@@ -43,6 +43,31 @@ FLINK_NAMES = {
     "WithCompatibleState",
     "WriterInitContext",
 }
+ASYNC_SINK_FLINK_NAMES = {
+    "AIMDScalingStrategy",
+    "AsyncSinkBase",
+    "AsyncSinkWriter",
+    "AsyncSinkWriterConfiguration",
+    "AsyncSinkWriterStateSerializer",
+    "BasicRequestInfo",
+    "BasicResultInfo",
+    "BufferedRequestState",
+    "CongestionControlRateLimitingStrategy",
+    "DEFAULT_REQUEST_TIMEOUT_MS",
+    "ElementConverter",
+    "RateLimitingStrategy",
+    "RequestEntryWrapper",
+    "RequestInfo",
+    "ResultInfo",
+    "ScalingStrategy",
+}
+ASYNC_SINK_EXTENSIONS = {
+    "DeadLetter",
+    "ErrorVerdict",
+    "ExponentialBackoff",
+    "MsgpackRequestStateSerializer",
+    "default_error_verdict",
+}
 EXTENSIONS = {
     "NO_WATERMARK",
     "ArrowSinkWriter",
@@ -73,19 +98,26 @@ ERRORS = {
     "CommitStateError",
     "ConcurrentCommitError",
     "CorruptDataError",
+    "DestinationError",
+    "FatalDestinationError",
     "IllegalLifecycleError",
+    "RequestTimeoutError",
+    "RetryableError",
     "SerializationError",
     "SinkConfigurationError",
     "SinkDefinitionError",
     "SinkV2Error",
     "SinkWriterError",
     "StaleFencingTokenError",
+    "ThrottledError",
+    "UndeliverableEntriesError",
     "UnsupportedVersionError",
 }
 
 
 def test_all_is_exactly_the_documented_names():
-    assert set(sinkv2.__all__) == FLINK_NAMES | EXTENSIONS | ERRORS
+    documented = FLINK_NAMES | ASYNC_SINK_FLINK_NAMES | ASYNC_SINK_EXTENSIONS | EXTENSIONS | ERRORS
+    assert set(sinkv2.__all__) == documented
     assert len(sinkv2.__all__) == len(set(sinkv2.__all__))
 
 
