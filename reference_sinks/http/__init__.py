@@ -1,0 +1,42 @@
+"""At-least-once JSON batches over HTTP: `HttpSink`, on sinkv2's async sink base (FLIP-171).
+
+```python
+from reference_sinks.http import HttpSink
+from sinkv2 import AsyncSinkWriterConfiguration
+from sinkv2_spark import SinkTopologyTranslator
+
+sink = HttpSink(
+    "https://ingest.example.com/v1/records",
+    headers={"Authorization": "Bearer ..."},
+    configuration=AsyncSinkWriterConfiguration(max_batch_size=500, request_timeout_ms=30_000),
+)
+SinkTopologyTranslator().apply(df, sink, sink_id="ingest")
+```
+
+Needs ``pip install 'sinkv2[http]'`` (aiohttp), imported when a writer opens its
+client. `reference_sinks.http.local_server` is a real receiver with injectable
+latency, throttling and failures, for testing this sink or your own. See
+``docs/sinks/http.md``.
+"""
+
+from reference_sinks.http._json import JsonSafeConverter, to_json_safe
+from reference_sinks.http._responses import (
+    RETRY_FIELD,
+    RETRYABLE_STATUSES,
+    THROTTLING_STATUSES,
+    parse_retry_after,
+)
+from reference_sinks.http._sink import HttpSink
+from reference_sinks.http._writer import HttpSinkWriter, encode_json
+
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "RETRY_FIELD",
+    "THROTTLING_STATUSES",
+    "HttpSink",
+    "HttpSinkWriter",
+    "JsonSafeConverter",
+    "encode_json",
+    "parse_retry_after",
+    "to_json_safe",
+]

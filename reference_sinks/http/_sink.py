@@ -1,0 +1,183 @@
+"""`HttpSink`: at-least-once JSON batches to an HTTP endpoint, on sinkv2's async sink base."""
+
+from __future__ import annotations
+
+import importlib.util
+import urllib.parse
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, final
+
+from reference_sinks.http._json import JsonSafeConverter
+from reference_sinks.http._writer import BodyBuilder, DeadLetterHandler, Entry, HttpSinkWriter
+from sinkv2 import (
+    AsyncSinkBase,
+    AsyncSinkWriterConfiguration,
+    BufferedRequestState,
+    ElementConverter,
+    SinkConfigurationError,
+    SinkWriter,
+    WriterInitContext,
+)
+
+__all__ = ["HttpSink"]
+
+_RESERVED_HEADERS = frozenset({"content-length", "transfer-encoding", "host"})
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return f"{text} of type {type(value).__name__}"
+
+
+def _check_url(url: object) -> str:
+    if not isinstance(url, str):
+        raise SinkConfigurationError(
+            f"HttpSink url must be a str (got {_describe(url)}); pass e.g. "
+            "'https://ingest.example.com/v1/records'"
+        )
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as error:
+        raise SinkConfigurationError(
+            f"HttpSink url is not a valid URL (got {url!r}: {error}); pass e.g. "
+            "'http://127.0.0.1:8080/ingest'"
+        ) from error
+    if parts.scheme not in ("http", "https"):
+        raise SinkConfigurationError(
+            f"HttpSink url must start with http:// or https:// (got scheme "
+            f"{parts.scheme!r} in {url!r}); the sink only speaks HTTP"
+        )
+    if not parts.hostname:
+        raise SinkConfigurationError(
+            f"HttpSink url must name a host (got {url!r}); pass e.g. 'http://127.0.0.1:8080/ingest'"
+        )
+    if parts.fragment:
+        raise SinkConfigurationError(
+            f"HttpSink url must not have a #fragment (got {url!r}); servers never see it, "
+            "so drop it"
+        )
+    return url
+
+
+def _check_headers(headers: object) -> dict[str, str]:
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise SinkConfigurationError(
+            f"HttpSink headers must be a mapping of str to str (got {_describe(headers)}); "
+            "pass e.g. {'Authorization': 'Bearer ...'}"
+        )
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or not name or not isinstance(value, str):
+            raise SinkConfigurationError(
+                f"HttpSink headers must map non-empty str names to str values (got "
+                f"{_describe(name)} -> {_describe(value)}); convert the value with str()"
+            )
+        if any(c in name + value for c in "\r\n"):
+            raise SinkConfigurationError(
+                f"HttpSink header {name!r} contains a line break; headers are one line each"
+            )
+        if name.lower() in _RESERVED_HEADERS:
+            raise SinkConfigurationError(
+                f"HttpSink header {name!r} is set by the HTTP client for each request; "
+                "remove it from headers"
+            )
+        checked[name] = value
+    return checked
+
+
+def _check_callable(name: str, value: object, example: str) -> None:
+    if value is not None and not callable(value):
+        raise SinkConfigurationError(
+            f"HttpSink {name} must be a function or None (got {_describe(value)}); "
+            f"pass e.g. {example}"
+        )
+
+
+def _require_aiohttp() -> None:
+    if importlib.util.find_spec("aiohttp") is None:  # pragma: no cover - without the extra
+        raise ImportError("HttpSink needs aiohttp; install it with: pip install 'sinkv2[http]'")
+
+
+@final
+class HttpSink(AsyncSinkBase[Any, Entry]):
+    """Writes elements as JSON records to an HTTP endpoint, one POST per batch, at least once.
+
+    Each batch is ``POST url`` with the body ``{"records": [record, ...]}`` (or what
+    ``body_builder`` makes of the list). The answer decides (``docs/sinks/http.md``):
+    2xx landed, except the indices a JSON body lists under ``"retry"``; 429/503 are
+    throttling (``Retry-After`` honoured, the rate limiter backs off); 408/500/502/504
+    and connection errors are retried; any other status fails the writer with the
+    server's message.
+
+    At least once: a batch whose answer got lost (a timeout, a dropped connection)
+    is sent again, so the receiver may see a record twice; make it idempotent
+    (e.g. upsert by a record id).
+
+    Args:
+        url: The endpoint, ``http://`` or ``https://``.
+        headers: Sent with every request (e.g. ``Authorization``);
+            ``Content-Type: application/json`` unless you set it.
+        converter: Turns an element (a row dict on Spark) into a record, a dict that
+            JSON and msgpack (the writer state) can store. Default:
+            `JsonSafeConverter` (dates as ISO strings, Decimals as strings...).
+        body_builder: ``records -> body``: a JSON-serializable object, or ``bytes``
+            sent as they are. Default: ``{"records": records}``. Per-record retry
+            indices refer to positions in ``records``.
+        dead_letter_handler: Takes records the writer gives up on (retry budget
+            spent, larger than ``max_record_size_in_bytes``); if it returns, they are
+            dropped and the writer goes on. Default: the writer fails with
+            `UndeliverableEntriesError`.
+        configuration: The async writer's hints (batch size, in-flight requests,
+            ``request_timeout_ms``, retry budget and backoff, ``ordering_key``...).
+
+    Raises:
+        SinkConfigurationError: an argument is invalid (checked here, before any job).
+        SinkDefinitionError: ``converter`` is neither a function nor has ``apply``.
+        ImportError: aiohttp is not installed.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        converter: ElementConverter[Any, Entry]
+        | Callable[[Any, SinkWriter.Context], Entry]
+        | None = None,
+        body_builder: BodyBuilder | None = None,
+        dead_letter_handler: DeadLetterHandler | None = None,
+        configuration: AsyncSinkWriterConfiguration | None = None,
+    ) -> None:
+        _require_aiohttp()
+        self.url = _check_url(url)
+        self.headers = _check_headers(headers)
+        _check_callable("body_builder", body_builder, "lambda records: {'items': records}")
+        _check_callable("dead_letter_handler", dead_letter_handler, "dead_letters.extend")
+        self.body_builder = body_builder
+        self.dead_letter_handler = dead_letter_handler
+        super().__init__(converter if converter is not None else JsonSafeConverter(), configuration)
+
+    def restore_writer(
+        self,
+        context: WriterInitContext,
+        recovered_state: Collection[BufferedRequestState[Entry]],
+    ) -> HttpSinkWriter:
+        """A writer whose buffer starts with the records of ``recovered_state``, in order."""
+        return HttpSinkWriter(
+            url=self.url,
+            headers=self.headers,
+            body_builder=self.body_builder,
+            dead_letter_handler=self.dead_letter_handler,
+            element_converter=self.element_converter,
+            context=context,
+            configuration=self.configuration,
+            states=recovered_state,
+        )
+
+    def __repr__(self) -> str:
+        return f"HttpSink({self.url!r})"

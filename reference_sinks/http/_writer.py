@@ -1,0 +1,158 @@
+"""`HttpSinkWriter`: each batch is one JSON POST, sent by aiohttp on the writer's event loop."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from reference_sinks.http._responses import raise_for_status, retried_indices
+from sinkv2 import (
+    AsyncSinkWriter,
+    AsyncSinkWriterConfiguration,
+    BufferedRequestState,
+    DeadLetter,
+    ElementConverter,
+    ErrorVerdict,
+    SinkWriter,
+    WriterInitContext,
+)
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = ["HttpSinkWriter", "encode_json"]
+
+Entry = dict[str, Any]
+BodyBuilder = Callable[[list[Entry]], Any]
+Converter = ElementConverter[Any, Entry] | Callable[[Any, SinkWriter.Context], Entry]
+DeadLetterHandler = Callable[[Sequence[DeadLetter[Entry]]], None]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def encode_json(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON, the way the sink sends it.
+
+    Raises:
+        ValueError: ``value`` is not JSON (a ``set``, NaN, an object...); the message
+            says how to make the converter return JSON-safe values.
+    """
+    try:
+        return _ENCODER.encode(value).encode("utf-8")
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"HttpSink cannot send {value!r:.200} as JSON ({error}); make the converter "
+            "return str, numbers, bools, None, lists and dicts (the default converter, "
+            "reference_sinks.http.JsonSafeConverter, does)"
+        ) from error
+
+
+def _aiohttp() -> Any:
+    try:
+        import aiohttp  # noqa: PLC0415  # aiohttp is an optional extra
+    except ImportError as error:  # pragma: no cover - exercised only without the extra
+        raise ImportError(
+            "HttpSink needs aiohttp; install it with: pip install 'sinkv2[http]'"
+        ) from error
+    return aiohttp
+
+
+@final
+class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
+    """Sends batches of JSON records as POST requests; made by `HttpSink`, not by hand.
+
+    The aiohttp ``ClientSession`` lives on the writer's event loop: `open_client`
+    makes it before the first request (one connection per request in flight) and
+    `close_client` closes it in ``close()``. aiohttp's own timeouts are off; the
+    writer's ``request_timeout_ms`` bounds each request, so a slow answer counts
+    as a timeout (retried, or `RequestTimeoutError` with ``fail_on_timeout``).
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        headers: Mapping[str, str],
+        body_builder: BodyBuilder | None,
+        dead_letter_handler: DeadLetterHandler | None,
+        element_converter: Converter,
+        context: WriterInitContext,
+        configuration: AsyncSinkWriterConfiguration,
+        states: Collection[BufferedRequestState[Entry]] = (),
+    ) -> None:
+        self.url = url
+        self.headers = dict(headers)
+        self._body_builder = body_builder
+        self._dead_letter_handler = dead_letter_handler
+        self._session: aiohttp.ClientSession | None = None
+        super().__init__(element_converter, context, configuration, states)
+
+    def get_size_in_bytes(self, request_entry: Entry) -> int:
+        """The length of the entry's JSON bytes."""
+        return len(encode_json(request_entry))
+
+    async def open_client(self) -> None:
+        """One aiohttp session, with as many connections as requests may be in flight."""
+        aiohttp = _aiohttp()
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.configuration.max_in_flight_requests),
+            # None: the writer's request_timeout_ms (asyncio.timeout around each request)
+            # is the only deadline, so aiohttp never times out first.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None),
+            headers={"Content-Type": "application/json", **self.headers},
+        )
+
+    async def close_client(self) -> None:
+        """Close the session and its connections."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    def _body(self, request_entries: list[Entry]) -> bytes:
+        if self._body_builder is None:
+            return encode_json({"records": request_entries})
+        body = self._body_builder(request_entries)
+        if isinstance(body, bytes):
+            return body
+        return encode_json(body)
+
+    async def submit_request_entries(self, request_entries: list[Entry]) -> Sequence[Entry]:
+        """POST the batch; return the records the answer lists under ``"retry"``.
+
+        Raises:
+            ThrottledError: 429 or 503.
+            RetryableError: 408, 500, 502, 504.
+            FatalDestinationError: any other non-2xx status, or a malformed ``"retry"``.
+        """
+        if self._session is None:  # pragma: no cover - the base opens the client first
+            raise RuntimeError("HttpSinkWriter.submit_request_entries before open_client")
+        body = self._body(request_entries)
+        async with self._session.post(self.url, data=body, allow_redirects=False) as response:
+            answer = await response.read()
+            raise_for_status(response.status, response.reason, response.headers, answer, self.url)
+        indices = retried_indices(answer, len(request_entries), self.url)
+        return [request_entries[i] for i in indices]
+
+    def classify_error(self, error: BaseException) -> ErrorVerdict:
+        """Retryable: aiohttp's connection, payload and server-timeout errors; else the default."""
+        aiohttp = _aiohttp()
+        if isinstance(error, aiohttp.InvalidURL):
+            return ErrorVerdict.FATAL
+        if isinstance(
+            error,
+            aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | aiohttp.ServerTimeoutError,
+        ):
+            return ErrorVerdict.RETRYABLE
+        return super().classify_error(error)
+
+    def handle_dead_letters(self, dead_letters: Sequence[DeadLetter[Entry]]) -> None:
+        """Hand them to the sink's ``dead_letter_handler``; without one, fail (the default).
+
+        Raises:
+            UndeliverableEntriesError: no ``dead_letter_handler`` was configured.
+        """
+        if self._dead_letter_handler is None:
+            super().handle_dead_letters(dead_letters)
+            return
+        self._dead_letter_handler(dead_letters)
