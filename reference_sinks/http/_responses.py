@@ -89,11 +89,25 @@ def parse_retry_after(  # noqa: PLR0911 - each unreadable form returns None
 
 
 def quote(body: bytes) -> str:
-    """The start of a server's answer, for an error message."""
+    """The server's message, cut to `MESSAGE_LIMIT` characters, for an error message.
+
+    A JSON body's ``error`` or ``message`` field if it has one, else the body's text.
+    """
     text = body.decode("utf-8", errors="replace").strip()
+    if text.startswith("{"):
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            field = next((answer[k] for k in ("error", "message") if k in answer), None)
+            if isinstance(field, str):
+                text = field
+    if not text:
+        return "(empty body)"
     if len(text) > MESSAGE_LIMIT:
         text = text[:MESSAGE_LIMIT] + f"... ({len(text) - MESSAGE_LIMIT} more characters)"
-    return repr(text)
+    return text
 
 
 def retried_indices(body: bytes, batch_size: int, url: str) -> list[int]:

@@ -22,7 +22,8 @@ It listens on 127.0.0.1 only. Endpoints (all JSON):
 - ``POST /control``: change the behaviour; the body's keys replace the current ones
   (see `Behaviour`). Answers the whole behaviour.
 - ``GET /records``: ``{"records": [...]}``, in arrival order.
-- ``GET /stats``: ``{"records": n, "requests": n, "statuses": {"200": n, ...}}``.
+- ``GET /stats``: ``{"records": n, "requests": n, "batch_sizes": [n, ...],
+  "statuses": {"200": n, ...}}`` (``batch_sizes``: records per request, in arrival order).
 - ``POST /reset``: forget records and counters, back to the default behaviour.
 
 A request goes through, in order: its latency; the schedule (``schedule[n]`` for
@@ -182,6 +183,7 @@ class _Receiver:
     def reset(self) -> None:
         self.records: list[Any] = []
         self.requests = 0
+        self.batch_sizes: list[int] = []
         self.statuses: Counter[int] = Counter()
         self.configure(Behaviour())
 
@@ -198,6 +200,7 @@ class _Receiver:
         return {
             "records": len(self.records),
             "requests": self.requests,
+            "batch_sizes": self.batch_sizes,
             "statuses": {str(s): n for s, n in sorted(self.statuses.items())},
         }
 
@@ -262,6 +265,7 @@ def _ingest(
             raise TypeError("'records' is not a list")
     except (ValueError, TypeError, KeyError) as error:
         return _answer(400, {"error": f'expected {{"records": [...]}} ({error})'})
+    receiver.batch_sizes.append(len(records))
     retry: set[int] = set()
     if scheduled is not None:
         if not 200 <= scheduled.status < 300:

@@ -1,0 +1,42 @@
+"""Driving an HttpSink writer engine-free, as the runtime would."""
+
+from sinkv2 import (
+    AsyncSinkWriterConfiguration,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    ExponentialBackoff,
+)
+
+FAST = ExponentialBackoff(initial_ms=1, max_ms=5)
+
+
+def config(**hints):
+    """Small batches and millisecond backoffs, so failure paths run fast."""
+    hints.setdefault("max_batch_size", 10)
+    hints.setdefault("max_buffered_requests", max(100, hints["max_batch_size"] + 1))
+    hints.setdefault("retry_backoff", FAST)
+    hints.setdefault("request_timeout_ms", 10_000)
+    return AsyncSinkWriterConfiguration(**hints)
+
+
+def rows(n, keys=3):
+    return [{"id": i, "key": f"k{i % keys}", "value": i / 2} for i in range(n)]
+
+
+def write_all(sink, elements, *, context=None, end_of_input=True, close=True):
+    """Create a writer, write the elements, flush; returns (writer, init context)."""
+    context = context or BasicWriterInitContext()
+    writer = sink.create_writer(context)
+    element_context = BasicSinkWriterContext()
+    try:
+        for element in elements:
+            writer.write(element, element_context)
+        writer.flush(end_of_input)
+    finally:
+        if close:
+            writer.close()
+    return writer, context
+
+
+def ids(records):
+    return sorted(r["id"] for r in records)

@@ -1,0 +1,378 @@
+"""HttpSink against the real local server (a separate process): every answer of the protocol.
+
+No mocks: each test sets the server's behaviour over its control endpoint, drives a
+writer engine-free, and reads back what the server stored.
+"""
+
+import datetime
+import decimal
+import email.utils
+import socket
+import time
+import uuid
+
+import pytest
+
+import reference_sinks.http
+from reference_sinks.http import (
+    HttpSink,
+    JsonSafeConverter,
+    encode_json,
+    parse_retry_after,
+    to_json_safe,
+)
+from sinkv2 import (
+    AIMDScalingStrategy,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    CongestionControlRateLimitingStrategy,
+    FatalDestinationError,
+    RequestTimeoutError,
+    SinkConfigurationError,
+    SinkDefinitionError,
+    ThrottledError,
+    UndeliverableEntriesError,
+)
+from tests.reference_sinks.http.helpers import config, ids, rows, write_all
+
+# --- happy path, batching, metrics ---------------------------------------------------------
+
+
+def test_every_record_arrives_once_in_batches_of_at_most_max_batch_size(server):
+    sink = HttpSink(server.ingest_url, configuration=config(max_batch_size=7))
+    write_all(sink, rows(100))
+    stats = server.stats()
+    assert ids(server.records()) == list(range(100))
+    assert max(stats["batch_sizes"]) <= 7
+    assert sum(stats["batch_sizes"]) == 100
+    assert stats["statuses"] == {"200": stats["requests"]}
+
+
+def test_records_are_json_safe_row_dicts(server):
+    row = {
+        "id": 1,
+        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+        "day": datetime.date(2026, 1, 2),
+        "price": decimal.Decimal("12.3400"),
+        "blob": bytearray(b"\x00\xff"),
+        "tags": ("a", "b"),
+        "nan": float("nan"),
+        "nested": {"u": uuid.UUID(int=1)},
+    }
+    write_all(HttpSink(server.ingest_url, configuration=config()), [row])
+    assert server.records() == [
+        {
+            "id": 1,
+            "at": "2026-01-02T03:04:05+00:00",
+            "day": "2026-01-02",
+            "price": "12.3400",
+            "blob": "AP8=",
+            "tags": ["a", "b"],
+            "nan": None,
+            "nested": {"u": "00000000-0000-0000-0000-000000000001"},
+        }
+    ]
+
+
+def test_metrics_count_landed_records_their_bytes_and_failed_sends(server):
+    server.control(schedule={"0": {"status": 500}})
+    elements = rows(30)
+    _, context = write_all(HttpSink(server.ingest_url, configuration=config()), elements)
+    counts = context.metrics.counts()
+    assert counts["numRecordsSend"] == 30
+    assert counts["numBytesSend"] == sum(len(encode_json(e)) for e in elements)
+    assert counts["numRecordsSendErrors"] == 10  # the first batch, once
+    assert isinstance(context.metrics.gauge_values()["currentSendTime"], int)
+
+
+def test_a_body_builder_shapes_the_request(server):
+    sink = HttpSink(
+        server.ingest_url,
+        body_builder=lambda records: {"records": records, "source": "test"},
+        configuration=config(),
+    )
+    write_all(sink, rows(5))
+    assert ids(server.records()) == list(range(5))
+    raw = HttpSink(
+        server.ingest_url,
+        body_builder=lambda records: encode_json({"records": records[::-1]}),
+        configuration=config(),
+    )
+    server.reset()
+    write_all(raw, rows(3))
+    assert [r["id"] for r in server.records()] == [2, 1, 0]
+
+
+# --- throttling ----------------------------------------------------------------------------
+
+
+def test_429_is_retried_no_earlier_than_retry_after_and_the_rate_limiter_backs_off(server):
+    server.control(schedule={"0": {"status": 429, "retry_after": "1"}})
+    sink = HttpSink(
+        server.ingest_url, configuration=config(max_batch_size=20, max_buffered_requests=200)
+    )
+    started = time.monotonic()
+    write_all(sink, rows(100))
+    elapsed = time.monotonic() - started
+    stats = server.stats()
+    assert ids(server.records()) == list(range(100))
+    assert stats["statuses"]["429"] == 1
+    assert elapsed >= 1.0
+    # AIMD: the first request carried the whole limit (20); the 429 halved it, so the
+    # next batch carries 10 entries; each success then grows the limit by 10.
+    assert stats["batch_sizes"][:3] == [20, 10, 20]
+
+
+def test_throttling_does_not_spend_the_retry_budget(server):
+    server.control(schedule={str(n): {"status": 503, "retry_after": "0"} for n in range(5)})
+    sink = HttpSink(server.ingest_url, configuration=config(max_retries_per_entry=1))
+    write_all(sink, rows(10))
+    assert ids(server.records()) == list(range(10))
+    assert server.stats()["statuses"]["503"] == 5
+
+
+def test_a_throttled_error_carries_retry_after_in_ms():
+    from reference_sinks.http._responses import raise_for_status
+
+    with pytest.raises(ThrottledError, match="slow down") as raised:
+        raise_for_status(503, "Busy", {"Retry-After": "2"}, b"slow down", "http://x/ingest")
+    assert raised.value.retry_after_ms == 2000
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2", 2000),
+        (" 0 ", 0),
+        ("0.25", 250),
+        ("Wed, 21 Oct 2026 07:28:10 GMT", 10_000),
+        ("Wed, 21 Oct 2026 07:27:00 GMT", 0),  # in the past
+        ("-1", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_an_http_date(value, expected):
+    now = email.utils.parsedate_to_datetime("Wed, 21 Oct 2026 07:28:00 GMT").timestamp()
+    assert parse_retry_after(value, now=now) == expected
+
+
+# --- failures --------------------------------------------------------------------------------
+
+
+def test_503_and_5xx_are_retried(server):
+    server.control(
+        schedule={
+            "0": {"status": 503},
+            "1": {"status": 500},
+            "2": {"status": 502},
+            "3": {"status": 504},
+        }
+    )
+    write_all(HttpSink(server.ingest_url, configuration=config()), rows(10))
+    assert ids(server.records()) == list(range(10))
+    statuses = server.stats()["statuses"]
+    assert {s: statuses[s] for s in ("500", "502", "503", "504")} == dict.fromkeys(
+        ("500", "502", "503", "504"), 1
+    )
+
+
+def test_400_fails_the_writer_with_the_servers_message(server):
+    server.control(schedule={"0": {"status": 400, "message": "field id must be a string"}})
+    sink = HttpSink(server.ingest_url, configuration=config())
+    with pytest.raises(FatalDestinationError, match=r"400 Bad Request.*field id must be a string"):
+        write_all(sink, rows(10))
+    assert server.records() == []
+
+
+def test_a_long_error_body_is_truncated_in_the_message(server):
+    server.control(schedule={"0": {"status": 422, "message": "x" * 5000}})
+    with pytest.raises(FatalDestinationError) as raised:
+        write_all(HttpSink(server.ingest_url, configuration=config()), rows(3))
+    assert "more characters" in str(raised.value.__cause__)
+    assert len(str(raised.value)) < 2000
+
+
+def test_500_retries_spend_the_budget_then_entries_are_undeliverable(server):
+    server.control(fail_probability=1.0, fail_status=500)
+    sink = HttpSink(server.ingest_url, configuration=config(max_retries_per_entry=2))
+    with pytest.raises(UndeliverableEntriesError, match="after 3 failed attempts") as raised:
+        write_all(sink, rows(10))
+    assert {letter.attempts for letter in raised.value.dead_letters} == {3}
+    assert "500 Internal Server Error" in raised.value.dead_letters[0].reason
+    assert server.records() == []
+
+
+def test_a_dead_letter_handler_collects_instead_of_failing(server):
+    server.control(fail_probability=1.0, fail_status=500)
+    collected = []
+    sink = HttpSink(
+        server.ingest_url,
+        dead_letter_handler=collected.extend,
+        configuration=config(max_batch_size=5, max_retries_per_entry=2),
+    )
+    write_all(sink, rows(10))  # returns: every record was handed to the handler
+    assert ids(letter.request_entry for letter in collected) == list(range(10))
+    assert {letter.attempts for letter in collected} == {3}
+    server.control(fail_probability=0.0)
+    write_all(sink, rows(3))  # a writer with a handler goes on
+    assert ids(server.records()) == [0, 1, 2]
+
+
+def test_oversized_records_go_to_the_dead_letter_handler(server):
+    collected = []
+    sink = HttpSink(
+        server.ingest_url,
+        dead_letter_handler=collected.extend,
+        configuration=config(max_record_size_in_bytes=100, max_batch_size_in_bytes=1000),
+    )
+    write_all(sink, [{"id": 0, "big": "x" * 200}, {"id": 1}])
+    assert [letter.request_entry["id"] for letter in collected] == [0]
+    assert server.records() == [{"id": 1}]
+
+
+def test_the_per_record_retry_protocol_resends_only_the_listed_records(server):
+    server.control(schedule={"0": {"status": 207, "retry": [1, 3]}, "1": {"retry": [0]}})
+    _, context = write_all(
+        HttpSink(server.ingest_url, configuration=config(max_batch_size=5)), rows(10)
+    )
+    assert ids(server.records()) == list(range(10))  # once each
+    assert context.metrics.counts()["numRecordsSendErrors"] == 3
+    assert context.metrics.counts()["numRecordsSend"] == 10
+
+
+def test_a_malformed_retry_list_is_fatal(server):
+    from reference_sinks.http._responses import retried_indices
+
+    assert retried_indices(b'{"retry": [0, 2]}', 3, "u") == [0, 2]
+    assert retried_indices(b"OK", 3, "u") == []
+    assert retried_indices(b'{"retry": null}', 3, "u") == []
+    for body in (b'{"retry": [3]}', b'{"retry": [0, 0]}', b'{"retry": "0"}', b'{"retry": [true]}'):
+        with pytest.raises(FatalDestinationError, match="distinct record indices"):
+            retried_indices(body, 3, "u")
+
+
+def test_a_refused_connection_is_retried_until_the_budget_is_spent():
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sink = HttpSink(
+        f"http://127.0.0.1:{port}/ingest", configuration=config(max_retries_per_entry=1)
+    )
+    with pytest.raises(UndeliverableEntriesError) as raised:
+        write_all(sink, rows(3))
+    assert "ConnectionRefusedError" in raised.value.dead_letters[0].reason
+
+
+# --- timeouts --------------------------------------------------------------------------------
+
+
+def test_a_request_slower_than_request_timeout_ms_is_retried(server):
+    server.control(schedule={"0": {"latency_ms": 600}})
+    sink = HttpSink(server.ingest_url, configuration=config(request_timeout_ms=150))
+    write_all(sink, rows(10))
+    time.sleep(0.7)  # the server still stores the timed-out original: duplicates
+    assert ids(server.records()) == sorted([*range(10), *range(10)])
+
+
+def test_fail_on_timeout_raises_request_timeout_error(server):
+    server.control(latency_ms=500)
+    sink = HttpSink(
+        server.ingest_url, configuration=config(request_timeout_ms=100, fail_on_timeout=True)
+    )
+    with pytest.raises(RequestTimeoutError, match="request_timeout_ms=100"):
+        write_all(sink, rows(5))
+
+
+# --- state -----------------------------------------------------------------------------------
+
+
+def test_snapshot_after_flush_false_restores_and_delivers_everything(server):
+    server.control(schedule={"1": {"status": 500}})
+    sink = HttpSink(
+        server.ingest_url,
+        configuration=config(
+            max_batch_size=10, max_buffered_requests=100, max_time_in_buffer_ms=60_000
+        ),
+    )
+    context = BasicWriterInitContext()
+    writer = sink.create_writer(context)
+    for element in rows(25):
+        writer.write(element, BasicSinkWriterContext())
+    writer.flush(False)
+    state = writer.snapshot_state(1)
+    writer.close()  # a crash after the checkpoint: the buffer is only in the state
+    assert ids(server.records()) == list(range(10))  # batch 2 failed and waits, 5 buffered
+    serializer = sink.get_writer_state_serializer()
+    restored_state = [
+        serializer.deserialize(serializer.get_version(), serializer.serialize(s)) for s in state
+    ]
+    assert sum(len(s) for s in restored_state) == 15
+    restored = sink.restore_writer(BasicWriterInitContext(), restored_state)
+    restored.flush(True)
+    restored.close()
+    assert ids(server.records()) == list(range(25))
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "ftp://host/x"}, "must start with http:// or https://"),
+        ({"url": "http:///x"}, "must name a host"),
+        ({"url": "http://host:99999/x"}, "not a valid URL"),
+        ({"url": "http://host/x#frag"}, "#fragment"),
+        ({"url": b"http://host"}, "must be a str"),
+        ({"headers": [("a", "b")]}, "must be a mapping"),
+        ({"headers": {"X-Count": 3}}, "str values"),
+        ({"headers": {"X-A": "b\r\nc"}}, "line break"),
+        ({"headers": {"Content-Length": "3"}}, "set by the HTTP client"),
+        ({"body_builder": "records"}, "body_builder must be a function"),
+        ({"dead_letter_handler": []}, "dead_letter_handler must be a function"),
+        ({"configuration": {"max_batch_size": 5}}, "AsyncSinkWriterConfiguration"),
+    ],
+)
+def test_bad_configuration_fails_at_construction(kwargs, message):
+    kwargs.setdefault("url", "http://127.0.0.1:1/ingest")
+    with pytest.raises(SinkConfigurationError, match=message):
+        HttpSink(**kwargs)
+
+
+def test_a_converter_that_is_not_a_function_is_a_definition_error():
+    with pytest.raises(SinkDefinitionError, match="element_converter"):
+        HttpSink("http://127.0.0.1:1/ingest", converter=42)
+
+
+def test_records_that_are_not_json_fail_with_a_hint(server):
+    sink = HttpSink(server.ingest_url, converter=lambda e, c: {"s": {1, 2}}, configuration=config())
+    with pytest.raises(ValueError, match="JsonSafeConverter"):
+        write_all(sink, rows(1))
+
+
+def test_to_json_safe_rejects_unknown_types_with_a_hint():
+    assert JsonSafeConverter().apply(5, BasicSinkWriterContext()) == {"value": 5}
+    assert to_json_safe(datetime.timedelta(seconds=1.5)) == 1.5
+    with pytest.raises(TypeError, match="converter"):
+        to_json_safe(object())
+
+
+def test_a_custom_rate_limiting_strategy_is_used(server):
+    strategy = CongestionControlRateLimitingStrategy(
+        max_in_flight_requests=1,
+        initial_max_in_flight_messages=3,
+        scaling_strategy=AIMDScalingStrategy(rate_threshold=3),
+    )
+    write_all(
+        HttpSink(server.ingest_url, configuration=config(rate_limiting_strategy=strategy)),
+        rows(10),
+    )
+    assert max(server.stats()["batch_sizes"]) == 3
+
+
+def test_the_public_surface_is_exactly_all():
+    public = {name for name in dir(reference_sinks.http) if not name.startswith("_")}
+    modules = {"local_server"} & public
+    assert public - modules == set(reference_sinks.http.__all__)
