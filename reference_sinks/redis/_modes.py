@@ -1,0 +1,422 @@
+"""What `RedisSink` writes per element: `SetMode`, `HashMode` or `StreamMode`.
+
+A mode turns an element (a dict of column name -> value, as Spark hands writers)
+into a request entry, and queues an entry's commands on a pipeline. Entries are
+msgpack-storable lists of bytes, so the async sink's default state serializer
+keeps them across a checkpoint:
+
+- set: ``[key, value]``
+- hash: ``[key, [field, value, field, value, ...]]``
+- stream: ``[key, [field, value, ...], id or None]``
+
+Keys and values are encoded to bytes once, in the converter: the entry's size is
+then exact, and what is stored in the state is what is sent.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import string
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
+
+import attrs
+
+from sinkv2 import SinkConfigurationError
+
+__all__ = [
+    "HashMode",
+    "KeySpec",
+    "RedisMode",
+    "SetMode",
+    "StreamMode",
+    "encode_value",
+    "show_key",
+]
+
+Element: TypeAlias = Mapping[str, Any]
+KeySpec: TypeAlias = "str | Callable[[Mapping[str, Any]], str | bytes | int]"
+"""A key template such as ``"user:{id}"`` (columns in braces), or a function of the element."""
+
+
+class _Pipeline(Protocol):
+    def execute_command(self, *args: Any, **options: Any) -> Any: ...
+
+
+def _describe(value: object) -> str:
+    return f"{value!r} of type {type(value).__name__}"
+
+
+def show_key(key: bytes) -> str:
+    """A key for a message: text where it decodes, escapes where it does not."""
+    return repr(key.decode("utf-8", "backslashreplace"))
+
+
+def _number(value: Any) -> bytes:
+    return str(value).encode()
+
+
+def _iso(value: Any) -> bytes:
+    return str(value.isoformat()).encode()
+
+
+_ENCODERS: Final[dict[type, Callable[[Any], bytes]]] = {
+    bytes: bytes,
+    str: str.encode,
+    bool: lambda value: b"true" if value else b"false",
+    int: _number,
+    decimal.Decimal: _number,
+    float: lambda value: repr(value).encode(),
+    datetime.datetime: _iso,
+    datetime.date: _iso,
+    datetime.time: _iso,
+    bytearray: bytes,
+    memoryview: bytes,
+}
+
+
+def encode_value(value: object, where: str) -> bytes:
+    """``value`` as the bytes Redis stores.
+
+    bytes as they are, str as UTF-8, bool as ``true``/``false``, int and Decimal
+    as digits, float as ``repr`` (round-trips), dates and times in ISO 8601.
+    Subclasses (an ``IntEnum``, a ``pandas.Timestamp``) go as their base type.
+
+    Raises:
+        SinkConfigurationError: ``value`` is None or of another type; ``where``
+            says which key and field it was for.
+    """
+    encoder = _ENCODERS.get(type(value))
+    if encoder is None:
+        encoder = next((enc for kind, enc in _ENCODERS.items() if isinstance(value, kind)), None)
+    if encoder is not None:
+        return encoder(value)
+    what = "None" if value is None else _describe(value)
+    raise SinkConfigurationError(
+        f"RedisSink cannot store {what} as {where}; Redis stores bytes, str and numbers. "
+        "Convert it in your value/fields function (e.g. json.dumps), or drop nulls there"
+    )
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def element_as_json(element: Element) -> bytes:
+    """The default value of `SetMode`: the element as compact JSON (dates ISO 8601)."""
+    try:
+        return json.dumps(
+            element, separators=(",", ":"), ensure_ascii=False, default=_json_default
+        ).encode()
+    except (TypeError, ValueError) as error:
+        raise SinkConfigurationError(
+            f"RedisSink's default SetMode value (the element as JSON) cannot encode "
+            f"{_describe(element)}: {error}; pass value=... to SetMode"
+        ) from error
+
+
+def _template_fields(template: str) -> tuple[str, ...]:
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as error:
+        raise SinkConfigurationError(
+            f"RedisSink key template {template!r} does not parse ({error}); write columns "
+            "in braces, e.g. 'user:{id}', and double literal braces ('{{')"
+        ) from error
+    fields = []
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if not name.isidentifier() or spec or conversion:
+            raise SinkConfigurationError(
+                f"RedisSink key template {template!r} has the placeholder {{{name}}}; a "
+                "placeholder must be a bare column name such as {id} (no index, attribute, "
+                "format spec or conversion). Use a key function for anything else"
+            )
+        fields.append(name)
+    return tuple(fields)
+
+
+@final
+@attrs.frozen
+class _Key:
+    """A compiled key spec: a template with its column names, or a function."""
+
+    template: str | None
+    names: tuple[str, ...]
+    function: Callable[[Element], Any] | None
+
+    @staticmethod
+    def of(spec: object, mode: str) -> _Key:
+        if isinstance(spec, str):
+            if not spec:
+                raise SinkConfigurationError(
+                    f"{mode} key must not be empty; pass a template such as 'user:{{id}}' or "
+                    "a function of the element"
+                )
+            return _Key(spec, _template_fields(spec), None)
+        if callable(spec):
+            return _Key(None, (), spec)
+        raise SinkConfigurationError(
+            f"{mode} key must be a template str such as 'user:{{id}}' or a function "
+            f"element -> str (got {_describe(spec)})"
+        )
+
+    def __call__(self, element: Element) -> bytes:
+        if self.function is not None:
+            key = self.function(element)
+            if key is None or isinstance(key, bool) or not isinstance(key, str | bytes | int):
+                raise SinkConfigurationError(
+                    f"RedisSink key function must return str, bytes or int (got "
+                    f"{_describe(key)} for element {element!r})"
+                )
+            return key if isinstance(key, bytes) else str(key).encode()
+        template = str(self.template)
+        values = {}
+        for name in self.names:
+            try:
+                value = element[name]
+            except KeyError:
+                raise SinkConfigurationError(
+                    f"RedisSink key template {template!r} names column {name!r}, which the "
+                    f"element lacks (columns: {sorted(element)}); fix the template or select "
+                    "the column"
+                ) from None
+            if value is None:
+                raise SinkConfigurationError(
+                    f"RedisSink key template {template!r}: column {name!r} is null in element "
+                    f"{element!r}; a key must not contain 'None'. Filter null keys first"
+                )
+            values[name] = value
+        return template.format_map(values).encode()
+
+
+def _check_ttl(ttl_ms: object, mode: str) -> int | None:
+    if ttl_ms is None:
+        return None
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
+        raise SinkConfigurationError(
+            f"{mode} ttl_ms must be a positive int of milliseconds or None (got "
+            f"{_describe(ttl_ms)}); None keeps keys forever"
+        )
+    return ttl_ms
+
+
+def _check_function(value: object, name: str, shape: str) -> None:
+    if value is not None and not callable(value):
+        raise SinkConfigurationError(
+            f"{name} must be a function {shape} or None (got {_describe(value)})"
+        )
+
+
+def _flat_fields(mapping: object, key: bytes, mode: str) -> list[bytes]:
+    if not isinstance(mapping, Mapping):
+        raise SinkConfigurationError(
+            f"{mode} fields function must return a mapping of field -> value (got "
+            f"{_describe(mapping)} for key {show_key(key)})"
+        )
+    flat: list[bytes] = []
+    for field, value in mapping.items():
+        if value is None:
+            continue  # Redis has no null: an absent field is the null
+        name = encode_value(field, f"a field name of key {show_key(key)}")
+        flat.append(name)
+        flat.append(encode_value(value, f"field {name!r} of key {show_key(key)}"))
+    return flat
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SetMode:
+    """``SET key value [PX ttl_ms]`` per element: the latest element of a key wins.
+
+    Idempotent: writing an element again stores the same value.
+
+    Attributes:
+        key: A template such as ``"user:{id}"`` (bare column names in braces) or a
+            function element -> str/bytes/int.
+        value: A function element -> bytes/str/number; ``None`` stores the element
+            as compact JSON (dates ISO 8601, decimals as strings).
+        ttl_ms: Expire keys this many milliseconds after each write (``PX``); ``None``
+            keeps them.
+    """
+
+    key: KeySpec
+    value: Callable[[Element], Any] | None = None
+    ttl_ms: int | None = None
+    command: ClassVar[str] = "SET"
+    _key: _Key = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_key", _Key.of(self.key, "SetMode"))
+        _check_function(self.value, "SetMode value", "element -> bytes/str/number")
+        _check_ttl(self.ttl_ms, "SetMode")
+
+    def to_entry(self, element: Element) -> list[Any]:
+        """``[key, value]``."""
+        key = self._key(element)
+        if self.value is None:
+            return [key, element_as_json(element)]
+        return [key, encode_value(self.value(element), f"the value of key {show_key(key)}")]
+
+    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
+        """One ``SET``."""
+        if self.ttl_ms is None:
+            pipeline.execute_command("SET", entry[0], entry[1])
+        else:
+            pipeline.execute_command("SET", entry[0], entry[1], "PX", self.ttl_ms)
+        return 1
+
+    def entry_size(self, entry: list[Any]) -> int:
+        """Key plus value bytes."""
+        return len(entry[0]) + len(entry[1])
+
+
+@final
+@attrs.frozen(kw_only=True)
+class HashMode:
+    """``HSET key field value ...`` per element, then ``PEXPIRE key ttl_ms`` if set.
+
+    Idempotent: writing an element again sets the same fields. Fields are merged
+    into the hash: a field the element does not carry (or carries as null) keeps
+    what an earlier write stored. An element without any non-null field writes
+    nothing (Redis has no empty hash).
+
+    Attributes:
+        key: A template such as ``"user:{id}"`` or a function element -> str/bytes/int.
+        fields: A function element -> mapping of field -> value; ``None`` stores the
+            element's columns. Null values are skipped.
+        ttl_ms: Expire the hash this many milliseconds after each write; ``None``
+            keeps it.
+    """
+
+    key: KeySpec
+    fields: Callable[[Element], Mapping[Any, Any]] | None = None
+    ttl_ms: int | None = None
+    command: ClassVar[str] = "HSET"
+    _key: _Key = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_key", _Key.of(self.key, "HashMode"))
+        _check_function(self.fields, "HashMode fields", "element -> mapping")
+        _check_ttl(self.ttl_ms, "HashMode")
+
+    def to_entry(self, element: Element) -> list[Any]:
+        """``[key, [field, value, ...]]``."""
+        key = self._key(element)
+        mapping = element if self.fields is None else self.fields(element)
+        return [key, _flat_fields(mapping, key, "HashMode")]
+
+    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
+        """``HSET`` (and ``PEXPIRE``), or nothing for an entry without fields."""
+        if not entry[1]:
+            return 0
+        pipeline.execute_command("HSET", entry[0], *entry[1])
+        if self.ttl_ms is None:
+            return 1
+        pipeline.execute_command("PEXPIRE", entry[0], self.ttl_ms)
+        return 2
+
+    def entry_size(self, entry: list[Any]) -> int:
+        """Key plus field and value bytes."""
+        return len(entry[0]) + sum(map(len, entry[1]))
+
+
+@final
+@attrs.frozen(kw_only=True)
+class StreamMode:
+    """``XADD key id field value ...`` per element: append to a stream.
+
+    Without ``id`` Redis assigns ids (``*``): a re-delivered element is appended
+    again, so readers see duplicates after a retry or a restore (at least once).
+
+    With ``id`` (a function element -> ``"<ms>-<seq>"`` or ``"<ms>"``, meaning
+    ``<ms>-0``) re-delivery is harmless: Redis refuses an id that is not above the
+    stream's last one, and the sink then looks the id up; if the stream holds it,
+    the element landed before and counts as delivered. If it does not, the id is
+    out of order (lower than one written after it) and the writer fails with
+    `FatalDestinationError`: ids must increase per stream in input order. The sink
+    keeps per-stream order for this, so one stream gets one entry per round trip.
+
+    Attributes:
+        key: The stream: a template such as ``"events:{kind}"`` (or a constant such
+            as ``"events"``) or a function element -> str/bytes/int.
+        fields: A function element -> mapping of field -> value; ``None`` stores the
+            element's columns. Null values are skipped; at least one must remain.
+        id: A function element -> entry id, or ``None`` for ids assigned by Redis.
+    """
+
+    key: KeySpec
+    fields: Callable[[Element], Mapping[Any, Any]] | None = None
+    id: Callable[[Element], str | bytes] | None = None
+    command: ClassVar[str] = "XADD"
+    _key: _Key = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_key", _Key.of(self.key, "StreamMode"))
+        _check_function(self.fields, "StreamMode fields", "element -> mapping")
+        _check_function(self.id, "StreamMode id", "element -> '<ms>-<seq>'")
+
+    def to_entry(self, element: Element) -> list[Any]:
+        """``[key, [field, value, ...], id or None]``."""
+        key = self._key(element)
+        mapping = element if self.fields is None else self.fields(element)
+        flat = _flat_fields(mapping, key, "StreamMode")
+        if not flat:
+            raise SinkConfigurationError(
+                f"StreamMode: element {element!r} has no non-null field for stream "
+                f"{show_key(key)}; a stream entry needs at least one. Filter such elements "
+                "or map them in fields=..."
+            )
+        entry_id = None
+        if self.id is not None:
+            raw = self.id(element)
+            if isinstance(raw, bytes):
+                raw = raw.decode("ascii", "backslashreplace")
+            if not isinstance(raw, str) or not _is_stream_id(raw):
+                raise SinkConfigurationError(
+                    f"StreamMode id function must return an id '<ms>-<seq>' or '<ms>' of "
+                    f"non-negative integers (got {_describe(raw)} for stream {show_key(key)})"
+                )
+            entry_id = (raw if "-" in raw else f"{raw}-0").encode()
+        return [key, flat, entry_id]
+
+    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
+        """One ``XADD``."""
+        pipeline.execute_command("XADD", entry[0], entry[2] or b"*", *entry[1])
+        return 1
+
+    def entry_size(self, entry: list[Any]) -> int:
+        """Key, id, field and value bytes."""
+        return len(entry[0]) + len(entry[2] or b"") + sum(map(len, entry[1]))
+
+
+def _is_stream_id(raw: str) -> bool:
+    parts = raw.split("-")
+    return 1 <= len(parts) <= 2 and all(part.isdigit() and part.isascii() for part in parts)
+
+
+RedisMode: TypeAlias = "SetMode | HashMode | StreamMode"
+"""What `RedisSink` writes: one of the three modes."""
+
+
+def check_mode(mode: object) -> RedisMode:
+    """``mode`` if it is one of the three modes.
+
+    Raises:
+        SinkConfigurationError: it is not.
+    """
+    if not isinstance(mode, SetMode | HashMode | StreamMode):
+        raise SinkConfigurationError(
+            f"RedisSink mode must be SetMode, HashMode or StreamMode (got {_describe(mode)}); "
+            "e.g. SetMode(key='user:{id}')"
+        )
+    return mode

@@ -1,0 +1,203 @@
+"""`RedisWriter`: one pipelined round trip per batch, on ``redis.asyncio``.
+
+Each batch goes out as one non-transactional pipeline (``MULTI`` would add two
+commands and buy nothing: every command is idempotent on its own, or checked for
+re-delivery). Redis answers each command separately; the answers decide per entry:
+
+- ``OOM``, ``BUSY``, ``LOADING``, ``TRYAGAIN``, ``MASTERDOWN``, ``CLUSTERDOWN``,
+  ``READONLY``: the server cannot take it now -> the entry is retried.
+- An ``XADD`` id not above the stream's top: looked up with ``XRANGE``; present ->
+  delivered before (re-delivery), absent -> out of order -> fatal.
+- Any other error (``WRONGTYPE``, a bad argument) -> `FatalDestinationError`
+  naming the key and Redis' message; retrying cannot fix it.
+
+A failure of the whole round trip (connection refused or dropped, socket timeout)
+raises from the pipeline and the async base retries the whole batch.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Final
+
+from reference_sinks.redis._modes import RedisMode, StreamMode, show_key
+from sinkv2 import (
+    AsyncSinkWriter,
+    AsyncSinkWriterConfiguration,
+    BufferedRequestState,
+    ElementConverter,
+    ErrorVerdict,
+    FatalDestinationError,
+    WriterInitContext,
+)
+
+__all__ = ["RETRYABLE_REPLY_PREFIXES", "RedisWriter", "import_redis"]
+
+RETRYABLE_REPLY_PREFIXES: Final = (
+    "OOM",
+    "BUSY",
+    "LOADING",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "READONLY",
+)
+"""Error replies that mean "not now": the server is full, busy, loading, or failing over."""
+
+_XADD_ID_TOO_SMALL: Final = "equal or smaller than the target stream top item"
+
+
+def import_redis() -> types.ModuleType:
+    """The ``redis`` package, or an ImportError with the install line."""
+    try:
+        import redis  # noqa: PLC0415  # redis is an optional extra
+        import redis.asyncio  # noqa: PLC0415
+        import redis.exceptions  # noqa: PLC0415
+    except ImportError as error:
+        raise ImportError(
+            "reference_sinks.redis needs the redis package (redis-py); install it with: "
+            "pip install 'sinkv2[redis]'"
+        ) from error
+    return redis
+
+
+def _reply_is_retryable(error: BaseException, exceptions: types.ModuleType) -> bool:
+    """A "not now" reply: redis-py maps some prefixes to classes and strips them."""
+    mapped = (
+        exceptions.OutOfMemoryError,
+        exceptions.ReadOnlyError,
+        exceptions.BusyLoadingError,
+        exceptions.TryAgainError,
+        exceptions.ClusterDownError,
+    )
+    return isinstance(error, mapped) or str(error).startswith(RETRYABLE_REPLY_PREFIXES)
+
+
+class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
+    """Writes batches of entries to Redis as pipelines; made by `RedisSink`, not by hand.
+
+    The client is created on the writer's event loop before the first request
+    (`open_client`) and closed in ``close()`` (`close_client`). Its own retries are
+    off unless ``client_options`` set ``retry``: the async base retries failed
+    batches, with backoff, a retry budget and metrics.
+
+    Args:
+        element_converter: The sink's converter (a mode's ``to_entry``).
+        context: The writer's init context.
+        configuration: The buffering hints.
+        states: Entries not delivered at the restored checkpoint.
+        url: The Redis URL.
+        mode: What each entry is written as.
+        client_options: Extra keyword arguments of ``redis.asyncio.from_url``.
+    """
+
+    def __init__(
+        self,
+        element_converter: ElementConverter[Mapping[str, Any], list[Any]],
+        context: WriterInitContext,
+        configuration: AsyncSinkWriterConfiguration,
+        states: Collection[BufferedRequestState[list[Any]]],
+        *,
+        url: str,
+        mode: RedisMode,
+        client_options: Mapping[str, Any],
+    ) -> None:
+        self._redis = import_redis()
+        self._url = url
+        self._mode = mode
+        self._client_options = dict(client_options)
+        self._client: Any = None
+        super().__init__(element_converter, context, configuration, states)
+
+    async def open_client(self) -> None:
+        """Create the ``redis.asyncio`` client on this loop (connections open on first use)."""
+        options = dict(self._client_options)
+        if "retry" not in options:
+            from redis.asyncio.retry import Retry  # noqa: PLC0415  # redis is an optional extra
+            from redis.backoff import NoBackoff  # noqa: PLC0415
+
+            options["retry"] = Retry(NoBackoff(), 0)
+        self._client = self._redis.asyncio.from_url(self._url, **options)
+
+    async def close_client(self) -> None:
+        """Close the client and its connection pool."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    def get_size_in_bytes(self, request_entry: list[Any]) -> int:
+        """Key plus payload bytes (what goes over the wire, without the protocol framing)."""
+        return self._mode.entry_size(request_entry)
+
+    def classify_error(self, error: BaseException) -> ErrorVerdict:
+        """Connection failures, timeouts and "not now" replies are retryable; auth is fatal."""
+        exceptions = self._redis.exceptions
+        if isinstance(error, exceptions.AuthenticationError | exceptions.AuthorizationError):
+            return ErrorVerdict.FATAL
+        if isinstance(error, exceptions.ConnectionError | exceptions.TimeoutError):
+            return ErrorVerdict.RETRYABLE  # BusyLoadingError is a ConnectionError
+        if isinstance(error, exceptions.ResponseError) and _reply_is_retryable(error, exceptions):
+            return ErrorVerdict.RETRYABLE
+        return super().classify_error(error)
+
+    async def submit_request_entries(self, request_entries: list[list[Any]]) -> Sequence[list[Any]]:
+        """Send the batch as one pipeline; return the entries Redis asked to retry.
+
+        Raises:
+            FatalDestinationError: Redis refused an entry for good (``WRONGTYPE``,
+                a bad argument, an out-of-order stream id); names the key and reply.
+        """
+        mode = self._mode
+        pipeline = self._client.pipeline(transaction=False)
+        counts = [mode.queue(pipeline, entry) for entry in request_entries]
+        replies = await pipeline.execute(raise_on_error=False) if any(counts) else []
+        response_error = self._redis.exceptions.ResponseError
+        retry: list[list[Any]] = []
+        id_taken: list[list[Any]] = []
+        position = 0
+        for entry, count in zip(request_entries, counts, strict=True):
+            errors = [
+                reply
+                for reply in replies[position : position + count]
+                if isinstance(reply, Exception)
+            ]
+            position += count
+            if not errors:
+                continue
+            error = errors[0]
+            message = str(error)
+            if isinstance(error, response_error) and _reply_is_retryable(
+                error, self._redis.exceptions
+            ):
+                retry.append(entry)
+            elif isinstance(mode, StreamMode) and entry[2] and _XADD_ID_TOO_SMALL in message:
+                id_taken.append(entry)
+            elif not isinstance(error, response_error) and self.classify_error(error) is (
+                ErrorVerdict.RETRYABLE
+            ):
+                retry.append(entry)
+            else:
+                raise FatalDestinationError(
+                    f"Redis refused {mode.command} for key {show_key(entry[0])}: {message} "
+                    f"({type(error).__name__}); retrying cannot fix this. Check that the key "
+                    "holds the type this mode writes, or route such keys elsewhere"
+                ) from error
+        if id_taken:
+            await self._check_redelivered(id_taken)
+        return retry
+
+    async def _check_redelivered(self, entries: list[list[Any]]) -> None:
+        """Stream entries whose id Redis refused: delivered before, or out of order (fatal)."""
+        pipeline = self._client.pipeline(transaction=False)
+        for key, _, entry_id in entries:
+            pipeline.execute_command("XRANGE", key, entry_id, entry_id)
+        found = await pipeline.execute()
+        for (key, _, entry_id), hits in zip(entries, found, strict=True):
+            if not hits:
+                raise FatalDestinationError(
+                    f"Redis refused XADD to stream {show_key(key)} with id "
+                    f"{entry_id.decode()}: the stream's last id is higher and the stream does "
+                    "not hold this id, so the id is out of order. StreamMode ids must "
+                    "increase per stream in input order"
+                )
