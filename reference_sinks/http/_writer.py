@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
@@ -48,6 +51,22 @@ def encode_json(value: Any) -> bytes:
         ) from error
 
 
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+def _close_abandoned(loop: asyncio.AbstractEventLoop, session: aiohttp.ClientSession) -> None:
+    """Close the session of a writer dropped without ``close()`` (a crash), on its loop."""
+
+    def schedule() -> None:
+        task = loop.create_task(session.close())
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+
+    # RuntimeError: the loop closed meanwhile, and its connections with it.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(schedule)
+
+
 def _aiohttp() -> Any:
     try:
         import aiohttp  # noqa: PLC0415  # aiohttp is an optional extra
@@ -86,6 +105,7 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         self._body_builder = body_builder
         self._dead_letter_handler = dead_letter_handler
         self._session: aiohttp.ClientSession | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
         super().__init__(element_converter, context, configuration, states)
 
     def get_size_in_bytes(self, request_entry: Entry) -> int:
@@ -102,10 +122,17 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None),
             headers={"Content-Type": "application/json", **self.headers},
         )
+        # A writer dropped without close() (a task that crashed) still gets its
+        # connections closed when it is garbage-collected, without ResourceWarnings.
+        self._finalizer = weakref.finalize(
+            self, _close_abandoned, asyncio.get_running_loop(), self._session
+        )
 
     async def close_client(self) -> None:
         """Close the session and its connections."""
         session, self._session = self._session, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if session is not None:
             await session.close()
 
