@@ -22,7 +22,7 @@ import queue
 import random
 import time
 from collections.abc import Callable, Collection, Hashable, Sequence
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 import attrs
 
@@ -276,7 +276,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._add_to_buffer(self._wrap(entry, size, 0))
         if self._in_flight and not self._mailbox.empty():
             self._apply_outcomes()
-        if len(self._buffer) >= self._batch_limit or self._buffered_bytes >= self._max_batch_bytes:
+        elif len(self._buffer) >= self._batch_limit or self._buffered_bytes >= self._max_batch_bytes:
             self._non_blocking_flush()
 
     def flush(self, end_of_input: bool) -> None:
@@ -472,9 +472,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             time.sleep(min(wait_s, 0.05))
 
     def _apply_outcomes(self) -> None:
+        """Apply every finished request's outcome, then send what became sendable (as Flink)."""
         while not self._mailbox.empty():
             self._apply(self._mailbox.get_nowait())
         self._batch_limit = min(self._max_batch_size, self._rate_limiter.get_max_batch_size())
+        self._non_blocking_flush()
 
     def _apply(self, outcome: _Outcome) -> None:
         request = self._in_flight.pop(outcome.request_id)
@@ -528,22 +530,27 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         """The batch items the destination asked to retry, in batch order."""
         if not retry:
             return []
-        by_identity = {id(item.entry): item for item in batch}
+        by_identity: dict[int, list[_Entry]] = {}
+        for item in batch:
+            by_identity.setdefault(id(item.entry), []).append(item)
         wanted: set[int] = set()
         for entry in retry:
-            item = by_identity.get(id(entry))
-            if item is None:
-                item = next((i for i in batch if i.entry == entry and id(i) not in wanted), None)
-            if item is None:
+            same = by_identity.get(id(entry), ())
+            found = next((i for i in same if id(i) not in wanted), None)
+            if found is None:
+                found = next((i for i in batch if id(i) not in wanted and i.entry == entry), None)
+            if found is None:
                 self._fail(
                     SinkDefinitionError(
                         f"{type(self).__name__}.submit_request_entries asked to retry "
-                        f"{describe(entry)}, which is not in the batch it was given; return "
-                        "the entry objects of request_entries that must be sent again"
+                        f"{describe(entry)}, which is not in the batch it was given (or is "
+                        "listed twice); return the entry objects of request_entries that "
+                        "must be sent again"
                     ),
                     None,
                 )
-            wanted.add(id(item))
+            else:
+                wanted.add(id(found))
         return [item for item in batch if id(item) in wanted]
 
     def _retry(
@@ -607,7 +614,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             self._failure = error
             raise
 
-    def _fail(self, error: BaseException, cause: BaseException | None) -> None:
+    def _fail(self, error: BaseException, cause: BaseException | None) -> NoReturn:
         error.__cause__ = cause
         self._failure = error
         _log.error("%s", error)
