@@ -276,7 +276,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._add_to_buffer(self._wrap(entry, size, 0))
         if self._in_flight and not self._mailbox.empty():
             self._apply_outcomes()
-        elif len(self._buffer) >= self._batch_limit or self._buffered_bytes >= self._max_batch_bytes:
+        elif (
+            len(self._buffer) >= self._batch_limit or self._buffered_bytes >= self._max_batch_bytes
+        ):
             self._non_blocking_flush()
 
     def flush(self, end_of_input: bool) -> None:

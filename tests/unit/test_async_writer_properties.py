@@ -60,7 +60,7 @@ def install(writer, answers, rng_bits):
     batch=st.integers(1, 6),
     in_flight=st.integers(1, 4),
 )
-def test_every_element_lands_and_per_key_order_holds(
+def test_every_element_lands_and_per_key_order_holds(  # noqa: PLR0917 - hypothesis arguments
     elements, answers, rng_bits, checkpoints, ordered, batch, in_flight
 ):
     entries = [(key, seq, value) for seq, (key, value) in enumerate(elements)]
