@@ -488,7 +488,8 @@ class _WriterOutput:
         kinds = table.column("kind").to_pylist()
         subtask_rows = [i for i, kind in enumerate(kinds) if kind == KIND_SUBTASK]
         committable_rows = [i for i, kind in enumerate(kinds) if kind == KIND_COMMITTABLE]
-        subtasks = table.take(subtask_rows).to_pydict()
+        # Typed indices: pa.array([]) would infer the null type, which take() refuses.
+        subtasks = table.take(pa.array(subtask_rows, type=pa.int64())).to_pydict()
         if sorted(subtasks["subtask_id"]) != list(range(number_of_subtasks)):
             raise RuntimeError(
                 f"writer stage returned subtasks {sorted(subtasks['subtask_id'])} for "
@@ -501,7 +502,7 @@ class _WriterOutput:
                 metrics[name] = metrics.get(name, 0) + count  # counters add up
             for name, value in shipped["gauges"].items():
                 metrics[name] = max(metrics.get(name, value), value)  # gauges: the worst subtask
-        rows = table.take(committable_rows)
+        rows = table.take(pa.array(committable_rows, type=pa.int64()))
         lineage = pa.array(
             [
                 [f"{s}:{i}"]

@@ -175,6 +175,22 @@ def lifecycle_machine(
             with self.step("abort_committed_checkpoint"):
                 self.runtime.abort_committed()
 
+        @precondition(lambda self: self.runtime.phase is Phase.FINISHED)
+        @rule()
+        def read_the_finished_output_again(self) -> None:
+            # Every sink gets a rule once the input ended (sinks without a committer
+            # had none, and hypothesis stops an example that cannot move). It checks
+            # something real: nothing changes at the destination after the job ended,
+            # e.g. no request of a closed async writer lands late.
+            with self.step("read_the_finished_output_again"):
+                before = self.runtime.visible()
+                after = self.runtime.visible()
+                if before != after:
+                    raise self.runtime.fail(
+                        "the destination changed after the job had finished: "
+                        f"{len(before)} element(s), then {len(after)}"
+                    )
+
         @invariant()
         def destination_matches_the_model(self) -> None:
             if self.runtime.log:

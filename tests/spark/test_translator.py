@@ -368,3 +368,16 @@ def test_exhausted_commit_retries_name_sink_epoch_and_committable(spark, transla
     assert "after 10 retries" in message
     assert "StagedBatch(token=" in message
     assert sink.committed_records() == []
+
+
+def test_a_sink_without_a_committer_runs_and_reports_its_writer_metrics(spark, translator):
+    # Every async sink is one: writers deliver, nothing is committed. The writer
+    # stage used to fail when no subtask produced a committable.
+    from sinkv2 import AsyncSinkWriterConfiguration
+    from tests.unit.test_async_sink import ScriptedSink
+
+    sink = ScriptedSink(lambda row, context: row["id"], AsyncSinkWriterConfiguration())
+    result = translator.apply(spark.range(1_000).repartition(3), sink, sink_id="writer-only")
+    assert result.records_written == 1_000
+    assert result.committed == 0
+    assert result.writer_metrics["numRecordsSend"] == 1_000

@@ -17,7 +17,12 @@ from tests.unit.async_writers import ScriptedWriter, config
 
 class ScriptedSink(AsyncSinkBase[int, int]):
     def restore_writer(self, context, recovered_state):
-        return ScriptedWriter(self.configuration, states=list(recovered_state))
+        return ScriptedWriter(
+            self.configuration,
+            states=list(recovered_state),
+            converter=self.element_converter,
+            context=context,
+        )
 
 
 def test_an_async_sink_is_a_sink_with_writer_state():
