@@ -29,7 +29,11 @@ class EventLoopThread:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.run_until_complete(_cancel_other_tasks())
+            self.loop.close()
 
     def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Schedule ``coroutine`` on the loop; returns immediately."""
@@ -39,16 +43,19 @@ class EventLoopThread:
         """Run ``coroutine`` on the loop and wait for its result."""
         return self.submit(coroutine).result(timeout_s)
 
+    def stop_soon(self) -> None:
+        """Ask the loop to stop; the thread then cancels what still runs and closes it.
+
+        Safe from any thread, also from a finalizer, and more than once.
+        """
+        with contextlib.suppress(RuntimeError):  # the loop is closed already
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Cancel what still runs, stop the loop, join the thread, close the loop."""
-        if not self._thread.is_alive():
-            return
-        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
-            self.run(_cancel_other_tasks(), timeout_s)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout_s)
-        if not self._thread.is_alive():
-            self.loop.close()
+        """Stop the loop, cancelling what still runs, and wait for the thread to end."""
+        self.stop_soon()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout_s)
 
 
 async def _cancel_other_tasks() -> None:

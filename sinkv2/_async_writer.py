@@ -21,6 +21,7 @@ import logging
 import queue
 import random
 import time
+import weakref
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
@@ -416,6 +417,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._in_flight[request_id] = _Request(batch, time.monotonic())
         if self._loop is None:
             self._loop = EventLoopThread(f"sinkv2-async-{type(self).__name__}")
+            # A writer dropped without close() (a crashed task) must not leave an
+            # idle loop thread behind.
+            weakref.finalize(self, self._loop.stop_soon)
         self._loop.submit(self._send(request_id, [item.entry for item in batch]))
         return True
 
