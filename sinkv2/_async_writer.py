@@ -429,17 +429,25 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         error: BaseException | None = None
         timed_out = False
         try:
-            async with asyncio.timeout(timeout_s) as deadline:
-                await self._ensure_client_open()
-                retry = await self.submit_request_entries(entries)
+            retry, error = await asyncio.wait_for(self._open_and_submit(entries), timeout_s)
         except asyncio.CancelledError as cancelled:
             if self._closing:
                 raise
             error = cancelled
-        except Exception as raised:  # noqa: BLE001 - every failure is reported to the writer
-            timed_out = isinstance(raised, TimeoutError) and deadline.expired()
-            error = raised
+        except asyncio.TimeoutError as deadline:
+            # Only the deadline's: errors of the submit itself come back as values.
+            timed_out = True
+            error = deadline
         self._mailbox.put(_Outcome(request_id, retry, error, timed_out, time.monotonic()))
+
+    async def _open_and_submit(
+        self, entries: list[RequestEntryT]
+    ) -> tuple[Sequence[Any] | None, Exception | None]:
+        try:
+            await self._ensure_client_open()
+            return await self.submit_request_entries(entries), None
+        except Exception as error:  # noqa: BLE001 - every failure is reported to the writer
+            return None, error
 
     async def _ensure_client_open(self) -> None:
         if self._client_open:
