@@ -25,6 +25,8 @@ It listens on 127.0.0.1 only. Endpoints (all JSON):
 - ``GET /stats``: ``{"records": n, "requests": n, "batch_sizes": [n, ...],
   "statuses": {"200": n, ...}}`` (``batch_sizes``: records per request, in arrival order).
 - ``POST /reset``: forget records and counters, back to the default behaviour.
+  Requests still waiting out their latency store nothing (they get a 503), so a
+  test's late requests never leak into the next one.
 
 A request goes through, in order: its latency; the schedule (``schedule[n]`` for
 request number ``n`` answers with that status, or retries those indices);
@@ -181,6 +183,7 @@ class _Receiver:
         self.reset()
 
     def reset(self) -> None:
+        self.generation = getattr(self, "generation", 0) + 1
         self.records: list[Any] = []
         self.requests = 0
         self.batch_sizes: list[int] = []
@@ -218,9 +221,12 @@ def _app(receiver: _Receiver) -> web.Application:
         latency = behaviour.latency_ms
         if scheduled is not None and scheduled.latency_ms is not None:
             latency = scheduled.latency_ms
+        generation = receiver.generation
         raw = await request.read()
         if latency:
             await asyncio.sleep(latency / 1000)
+        if receiver.generation != generation:  # reset while it waited: store nothing
+            return _answer(503, {"error": "the server was reset during this request"})
         response = _ingest(receiver, behaviour, scheduled, raw)
         receiver.statuses[response.status] += 1
         return response

@@ -3,11 +3,6 @@
 ``failures`` maps (subtask id, attempt number) to the index of the element at which
 that attempt raises, after the real writer has written (and maybe sent) everything
 before it; Spark then retries the task.
-
-``with_committer=True`` adds a committer that does nothing (each writer's
-committable is its element count): sinkv2_spark's translator fails when the writers
-of a sink produce no committables at all (``table.take([])`` on an empty index
-list, see test_spark.py), which is the case for every async sink.
 """
 
 from __future__ import annotations
@@ -42,30 +37,6 @@ class FaultyWriter:
         self.inner.close()
 
 
-class CountingWriter(FaultyWriter):
-    def prepare_commit(self):
-        return [self.seen]
-
-
-class CountSerializer:
-    def get_version(self) -> int:
-        return 1
-
-    def serialize(self, obj) -> bytes:
-        return str(obj).encode()
-
-    def deserialize(self, version, serialized) -> int:
-        return int(serialized)
-
-
-class NoOpCommitter:
-    def commit(self, requests) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 class FaultyHttpSink:
     def __init__(self, inner, failures) -> None:
         self.inner = inner
@@ -83,21 +54,3 @@ class FaultyHttpSink:
 
     def get_writer_state_serializer(self):
         return self.inner.get_writer_state_serializer()
-
-
-class CommittingFaultyHttpSink(FaultyHttpSink):
-    def _wrap(self, writer, context):
-        fail_at = self.failures.get((context.get_subtask_id(), context.get_attempt_number()))
-        return CountingWriter(writer, fail_at)
-
-    def get_committable_serializer(self):
-        return CountSerializer()
-
-    def create_committer(self, context):
-        return NoOpCommitter()
-
-
-def faulty(inner, failures=(), *, with_committer=False):
-    """The wrapper; ``with_committer`` works around the translator's zero-committables bug."""
-    kind = CommittingFaultyHttpSink if with_committer else FaultyHttpSink
-    return kind(inner, dict(failures))

@@ -4,13 +4,6 @@
 capacity, fails some requests and sends some records back for retry, and while
 some task attempts fail halfway (Spark retries them): every row arrives. Retried
 tasks send their rows again, so duplicates are expected (at least once).
-
-Known translator bug: a sink whose writers produce no committables (any sink
-without a committer, such as every async sink) fails after the writer stage with
-``ArrowNotImplementedError: Function 'array_take' has no kernel matching input
-types (string, null)`` (``_WriterOutput.from_table`` calls ``table.take([])``).
-The end-to-end test therefore wraps the sink with a no-op committer; the strict
-xfail pins the bug and starts passing when the translator is fixed.
 """
 
 from collections import Counter
@@ -18,7 +11,7 @@ from collections import Counter
 import pytest
 
 from reference_sinks.http import HttpSink
-from tests.reference_sinks.http.faulty import faulty
+from tests.reference_sinks.http.faulty import FaultyHttpSink
 from tests.reference_sinks.http.helpers import FAST
 
 pytestmark = pytest.mark.spark
@@ -57,7 +50,7 @@ def test_nothing_is_lost_under_task_failures_throttling_and_server_errors(
         ),
     )
     failures = {(0, 0): 1_000, (2, 0): 3_000, (3, 0): 10}
-    wrapped = faulty(sink, failures, with_committer=True)
+    wrapped = FaultyHttpSink(sink, failures)
     result = translator.apply(frame(spark), wrapped, sink_id="http")
     records = http_server.records()
     counts = Counter(r["id"] for r in records)
@@ -66,13 +59,3 @@ def test_nothing_is_lost_under_task_failures_throttling_and_server_errors(
     stats = http_server.stats()
     assert {"429", "503"} <= stats["statuses"].keys()  # it was throttled and failed
     assert result.records_written >= N
-
-
-@pytest.mark.xfail(
-    strict=True, reason="translator: table.take([]) when no writer made a committable"
-)
-def test_a_sink_without_a_committer_runs_on_spark(spark, translator, http_server):
-    http_server.reset()
-    sink = HttpSink(http_server.ingest_url)
-    translator.apply(frame(spark, n=200, partitions=2), sink, sink_id="http-bare")
-    assert sorted(r["id"] for r in http_server.records()) == list(range(200))
