@@ -17,7 +17,11 @@ raises from the pipeline and the async base retries the whole batch.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 import types
+import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
@@ -74,6 +78,34 @@ def _reply_is_retryable(error: BaseException, exceptions: types.ModuleType) -> b
     return isinstance(error, mapped) or str(error).startswith(RETRYABLE_REPLY_PREFIXES)
 
 
+def _abandoned(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: Any) -> None:
+    """A writer dropped without ``close()``: close its client and end its loop thread.
+
+    The async base's loop thread runs until ``close()``; a writer that is dropped
+    instead (a runtime giving up on it, the contract kit's simulated crash) would
+    otherwise keep the thread and its connections for the life of the process.
+    """
+    if loop.is_closed() or not thread.is_alive():
+        return
+
+    async def shutdown() -> None:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+        loop.stop()
+
+    try:
+        done = asyncio.run_coroutine_threadsafe(shutdown(), loop)
+    except RuntimeError:  # the loop closed meanwhile
+        return
+    if threading.current_thread() is thread:
+        return  # collected on the loop thread itself: it stops after this callback
+    with contextlib.suppress(Exception):
+        done.result(timeout=5)
+    thread.join(timeout=5)
+    if not thread.is_alive():
+        loop.close()
+
+
 class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
     """Writes batches of entries to Redis as pipelines; made by `RedisSink`, not by hand.
 
@@ -108,6 +140,7 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
         self._mode = mode
         self._client_options = dict(client_options)
         self._client: Any = None
+        self._finalizer: weakref.finalize[Any, RedisWriter] | None = None
         super().__init__(element_converter, context, configuration, states)
 
     async def open_client(self) -> None:
@@ -119,10 +152,15 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
 
             options["retry"] = Retry(NoBackoff(), 0)
         self._client = self._redis.asyncio.from_url(self._url, **options)
+        self._finalizer = weakref.finalize(
+            self, _abandoned, asyncio.get_running_loop(), threading.current_thread(), self._client
+        )
 
     async def close_client(self) -> None:
         """Close the client and its connection pool."""
         client, self._client = self._client, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
         if client is not None:
             await client.aclose()
 
