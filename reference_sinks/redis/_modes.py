@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import json
 import string
 from collections.abc import Callable, Mapping
@@ -77,7 +78,7 @@ _ENCODERS: Final[dict[type, Callable[[Any], bytes]]] = {
 }
 
 
-def encode_value(value: object, where: str) -> bytes:
+def encode_value(value: object, where: Callable[[], str]) -> bytes:
     """``value`` as the bytes Redis stores.
 
     bytes as they are, str as UTF-8, bool as ``true``/``false``, int and Decimal
@@ -85,8 +86,8 @@ def encode_value(value: object, where: str) -> bytes:
     Subclasses (an ``IntEnum``, a ``pandas.Timestamp``) go as their base type.
 
     Raises:
-        SinkConfigurationError: ``value`` is None or of another type; ``where``
-            says which key and field it was for.
+        SinkConfigurationError: ``value`` is None or of another type; ``where()``
+            says which key and field it was for (called only then).
     """
     encoder = _ENCODERS.get(type(value))
     if encoder is None:
@@ -95,7 +96,7 @@ def encode_value(value: object, where: str) -> bytes:
         return encoder(value)
     what = "None" if value is None else _describe(value)
     raise SinkConfigurationError(
-        f"RedisSink cannot store {what} as {where}; Redis stores bytes, str and numbers. "
+        f"RedisSink cannot store {what} as {where()}; Redis stores bytes, str and numbers. "
         "Convert it in your value/fields function (e.g. json.dumps), or drop nulls there"
     )
 
@@ -217,6 +218,10 @@ def _check_function(value: object, name: str, shape: str) -> None:
         )
 
 
+def _field_where(name: bytes, key: bytes) -> str:
+    return f"field {name!r} of key {show_key(key)}"
+
+
 def _flat_fields(mapping: object, key: bytes, mode: str) -> list[bytes]:
     if not isinstance(mapping, Mapping):
         raise SinkConfigurationError(
@@ -227,9 +232,9 @@ def _flat_fields(mapping: object, key: bytes, mode: str) -> list[bytes]:
     for field, value in mapping.items():
         if value is None:
             continue  # Redis has no null: an absent field is the null
-        name = encode_value(field, f"a field name of key {show_key(key)}")
+        name = encode_value(field, lambda: f"a field name of key {show_key(key)}")
         flat.append(name)
-        flat.append(encode_value(value, f"field {name!r} of key {show_key(key)}"))
+        flat.append(encode_value(value, functools.partial(_field_where, name, key)))
     return flat
 
 
@@ -265,7 +270,7 @@ class SetMode:
         key = self._key(element)
         if self.value is None:
             return [key, element_as_json(element)]
-        return [key, encode_value(self.value(element), f"the value of key {show_key(key)}")]
+        return [key, encode_value(self.value(element), lambda: f"the value of key {show_key(key)}")]
 
     def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
         """One ``SET``."""
