@@ -162,10 +162,13 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         return [request_entries[i] for i in indices]
 
     def classify_error(self, error: BaseException) -> ErrorVerdict:
-        """Retryable: aiohttp's connection, payload and server-timeout errors; else the default."""
+        """Retryable: aiohttp's connection, payload and server-timeout errors; else the default.
+
+        Fatal: an invalid URL and a certificate the client does not trust.
+        """
         aiohttp = _aiohttp()
-        if isinstance(error, aiohttp.InvalidURL):
-            return ErrorVerdict.FATAL
+        if isinstance(error, aiohttp.InvalidURL | aiohttp.ClientConnectorCertificateError):
+            return ErrorVerdict.FATAL  # a bad URL or certificate does not heal by retrying
         if isinstance(
             error,
             aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | aiohttp.ServerTimeoutError,

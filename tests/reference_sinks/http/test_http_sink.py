@@ -51,7 +51,7 @@ def test_every_record_arrives_once_in_batches_of_at_most_max_batch_size(server):
 def test_records_are_json_safe_row_dicts(server):
     row = {
         "id": 1,
-        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
         "day": datetime.date(2026, 1, 2),
         "price": decimal.Decimal("12.3400"),
         "blob": bytearray(b"\x00\xff"),
@@ -285,6 +285,19 @@ def test_fail_on_timeout_raises_request_timeout_error(server):
         write_all(sink, rows(5))
 
 
+def test_per_key_order_cannot_survive_a_timeout(server):
+    # The documented limit of ordering_key: the timed-out original of record 0 is
+    # still stored by the server, after its retry and after record 1 of the same key.
+    server.control(schedule={"0": {"latency_ms": 600}})
+    sink = HttpSink(
+        server.ingest_url,
+        configuration=config(request_timeout_ms=150, ordering_key=lambda record: record["key"]),
+    )
+    write_all(sink, [{"id": 0, "key": "k"}, {"id": 1, "key": "k"}])
+    time.sleep(0.7)
+    assert [r["id"] for r in server.records()] == [0, 1, 0]
+
+
 # --- state -----------------------------------------------------------------------------------
 
 
@@ -376,3 +389,18 @@ def test_the_public_surface_is_exactly_all():
     public = {name for name in dir(reference_sinks.http) if not name.startswith("_")}
     modules = {"local_server"} & public
     assert public - modules == set(reference_sinks.http.__all__)
+
+
+def test_aiohttp_errors_are_classified():
+    import aiohttp
+
+    from sinkv2 import ErrorVerdict
+
+    writer = HttpSink("http://127.0.0.1:1/ingest").create_writer(BasicWriterInitContext())
+    try:
+        assert writer.classify_error(aiohttp.ServerDisconnectedError()) is ErrorVerdict.RETRYABLE
+        assert writer.classify_error(aiohttp.ClientPayloadError("cut")) is ErrorVerdict.RETRYABLE
+        assert writer.classify_error(aiohttp.InvalidURL("x")) is ErrorVerdict.FATAL
+        assert writer.classify_error(KeyError("bug")) is ErrorVerdict.FATAL
+    finally:
+        writer.close()
