@@ -117,8 +117,11 @@ class AsyncSinkWriterConfiguration:
             undeliverable; ``None`` retries forever, as Flink does. Throttling does
             not spend it (not in Flink).
         ordering_key: Keeps per-key order across retries when set (not in Flink,
-            which reorders): entries with equal keys reach the destination in
-            input order. The price: at most one entry per key in flight.
+            which reorders): entries with equal keys are sent in input order, the
+            next one only after the previous one landed. The price: at most one
+            entry per key in flight. A timed-out request may still land after its
+            retry; order across timeouts holds only if the destination drops late
+            requests.
     """
 
     max_batch_size: int = attrs.field(default=500, validator=_positive)

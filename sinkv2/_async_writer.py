@@ -181,6 +181,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._delayed_sequence = itertools.count()
         self._blocked_keys: collections.Counter[Hashable] = collections.Counter()
         self._timer: ScheduledTimer | None = None
+        self._waiting_for_a_slot = False
         self._failure: BaseException | None = None
         self._rng = random.Random()
         self._loop: EventLoopThread | None = None
@@ -277,7 +278,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._add_to_buffer(self._wrap(entry, size, 0))
         if self._in_flight and not self._mailbox.empty():
             self._apply_outcomes()
-        elif (
+        elif not self._waiting_for_a_slot and (
             len(self._buffer) >= self._batch_limit or self._buffered_bytes >= self._max_batch_bytes
         ):
             self._non_blocking_flush()
@@ -382,7 +383,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
 
     def _non_blocking_flush(self) -> None:
         while (
-            self._buffer
+            not self._waiting_for_a_slot
+            and self._buffer
             and (
                 len(self._buffer) >= self._batch_limit
                 or self._buffered_bytes >= self._max_batch_bytes
@@ -402,6 +404,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             return False
         limit = max(1, min(self._batch_limit, len(self._buffer)))
         if self._rate_limiter.should_block(BasicRequestInfo(limit)):
+            # Strategies change their mind when a request completes: until then,
+            # writes skip asking again (a cost per element otherwise).
+            self._waiting_for_a_slot = True
             if not self._in_flight:
                 raise SinkConfigurationError(
                     f"rate limiting strategy {self._rate_limiter!r} blocks a batch of {limit} "
@@ -493,6 +498,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._non_blocking_flush()
 
     def _apply(self, outcome: _Outcome) -> None:
+        self._waiting_for_a_slot = False
         request = self._in_flight.pop(outcome.request_id)
         batch = request.batch
         self._send_time.value = round((outcome.finished_at - request.sent_at) * 1000)
@@ -531,14 +537,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
                 FatalDestinationError(
                     f"{type(self).__name__}.submit_request_entries failed on a batch of "
                     f"{len(batch)} entries (first: {describe(batch[0].entry)}) with a fatal "
-                    f"error: {error!r}"
+                    f"error: {_error_text(error)}"
                 ),
                 error,
             )
         if isinstance(error, ThrottledError):
             self._retry(batch, f"throttled: {error}", error, throttled=error)
         else:
-            self._retry(batch, f"request failed: {error!r}", error)
+            self._retry(batch, f"request failed: {_error_text(error)}", error)
 
     def _match_retries(self, batch: list[_Entry], retry: Sequence[Any] | None) -> list[_Entry]:
         """The batch items the destination asked to retry, in batch order."""
@@ -633,3 +639,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._failure = error
         _log.error("%s", error)
         raise error
+
+
+def _error_text(error: BaseException) -> str:
+    """``TypeName: message``: readable even when the message has quotes (repr escapes them)."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
