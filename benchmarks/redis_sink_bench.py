@@ -11,6 +11,8 @@ by its PID::
   once with per-key order kept (the SET default) and once without.
 - ``redis-benchmark``: ``-t set -n N -P <pipeline> -q``, the server's own C client
   with the same pipeline depth: the ceiling for one connection.
+- ``redis-py pipeline``: the same SETs through redis-py's asyncio pipeline, one
+  batch after the other, no sink: the ceiling for a Python client in one process.
 
 Both write to the same server (flushed between runs). Prints records/s and the ratio.
 """
@@ -18,6 +20,7 @@ Both write to the same server (flushed between runs). Prints records/s and the r
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import shutil
 import socket
@@ -31,6 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402 - after the path setup
+import redis.asyncio  # noqa: E402
 
 from reference_sinks.redis import RedisSink, SetMode  # noqa: E402
 from sinkv2 import (  # noqa: E402
@@ -116,6 +120,25 @@ def sink_run(port: int, records: int, batch: int, in_flight: int, keep_order: bo
     return records / elapsed
 
 
+def redis_py_run(port: int, records: int, batch: int) -> float:
+    """The same SETs through redis-py's asyncio pipeline, one batch at a time, no sink."""
+
+    async def run() -> None:
+        client = redis.asyncio.Redis(port=port)
+        try:
+            for start in range(0, records, batch):
+                pipeline = client.pipeline(transaction=False)
+                for i in range(start, min(start + batch, records)):
+                    pipeline.execute_command("SET", f"k:{i}", VALUE)
+                await pipeline.execute(raise_on_error=False)
+        finally:
+            await client.aclose()
+
+    start = time.perf_counter()
+    asyncio.run(run())
+    return records / (time.perf_counter() - start)
+
+
 def benchmark_run(port: int, records: int, pipeline: int) -> float:
     out = subprocess.run(
         [
@@ -156,6 +179,7 @@ def main() -> None:
         results = {}
         for name, run in (
             ("redis-benchmark -P", lambda: benchmark_run(port, args.records, args.pipeline)),
+            ("redis-py pipeline", lambda: redis_py_run(port, args.records, args.batch)),
             (
                 "RedisSink, key order",
                 lambda: sink_run(port, args.records, args.batch, args.in_flight, True),
@@ -170,8 +194,12 @@ def main() -> None:
             print(f"{name:26s} {results[name]:>12,.0f} records/s", flush=True)
         assert admin.dbsize() == args.records
         base = results["redis-benchmark -P"]
+        client = results["redis-py pipeline"]
         for name in ("RedisSink, key order", "RedisSink, no key order"):
-            print(f"{name} / redis-benchmark: {results[name] / base:.2f}")
+            print(
+                f"{name} / redis-benchmark: {results[name] / base:.2f}, "
+                f"/ redis-py pipeline: {results[name] / client:.2f}"
+            )
         print(
             f"records={args.records} batch={args.batch} in_flight={args.in_flight} "
             f"pipeline={args.pipeline}"
