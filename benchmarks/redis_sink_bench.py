@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +35,7 @@ import redis  # noqa: E402 - after the path setup
 import redis.asyncio  # noqa: E402
 
 from reference_sinks.redis import RedisSink, SetMode  # noqa: E402
+from reference_sinks.redis.local_server import LocalRedisServer  # noqa: E402
 from sinkv2 import (  # noqa: E402
     AsyncSinkWriterConfiguration,
     BasicSinkWriterContext,
@@ -44,52 +43,6 @@ from sinkv2 import (  # noqa: E402
 )
 
 VALUE = b"v" * 16
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_server(port: int) -> subprocess.Popen:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        sys.exit("redis-server is not on PATH: apt-get install redis-server")
-    process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    for _ in range(500):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.02)
-    client.close()
-    return process
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def sink_run(port: int, records: int, batch: int, in_flight: int, keep_order: bool) -> float:
@@ -172,9 +125,12 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=4)
     parser.add_argument("--pipeline", type=int, default=1_000, help="redis-benchmark -P")
     args = parser.parse_args()
-    port = free_port()
-    server = start_server(port)
-    admin = redis.Redis(port=port)
+    try:
+        server = LocalRedisServer.start()
+    except RuntimeError as error:
+        sys.exit(str(error))
+    port = server.port
+    admin = server.client()
     try:
         results = {}
         for name, run in (
@@ -206,7 +162,7 @@ def main() -> None:
         )
     finally:
         admin.close()
-        stop_server(server)
+        server.stop()
 
 
 if __name__ == "__main__":

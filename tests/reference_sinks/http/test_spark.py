@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from reference_sinks.http import HttpSink
-from tests.reference_sinks.http.faulty import FaultyHttpSink
+from tests.reference_sinks.failing_sink import FailingSink
 from tests.reference_sinks.http.helpers import FAST
 
 pytestmark = pytest.mark.spark
@@ -50,7 +50,7 @@ def test_nothing_is_lost_under_task_failures_throttling_and_server_errors(
         ),
     )
     failures = {(0, 0): 1_000, (2, 0): 3_000, (3, 0): 10}
-    wrapped = FaultyHttpSink(sink, failures)
+    wrapped = FailingSink(sink, failures)
     result = translator.apply(frame(spark), wrapped, sink_id="http")
     records = http_server.records()
     counts = Counter(r["id"] for r in records)
