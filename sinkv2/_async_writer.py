@@ -27,7 +27,7 @@ from typing import Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 import attrs
 
-from sinkv2._async_config import AsyncSinkWriterConfiguration
+from sinkv2._async_config import AsyncSinkWriterConfiguration, ExponentialBackoff
 from sinkv2._async_loop import EventLoopThread
 from sinkv2._async_rate_limiting import (
     BasicRequestInfo,
@@ -94,6 +94,10 @@ class _Outcome(NamedTuple):
     finished_at: float
 
 
+_THROTTLED_BACKOFF = ExponentialBackoff()
+"""The wait after throttling when ``retry_backoff`` would retry at once."""
+
+
 class _SendTimeGauge:
     def __init__(self) -> None:
         self.value = 0
@@ -123,7 +127,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
     buffered; batches go out when ``max_batch_size`` entries or
     ``max_batch_size_in_bytes`` are buffered, or ``max_time_in_buffer_ms`` after the
     first entry entered an empty buffer; ``flush(False)`` waits for requests in
-    flight and leaves the buffer in `snapshot_state`; ``flush(True)`` delivers all.
+    flight (sending full batches as they complete, as Flink does) and leaves the
+    rest of the buffer to `snapshot_state`; ``flush(True)`` delivers all.
     Unlike Flink: retried entries keep their order (and per-key order with
     ``ordering_key``), wait an exponential backoff with jitter, and spend a retry
     budget; ``numRecordsSend`` counts entries that landed, not attempts.
@@ -182,6 +187,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._blocked_keys: collections.Counter[Hashable] = collections.Counter()
         self._timer: ScheduledTimer | None = None
         self._waiting_for_a_slot = False
+        self._throttled_in_a_row = 0
         self._failure: BaseException | None = None
         self._rng = random.Random()
         self._loop: EventLoopThread | None = None
@@ -263,6 +269,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             self._send_or_wait()
         entry = self._convert(element, context)
         size = self.get_size_in_bytes(entry)
+        if size.__class__ is not int or size < 0:
+            raise SinkDefinitionError(
+                f"{type(self).__name__}.get_size_in_bytes must return an int >= 0 (got "
+                f"{size!r} of type {type(size).__name__} for {describe(entry)})"
+            )
         if size > self._max_record_bytes:
             self._dead_letters(
                 [
@@ -292,7 +303,8 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
                 self._send_or_wait()
         else:
             while self._in_flight:
-                self._wait_for_progress()
+                # Retries that fall due wait for the next send; this only waits for replies.
+                self._wait_for_progress(until_a_retry_is_due=False)
 
     def write_watermark(self, watermark: Watermark) -> None:
         """Watermarks do not affect an async sink."""
@@ -316,8 +328,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         if loop is None:
             return
         try:
-            if self._client_open:
-                loop.run(self._close_client_after_cancelling(), timeout_s=30)
+            loop.run(self._close_client_after_cancelling(), timeout_s=30)
         finally:
             loop.stop()
 
@@ -443,6 +454,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             # Only the deadline's: errors of the submit itself come back as values.
             timed_out = True
             error = deadline
+        except BaseException as raised:
+            # Not an Exception (KeyboardInterrupt, a BaseException subclass): the writer
+            # must still hear of it, or it would wait for this request forever.
+            self._mailbox.put(_Outcome(request_id, None, raised, False, time.monotonic()))
+            raise
         self._mailbox.put(_Outcome(request_id, retry, error, timed_out, time.monotonic()))
 
     async def _open_and_submit(
@@ -461,8 +477,10 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             self._client_lock = asyncio.Lock()
         async with self._client_lock:
             if not self._client_open:
-                await self.open_client()
+                # Set first: a close() while open_client still runs must close what
+                # it made so far (close_client must cope with a half-open client).
                 self._client_open = True
+                await self.open_client()
 
     async def _close_client_after_cancelling(self) -> None:
         current = asyncio.current_task()
@@ -470,13 +488,14 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        await self.close_client()
+        if self._client_open:
+            await self.close_client()
 
     # -- outcomes --------------------------------------------------------------------
 
-    def _wait_for_progress(self) -> None:
-        """Block until a request finishes or a waiting retry is due."""
-        due = self._delayed[0][0] if self._delayed else None
+    def _wait_for_progress(self, *, until_a_retry_is_due: bool = True) -> None:
+        """Block until a request finishes, or (if asked) a waiting retry is due."""
+        due = self._delayed[0][0] if self._delayed and until_a_retry_is_due else None
         wait_s = None
         if due is not None:
             wait_s = max(0.0, (due - self._timers.get_current_processing_time()) / 1000)
@@ -506,6 +525,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             self._blocked_keys.subtract(item.key for item in batch)
             self._blocked_keys = +self._blocked_keys
         if outcome.error is None:
+            self._throttled_in_a_row = 0
             retry = self._match_retries(batch, outcome.retry)
             failed = len(retry)
             self._rate_limiter.register_completed_request(BasicResultInfo(failed, len(batch)))
@@ -594,8 +614,18 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             self._dead_letters(dead)
         if not again:
             return
-        retry_number = max(item.attempts for item in again) or 1
-        delay = self.configuration.retry_backoff.delay_ms(retry_number, self._rng)
+        backoff = self.configuration.retry_backoff
+        if throttled is None:
+            retry_number = max(item.attempts for item in again)
+        else:
+            # Throttling spends no budget, so the attempts cannot drive the backoff:
+            # throttled replies in a row do. Unless the destination said when, a
+            # throttled batch never goes out again at once.
+            self._throttled_in_a_row += 1
+            retry_number = self._throttled_in_a_row
+            if backoff.initial_ms == 0 and throttled.retry_after_ms is None:
+                backoff = _THROTTLED_BACKOFF
+        delay = backoff.delay_ms(max(retry_number, 1), self._rng)
         if throttled is not None and throttled.retry_after_ms is not None:
             delay = max(delay, throttled.retry_after_ms)
         if delay <= 0:

@@ -1,5 +1,5 @@
+import functools
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -16,6 +16,7 @@ from sinkv2 import (
 )
 
 Row = dict[str, Any]
+encode = functools.partial(json.dumps, default=str)  # dates and decimals become strings
 
 
 class WebhookWriter(AsyncSinkWriter[Row, Row]):
@@ -24,19 +25,18 @@ class WebhookWriter(AsyncSinkWriter[Row, Row]):
         self.url = sink.url
 
     async def open_client(self) -> None:  # runs on the writer's event loop
-        self.session = aiohttp.ClientSession()
+        self.session = aiohttp.ClientSession(json_serialize=encode)
 
     async def close_client(self) -> None:
         await self.session.close()
 
-    async def submit_request_entries(self, request_entries: list[Row]) -> Sequence[Row]:
+    async def submit_request_entries(self, request_entries: list[Row]) -> list[Row]:
         async with self.session.post(self.url, json={"records": request_entries}) as response:
             if response.status < 300:
                 return []  # all landed: nothing to retry
-            text = await response.text()
-            if response.status in (429, 503):
-                wait_s = float(response.headers.get("Retry-After", "1"))
-                raise ThrottledError(text, retry_after_ms=int(wait_s * 1000))
+            text, s = await response.text(), response.headers.get("Retry-After", "")
+            if response.status in (429, 503):  # Retry-After s: seconds, or a date (back off)
+                raise ThrottledError(text, retry_after_ms=int(s) * 1000 if s.isdigit() else None)
             if response.status >= 500:
                 raise RetryableError(f"HTTP {response.status}: {text}")
             raise FatalDestinationError(f"{self.url} refused a batch: {response.status} {text}")
@@ -47,7 +47,7 @@ class WebhookWriter(AsyncSinkWriter[Row, Row]):
         return super().classify_error(error)
 
     def get_size_in_bytes(self, request_entry: Row) -> int:
-        return len(json.dumps(request_entry, default=str))
+        return len(encode(request_entry))
 
 
 class WebhookSink(AsyncSinkBase[Row, Row]):

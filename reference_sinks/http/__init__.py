@@ -13,8 +13,8 @@ sink = HttpSink(
 SinkTopologyTranslator().apply(df, sink, sink_id="ingest")
 ```
 
-Needs ``pip install 'sinkv2[http]'`` (aiohttp), imported when a writer opens its
-client. `reference_sinks.http.local_server` is a real receiver with injectable
+Needs ``pip install 'sinkv2[http]'`` (aiohttp): `HttpSink` checks for it when it
+is built, on the driver. `reference_sinks.http.local_server` is a real receiver with injectable
 latency, throttling and failures, for testing this sink or your own. See
 ``docs/sinks/http.md``.
 """

@@ -117,7 +117,7 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         aiohttp = _aiohttp()
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=self.configuration.max_in_flight_requests),
-            # None: the writer's request_timeout_ms (asyncio.timeout around each request)
+            # None: the writer's request_timeout_ms (asyncio.wait_for around each request)
             # is the only deadline, so aiohttp never times out first.
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None),
             headers={"Content-Type": "application/json", **self.headers},

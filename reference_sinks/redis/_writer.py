@@ -23,7 +23,7 @@ import threading
 import types
 import weakref
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, final
 
 from reference_sinks.redis._modes import RedisMode, StreamMode, show_key
 from sinkv2 import (
@@ -106,6 +106,7 @@ def _abandoned(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client
         loop.close()
 
 
+@final
 class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
     """Writes batches of entries to Redis as pipelines; made by `RedisSink`, not by hand.
 

@@ -4,6 +4,7 @@ It runs against the real local HTTP server (its own process) while the server
 fails and throttles requests: engine-free, and through the Spark translator.
 """
 
+import datetime
 import importlib.util
 import sys
 from collections import Counter
@@ -71,6 +72,24 @@ def test_every_row_arrives_while_the_server_fails_and_throttles(server, webhook)
     finally:
         writer.close()
     assert sorted(record["id"] for record in server.records()) == list(range(5_000))
+
+
+def test_dates_travel_as_strings_and_a_dated_retry_after_backs_off(server, webhook):
+    server.reset()
+    server.control(
+        fail_probability=0.3, fail_status=429, fail_retry_after="Wed, 21 Oct 2015 07:28:00 GMT"
+    )
+    sink = webhook.WebhookSink(server.ingest_url, HINTS)
+    writer = sink.create_writer(BasicWriterInitContext())
+    try:
+        for i in range(300):
+            writer.write({"id": i, "day": datetime.date(2026, 1, 1 + i % 28)}, None)
+        writer.flush(True)
+    finally:
+        writer.close()
+    records = server.records()
+    assert sorted(record["id"] for record in records) == list(range(300))
+    assert records[0]["day"].startswith("2026-01-")
 
 
 def test_a_refused_batch_fails_with_the_servers_message(server, webhook):

@@ -747,3 +747,56 @@ def test_a_writer_that_never_sent_starts_no_thread():
     writer = ScriptedWriter()
     writer.close()
     assert writer.client_events == []
+
+
+def test_a_base_exception_in_a_request_fails_the_writer_instead_of_hanging(writers):
+    class Stop(BaseException):
+        pass
+
+    writer = writers(config(max_batch_size=1))
+    writer.errors = [Stop("not an Exception")]
+    writer.write_all([0])
+    with pytest.raises(FatalDestinationError, match="Stop: not an Exception"):
+        writer.flush(True)
+
+
+def test_flush_false_leaves_a_retry_that_fell_due_for_the_next_send(writers):
+    clock = ManualClock()
+    backoff = ExponentialBackoff(initial_ms=100, max_ms=100)
+    writer = writers(config(max_batch_size=2, retry_backoff=backoff), clock=clock)
+    writer.retry = lambda batch: batch if len(writer.batches) == 1 else []
+    writer.write_all([0, 1])
+    writer.flush(False)
+    clock.now += 100
+    writer.flush(False)
+    assert writer.batches == [[0, 1]]
+    assert writer.buffered() == [0, 1]
+    writer.flush(True)
+    assert writer.landed == [0, 1]
+
+
+def test_close_while_the_client_is_still_opening_closes_it():
+    class SlowOpen(ScriptedWriter):
+        async def open_client(self):
+            self.client_events.append("open")
+            await asyncio.sleep(0.5)
+
+    writer = SlowOpen(config(max_batch_size=1))
+    writer.write_all([0])
+    time.sleep(0.1)
+    writer.close()
+    assert writer.client_events == ["open", "close"]
+
+
+@pytest.mark.parametrize("size", [1.5, None, "3", -1, True])
+def test_a_size_that_is_not_an_int_is_a_definition_error(writers, size):
+    class BadSize(ScriptedWriter):
+        def get_size_in_bytes(self, request_entry):
+            return size
+
+    writer = BadSize()
+    try:
+        with pytest.raises(SinkDefinitionError, match="get_size_in_bytes must return an int"):
+            writer.write(0, None)
+    finally:
+        writer.close()
