@@ -192,6 +192,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._rng = random.Random()
         self._loop: EventLoopThread | None = None
         self._client_open = False
+        self._client_opening = False
         self._client_lock: asyncio.Lock | None = None
         self._closing = False
         metrics = context.metric_group()
@@ -477,10 +478,12 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             self._client_lock = asyncio.Lock()
         async with self._client_lock:
             if not self._client_open:
-                # Set first: a close() while open_client still runs must close what
-                # it made so far (close_client must cope with a half-open client).
-                self._client_open = True
+                # A close() while open_client still runs must close what it made so
+                # far (close_client must cope with a half-open client); a failed
+                # open is tried again by the next request.
+                self._client_opening = True
                 await self.open_client()
+                self._client_open = True
 
     async def _close_client_after_cancelling(self) -> None:
         current = asyncio.current_task()
@@ -488,7 +491,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if self._client_open:
+        if self._client_opening:
             await self.close_client()
 
     # -- outcomes --------------------------------------------------------------------

@@ -800,3 +800,21 @@ def test_a_size_that_is_not_an_int_is_a_definition_error(writers, size):
             writer.write(0, None)
     finally:
         writer.close()
+
+
+def test_a_failed_open_client_is_tried_again_by_the_next_request(writers):
+    class FlakyOpen(ScriptedWriter):
+        async def open_client(self):
+            self.client_events.append("open")
+            if self.client_events.count("open") == 1:
+                raise ConnectionRefusedError("not yet")
+
+    writer = FlakyOpen(config(max_batch_size=1))
+    try:
+        writer.write_all([0])
+        writer.flush(True)
+        assert writer.landed == [0]
+        assert writer.client_events == ["open", "open"]
+    finally:
+        writer.close()
+    assert writer.client_events == ["open", "open", "close"]
