@@ -5,30 +5,6 @@ engine: ``import sinkv2`` never imports pyspark. The Spark runtime lives in
 ``sinkv2_spark``.
 """
 
-from sinkv2._async_config import (
-    DEFAULT_REQUEST_TIMEOUT_MS,
-    AsyncSinkWriterConfiguration,
-    ExponentialBackoff,
-)
-from sinkv2._async_rate_limiting import (
-    AIMDScalingStrategy,
-    BasicRequestInfo,
-    BasicResultInfo,
-    CongestionControlRateLimitingStrategy,
-    RateLimitingStrategy,
-    RequestInfo,
-    ResultInfo,
-    ScalingStrategy,
-)
-from sinkv2._async_retry import DeadLetter, ErrorVerdict, default_error_verdict
-from sinkv2._async_sink import AsyncSinkBase
-from sinkv2._async_state import (
-    AsyncSinkWriterStateSerializer,
-    BufferedRequestState,
-    MsgpackRequestStateSerializer,
-    RequestEntryWrapper,
-)
-from sinkv2._async_writer import AsyncSinkWriter, ElementConverter
 from sinkv2._attrs_serializer import AttrsMsgpackSerializer
 from sinkv2._capabilities import SinkCapabilities, inspect_sink
 from sinkv2._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
@@ -85,6 +61,29 @@ from sinkv2._time import (
 )
 from sinkv2._watermark import NO_WATERMARK, Watermark
 from sinkv2._writer import CommittingSinkWriter, SinkWriter, SinkWriterContext, StatefulSinkWriter
+from sinkv2.asyncsink import (
+    DEFAULT_REQUEST_TIMEOUT_MS,
+    AIMDScalingStrategy,
+    AsyncSinkBase,
+    AsyncSinkWriter,
+    AsyncSinkWriterConfiguration,
+    AsyncSinkWriterStateSerializer,
+    BasicRequestInfo,
+    BasicResultInfo,
+    BufferedRequestState,
+    CongestionControlRateLimitingStrategy,
+    DeadLetter,
+    ElementConverter,
+    ErrorVerdict,
+    ExponentialBackoff,
+    MsgpackRequestStateSerializer,
+    RateLimitingStrategy,
+    RequestEntryWrapper,
+    RequestInfo,
+    ResultInfo,
+    ScalingStrategy,
+    default_error_verdict,
+)
 from sinkv2.errors import (
     CommitError,
     CommitFailedError,

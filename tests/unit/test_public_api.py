@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import sinkv2
+import sinkv2.asyncsink
 import sinkv2.errors
 import sinkv2.metrics
 
@@ -146,6 +147,15 @@ def test_errors_mix_in_the_builtin_they_mean():
 def test_flink_nested_names_are_reachable_the_flink_way():
     assert sinkv2.SinkWriter.Context is sinkv2.SinkWriterContext
     assert sinkv2.SupportsWriterState.WithCompatibleState is sinkv2.WithCompatibleState
+
+
+def test_asyncsink_exports_the_async_names_and_the_facade_re_exports_them():
+    assert set(sinkv2.asyncsink.__all__) == ASYNC_SINK_FLINK_NAMES | ASYNC_SINK_EXTENSIONS
+    assert sinkv2.asyncsink.__all__ == sorted(
+        sinkv2.asyncsink.__all__, key=lambda n: (not n.isupper(), n)
+    )
+    for name in sinkv2.asyncsink.__all__:
+        assert getattr(sinkv2, name) is getattr(sinkv2.asyncsink, name), name
 
 
 def test_metrics_module_resolves_everything_it_exports():

@@ -27,21 +27,21 @@ from typing import Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 import attrs
 
-from sinkv2._async_config import AsyncSinkWriterConfiguration, ExponentialBackoff
-from sinkv2._async_loop import EventLoopThread
-from sinkv2._async_rate_limiting import (
-    BasicRequestInfo,
-    BasicResultInfo,
-    CongestionControlRateLimitingStrategy,
-    RateLimitingStrategy,
-)
-from sinkv2._async_retry import DeadLetter, ErrorVerdict, default_error_verdict
-from sinkv2._async_state import BufferedRequestState, RequestEntryWrapper
 from sinkv2._context import WriterInitContext
 from sinkv2._text import describe
 from sinkv2._time import ScheduledTimer
 from sinkv2._watermark import Watermark
 from sinkv2._writer import SinkWriter
+from sinkv2.asyncsink._config import AsyncSinkWriterConfiguration, ExponentialBackoff
+from sinkv2.asyncsink._loop import EventLoopThread
+from sinkv2.asyncsink._rate_limiting import (
+    BasicRequestInfo,
+    BasicResultInfo,
+    CongestionControlRateLimitingStrategy,
+    RateLimitingStrategy,
+)
+from sinkv2.asyncsink._retry import DeadLetter, ErrorVerdict, default_error_verdict
+from sinkv2.asyncsink._state import BufferedRequestState, RequestEntryWrapper
 from sinkv2.errors import (
     FatalDestinationError,
     RequestTimeoutError,
@@ -58,7 +58,7 @@ InputT_contra = TypeVar("InputT_contra", contravariant=True)
 RequestEntryT = TypeVar("RequestEntryT")
 RequestEntryT_co = TypeVar("RequestEntryT_co", covariant=True)
 
-_log = logging.getLogger("sinkv2.async_sink")
+_log = logging.getLogger("sinkv2.asyncsink")
 
 
 class ElementConverter(Protocol[InputT_contra, RequestEntryT_co]):

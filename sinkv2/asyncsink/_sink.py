@@ -6,12 +6,12 @@ import abc
 from collections.abc import Callable, Collection
 from typing import Any, Generic, TypeVar
 
-from sinkv2._async_config import AsyncSinkWriterConfiguration
-from sinkv2._async_state import BufferedRequestState, MsgpackRequestStateSerializer
-from sinkv2._async_writer import AsyncSinkWriter, ElementConverter
 from sinkv2._context import WriterInitContext
 from sinkv2._serialization import SimpleVersionedSerializer
 from sinkv2._writer import SinkWriter
+from sinkv2.asyncsink._config import AsyncSinkWriterConfiguration
+from sinkv2.asyncsink._state import BufferedRequestState, MsgpackRequestStateSerializer
+from sinkv2.asyncsink._writer import AsyncSinkWriter, ElementConverter
 from sinkv2.errors import SinkConfigurationError, SinkDefinitionError
 
 __all__ = ["AsyncSinkBase"]

@@ -8,7 +8,7 @@ from typing import Any, final
 
 import attrs
 
-from sinkv2._async_rate_limiting import RateLimitingStrategy
+from sinkv2.asyncsink._rate_limiting import RateLimitingStrategy
 from sinkv2.errors import SinkConfigurationError
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT_MS", "AsyncSinkWriterConfiguration", "ExponentialBackoff"]
