@@ -31,6 +31,7 @@ from sinkv2 import (
     SimpleVersionedSerializer,
     SinkCapabilities,
 )
+from sinkv2.text import short_repr
 
 __all__ = [
     "KIND_COMMITTABLE",
@@ -86,11 +87,6 @@ def _numeric(values: Mapping[str, object]) -> dict[str, float]:
         for name, value in values.items()
         if isinstance(value, int | float) and not isinstance(value, bool)
     }
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _MAX_ELEMENT_REPR else text[: _MAX_ELEMENT_REPR - 3] + "..."
 
 
 @attrs.frozen
@@ -296,7 +292,9 @@ class _WriterRun:
                 failed_index = len(elements) - operator.length_hint(remaining) - 1
                 position = self.records + failed_index
                 raise self._fail(
-                    f"write({_short(elements[failed_index])})", error, position
+                    f"write({short_repr(elements[failed_index], _MAX_ELEMENT_REPR)})",
+                    error,
+                    position,
                 ) from error
             self.records += len(elements)
             fire_due_timers()

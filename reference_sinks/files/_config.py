@@ -12,19 +12,13 @@ from typing import Any, Final, Literal, final
 import attrs
 
 from sinkv2 import SinkConfigurationError
+from sinkv2.text import describe
 
-__all__ = ["FORMATS", "CompactionPolicy", "FileFormat", "RollingPolicy"]
+# describe: re-exported for _sink.py until it imports sinkv2.text itself.
+__all__ = ["FORMATS", "CompactionPolicy", "FileFormat", "RollingPolicy", "describe"]
 
 FileFormat = Literal["parquet", "jsonl"]
 FORMATS: Final = ("parquet", "jsonl")
-
-
-def describe(value: object) -> str:
-    """A bounded repr of ``value`` plus its type name."""
-    text = repr(value)
-    if len(text) > 200:
-        text = text[:197] + "..."
-    return f"{text} of type {type(value).__name__}"
 
 
 def _is_int(value: object) -> bool:

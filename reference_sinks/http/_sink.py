@@ -18,23 +18,17 @@ from sinkv2 import (
     SinkWriter,
     WriterInitContext,
 )
+from sinkv2.text import describe, missing_extra
 
 __all__ = ["HttpSink"]
 
 _RESERVED_HEADERS = frozenset({"content-length", "transfer-encoding", "host"})
 
 
-def _describe(value: object) -> str:
-    text = repr(value)
-    if len(text) > 200:
-        text = text[:197] + "..."
-    return f"{text} of type {type(value).__name__}"
-
-
 def _check_url(url: object) -> str:
     if not isinstance(url, str):
         raise SinkConfigurationError(
-            f"HttpSink url must be a str (got {_describe(url)}); pass e.g. "
+            f"HttpSink url must be a str (got {describe(url)}); pass e.g. "
             "'https://ingest.example.com/v1/records'"
         )
     try:
@@ -67,7 +61,7 @@ def _check_headers(headers: object) -> dict[str, str]:
         return {}
     if not isinstance(headers, Mapping):
         raise SinkConfigurationError(
-            f"HttpSink headers must be a mapping of str to str (got {_describe(headers)}); "
+            f"HttpSink headers must be a mapping of str to str (got {describe(headers)}); "
             "pass e.g. {'Authorization': 'Bearer ...'}"
         )
     checked: dict[str, str] = {}
@@ -75,7 +69,7 @@ def _check_headers(headers: object) -> dict[str, str]:
         if not isinstance(name, str) or not name or not isinstance(value, str):
             raise SinkConfigurationError(
                 f"HttpSink headers must map non-empty str names to str values (got "
-                f"{_describe(name)} -> {_describe(value)}); convert the value with str()"
+                f"{describe(name)} -> {describe(value)}); convert the value with str()"
             )
         if any(c in name + value for c in "\r\n"):
             raise SinkConfigurationError(
@@ -93,14 +87,14 @@ def _check_headers(headers: object) -> dict[str, str]:
 def _check_callable(name: str, value: object, example: str) -> None:
     if value is not None and not callable(value):
         raise SinkConfigurationError(
-            f"HttpSink {name} must be a function or None (got {_describe(value)}); "
+            f"HttpSink {name} must be a function or None (got {describe(value)}); "
             f"pass e.g. {example}"
         )
 
 
 def _require_aiohttp() -> None:
     if importlib.util.find_spec("aiohttp") is None:  # pragma: no cover - without the extra
-        raise ImportError("HttpSink needs aiohttp; install it with: pip install 'sinkv2[http]'")
+        raise missing_extra("HttpSink", "aiohttp", "http")
 
 
 @final

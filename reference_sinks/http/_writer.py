@@ -20,6 +20,7 @@ from sinkv2 import (
     SinkWriter,
     WriterInitContext,
 )
+from sinkv2.text import missing_extra
 
 if TYPE_CHECKING:
     import aiohttp
@@ -71,9 +72,7 @@ def _aiohttp() -> Any:
     try:
         import aiohttp  # noqa: PLC0415  # aiohttp is an optional extra
     except ImportError as error:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "HttpSink needs aiohttp; install it with: pip install 'sinkv2[http]'"
-        ) from error
+        raise missing_extra("HttpSink", "aiohttp", "http") from error
     return aiohttp
 
 

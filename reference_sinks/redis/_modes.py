@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
 import attrs
 
 from sinkv2 import SinkConfigurationError
+from sinkv2.text import describe
 
 __all__ = [
     "HashMode",
@@ -44,10 +45,6 @@ KeySpec: TypeAlias = "str | Callable[[Mapping[str, Any]], str | bytes | int]"
 
 class _Pipeline(Protocol):
     def execute_command(self, *args: Any, **options: Any) -> Any: ...
-
-
-def _describe(value: object) -> str:
-    return f"{value!r} of type {type(value).__name__}"
 
 
 def show_key(key: bytes) -> str:
@@ -94,7 +91,7 @@ def encode_value(value: object, where: Callable[[], str]) -> bytes:
         encoder = next((enc for kind, enc in _ENCODERS.items() if isinstance(value, kind)), None)
     if encoder is not None:
         return encoder(value)
-    what = "None" if value is None else _describe(value)
+    what = "None" if value is None else describe(value)
     raise SinkConfigurationError(
         f"RedisSink cannot store {what} as {where()}; Redis stores bytes, str and numbers. "
         "Convert it in your value/fields function (e.g. json.dumps), or drop nulls there"
@@ -120,7 +117,7 @@ def element_as_json(element: Element) -> bytes:
     except (TypeError, ValueError) as error:
         raise SinkConfigurationError(
             f"RedisSink's default SetMode value (the element as JSON) cannot encode "
-            f"{_describe(element)}: {error}; pass value=... to SetMode"
+            f"{describe(element)}: {error}; pass value=... to SetMode"
         ) from error
 
 
@@ -168,7 +165,7 @@ class _Key:
             return _Key(None, (), spec)
         raise SinkConfigurationError(
             f"{mode} key must be a template str such as 'user:{{id}}' or a function "
-            f"element -> str (got {_describe(spec)})"
+            f"element -> str (got {describe(spec)})"
         )
 
     def __call__(self, element: Element) -> bytes:
@@ -177,7 +174,7 @@ class _Key:
             if key is None or isinstance(key, bool) or not isinstance(key, str | bytes | int):
                 raise SinkConfigurationError(
                     f"RedisSink key function must return str, bytes or int (got "
-                    f"{_describe(key)} for element {element!r})"
+                    f"{describe(key)} for element {element!r})"
                 )
             return key if isinstance(key, bytes) else str(key).encode()
         template = str(self.template)
@@ -206,7 +203,7 @@ def _check_ttl(ttl_ms: object, mode: str) -> int | None:
     if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0:
         raise SinkConfigurationError(
             f"{mode} ttl_ms must be a positive int of milliseconds or None (got "
-            f"{_describe(ttl_ms)}); None keeps keys forever"
+            f"{describe(ttl_ms)}); None keeps keys forever"
         )
     return ttl_ms
 
@@ -214,7 +211,7 @@ def _check_ttl(ttl_ms: object, mode: str) -> int | None:
 def _check_function(value: object, name: str, shape: str) -> None:
     if value is not None and not callable(value):
         raise SinkConfigurationError(
-            f"{name} must be a function {shape} or None (got {_describe(value)})"
+            f"{name} must be a function {shape} or None (got {describe(value)})"
         )
 
 
@@ -226,7 +223,7 @@ def _flat_fields(mapping: object, key: bytes, mode: str) -> list[bytes]:
     if not isinstance(mapping, Mapping):
         raise SinkConfigurationError(
             f"{mode} fields function must return a mapping of field -> value (got "
-            f"{_describe(mapping)} for key {show_key(key)})"
+            f"{describe(mapping)} for key {show_key(key)})"
         )
     flat: list[bytes] = []
     for field, value in mapping.items():
@@ -389,7 +386,7 @@ class StreamMode:
             if not isinstance(raw, str) or not _is_stream_id(raw):
                 raise SinkConfigurationError(
                     f"StreamMode id function must return an id '<ms>-<seq>' or '<ms>' of "
-                    f"non-negative integers (got {_describe(raw)} for stream {show_key(key)})"
+                    f"non-negative integers (got {describe(raw)} for stream {show_key(key)})"
                 )
             entry_id = (raw if "-" in raw else f"{raw}-0").encode()
         return [key, flat, entry_id]
@@ -421,7 +418,7 @@ def check_mode(mode: object) -> RedisMode:
     """
     if not isinstance(mode, SetMode | HashMode | StreamMode):
         raise SinkConfigurationError(
-            f"RedisSink mode must be SetMode, HashMode or StreamMode (got {_describe(mode)}); "
+            f"RedisSink mode must be SetMode, HashMode or StreamMode (got {describe(mode)}); "
             "e.g. SetMode(key='user:{id}')"
         )
     return mode

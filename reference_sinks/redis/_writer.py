@@ -35,6 +35,7 @@ from sinkv2 import (
     FatalDestinationError,
     WriterInitContext,
 )
+from sinkv2.text import missing_extra
 
 __all__ = ["RETRYABLE_REPLY_PREFIXES", "RedisWriter", "import_redis"]
 
@@ -59,10 +60,7 @@ def import_redis() -> types.ModuleType:
         import redis.asyncio  # noqa: PLC0415
         import redis.exceptions  # noqa: PLC0415
     except ImportError as error:
-        raise ImportError(
-            "reference_sinks.redis needs the redis package (redis-py); install it with: "
-            "pip install 'sinkv2[redis]'"
-        ) from error
+        raise missing_extra("reference_sinks.redis", "redis-py", "redis") from error
     return redis
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from sinkv2._text import missing_extra
+
 if TYPE_CHECKING:
     from sinkv2._local_stream import LocalCommittableStream
     from sinkv2.testing._check import check_sink
@@ -48,10 +50,7 @@ def __getattr__(name: str) -> Any:
     try:
         module = importlib.import_module(home)
     except ImportError as error:
-        raise ImportError(
-            f"sinkv2.testing.{name} needs a package that is not installed ({error}); "
-            "install the kit's dependencies with: pip install 'sinkv2[test]'"
-        ) from error
+        raise missing_extra(f"sinkv2.testing.{name}", error.name or str(error), "test") from error
     value = getattr(module, name)
     globals()[name] = value
     return value

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from sinkv2._capabilities import inspect_sink
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
+from sinkv2._text import short_repr
 from sinkv2.errors import SerializationError
 from sinkv2.testing._faults import CommitFault
 from sinkv2.testing._runtime import Captured, LocalRuntime, Phase, same, supported_sink
@@ -35,12 +36,6 @@ GOLDEN_SERIALIZERS: Final = {
 """The serializer names ``golden_samples`` may use, with the capability and getter."""
 
 _HEADER: Final = struct.Struct(">ii")
-_MAX_REPR: Final = 160
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
 
 
 def check_pickles(what: str, value: object, *, compare: bool) -> None:
@@ -56,8 +51,8 @@ def check_pickles(what: str, value: object, *, compare: bool) -> None:
         ) from error
     if compare and not same(back, value):
         raise AssertionError(
-            f"{what} changes in a cloudpickle round trip: {_short(value)} came back as "
-            f"{_short(back)}"
+            f"{what} changes in a cloudpickle round trip: {short_repr(value)} came back as "
+            f"{short_repr(back)}"
         )
 
 
@@ -105,7 +100,8 @@ def check_golden_samples(
             if not same(back, expected):
                 raise AssertionError(
                     f"the {name.replace('_', ' ')} serializer {serializer!r} reads its version "
-                    f"{version} golden sample as {_short(back)}, expected {_short(expected)}"
+                    f"{version} golden sample as {short_repr(back)}, "
+                    f"expected {short_repr(expected)}"
                 )
 
 
