@@ -69,7 +69,7 @@ def map_in_arrow_pass_through(spark: Any, rows: int, out: str) -> None:
 
 def file_sink(spark: Any, rows: int, out: str) -> None:
     from reference_sinks.files import FileSink
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
 
     store = SqliteCommitStateStore(Path(out + "-state") / "state.sqlite")

@@ -46,7 +46,7 @@ def _iceberg(spark: Any, rows: int, out: Path, *, partitioned: bool) -> None:
     from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
     from reference_sinks.iceberg import IcebergSink
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
 
     fields = [

@@ -210,7 +210,7 @@ def data_source_row_writer(spark: Any, rows: int, out: str) -> None:
 def _sinkv2(arrow: bool) -> Callable[[Any, int, str], None]:
     def run(spark: Any, rows: int, out: str) -> None:
         from examples.parquet_sink import ParquetSink
-        from sinkv2 import SqliteCommitStateStore
+        from sinkv2.runtime import SqliteCommitStateStore
         from sinkv2_spark import SinkTopologyTranslator
 
         store = SqliteCommitStateStore(Path(out) / "_state.sqlite")
@@ -294,7 +294,7 @@ def child_memory(rows: int) -> None:
 
 def child_commit_overhead(epochs: int = 40) -> None:
     from examples.parquet_sink import ParquetSink
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
 
     spark = session("sinkv2-bench")

@@ -1,13 +1,13 @@
 """Flink's Sink V2 API in Python: write a sink once, run it on Spark.
 
 Everything a sink author needs is importable from here. This package knows no
-engine: ``import sinkv2`` never imports pyspark. The Spark runtime lives in
-``sinkv2_spark``.
+engine: ``import sinkv2`` never imports pyspark. The engine-neutral runtime (the
+commit coordinator and its state stores) is ``sinkv2.runtime``; the Spark runtime
+lives in ``sinkv2_spark``.
 """
 
 from sinkv2._attrs_serializer import AttrsMsgpackSerializer
 from sinkv2._capabilities import SinkCapabilities, inspect_sink
-from sinkv2._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
 from sinkv2._committer import CommitRequest, Committer
 from sinkv2._context import (
     INITIAL_CHECKPOINT_ID,
@@ -45,13 +45,6 @@ from sinkv2._sink import (
     SupportsPreWriteTopology,
     SupportsWriterState,
     WithCompatibleState,
-)
-from sinkv2._state_store import (
-    CommitStateStore,
-    EpochRecord,
-    EpochStatus,
-    SinkLease,
-    SqliteCommitStateStore,
 )
 from sinkv2._time import (
     CooperativeProcessingTimeService,
@@ -109,6 +102,30 @@ from sinkv2.errors import (
 
 __version__ = "0.1.0.dev0"
 
+_MOVED_TO_RUNTIME = frozenset(
+    {
+        "CommitOutcome",
+        "CommitRetryPolicy",
+        "CommitStateStore",
+        "EpochRecord",
+        "EpochStatus",
+        "SinkLease",
+        "SqliteCommitStateStore",
+        "commit_with_retries",
+    }
+)
+
+
+def __getattr__(name: str) -> object:
+    """Point code written for 0.1's facade at the runtime names' new home."""
+    if name in _MOVED_TO_RUNTIME:
+        raise AttributeError(
+            f"sinkv2.{name} moved to the engine runtime: import it with "
+            f"'from sinkv2.runtime import {name}'"
+        )
+    raise AttributeError(f"module 'sinkv2' has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT_MS",
     "END_OF_INPUT",
@@ -129,12 +146,9 @@ __all__ = [
     "BufferedRequestState",
     "CommitError",
     "CommitFailedError",
-    "CommitOutcome",
     "CommitRequest",
     "CommitRetriesExhaustedError",
-    "CommitRetryPolicy",
     "CommitStateError",
-    "CommitStateStore",
     "CommittableMessage",
     "CommittableSummary",
     "CommittableWithLineage",
@@ -150,8 +164,6 @@ __all__ = [
     "DeliveryGuarantee",
     "DestinationError",
     "ElementConverter",
-    "EpochRecord",
-    "EpochStatus",
     "ErrorVerdict",
     "ExponentialBackoff",
     "FatalDestinationError",
@@ -181,13 +193,11 @@ __all__ = [
     "SinkCommitterMetricGroup",
     "SinkConfigurationError",
     "SinkDefinitionError",
-    "SinkLease",
     "SinkV2Error",
     "SinkWriter",
     "SinkWriterContext",
     "SinkWriterError",
     "SinkWriterMetricGroup",
-    "SqliteCommitStateStore",
     "StaleFencingTokenError",
     "StatefulSinkWriter",
     "SupportsAbort",
@@ -203,7 +213,6 @@ __all__ = [
     "Watermark",
     "WithCompatibleState",
     "WriterInitContext",
-    "commit_with_retries",
     "default_error_verdict",
     "inspect_sink",
 ]

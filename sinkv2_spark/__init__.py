@@ -5,7 +5,7 @@ Needs ``pip install 'sinkv2[spark]'``. The entry point is
 ``sinkv2_spark.committables``.
 """
 
-from sinkv2_spark._result import CommitStatus, SinkResult
-from sinkv2_spark._translator import SinkTopologyTranslator, StageListener
+from sinkv2.runtime import CommitStatus, SinkResult, StageListener
+from sinkv2_spark._translator import SinkTopologyTranslator
 
 __all__ = ["CommitStatus", "SinkResult", "SinkTopologyTranslator", "StageListener"]

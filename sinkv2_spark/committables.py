@@ -23,7 +23,7 @@ from the rows (`summarize`), so they are always right.
 The helpers also accept a ``sinkv2.testing.LocalCommittableStream`` (the in-process
 harness's stream) and then do their work locally, so a topology built from them runs
 unchanged in the contract-test kit. The schema and the pure-Arrow helpers are defined
-in ``sinkv2`` and re-exported here.
+in ``sinkv2.runtime.committables`` and re-exported here.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 import pyarrow as pa
 
 from sinkv2 import SimpleVersionedSerializer
-from sinkv2._local_stream import (
+from sinkv2.runtime.committables import (
     COMMITTABLE_COLUMNS,
     COMMITTABLE_SCHEMA,
     LocalCommittableStream,
@@ -42,9 +42,6 @@ from sinkv2._local_stream import (
     decode_committables,
     map_batch,
     summarize,
-)
-from sinkv2._local_stream import (  # noqa: F401  # the old private name; tests use it
-    lineage_order as _lineage_order,
 )
 
 if TYPE_CHECKING:

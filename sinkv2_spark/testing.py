@@ -27,14 +27,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from sinkv2 import (
-    CommitRetryPolicy,
     DeliveryGuarantee,
     SinkCapabilities,
     SinkConfigurationError,
-    SqliteCommitStateStore,
     WriterInitContext,
     inspect_sink,
 )
+from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
 from sinkv2.testing import SinkUnderTest
 from sinkv2.testing._multiset import Multiset, show
 from sinkv2.testing._settings import resolve_examples

@@ -40,14 +40,14 @@ def spark():
 
 @pytest.fixture
 def state_store(tmp_path):
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
 
     return SqliteCommitStateStore(tmp_path / "state" / "commit_state.sqlite")
 
 
 @pytest.fixture
 def translator(state_store):
-    from sinkv2 import CommitRetryPolicy
+    from sinkv2.runtime import CommitRetryPolicy
     from sinkv2_spark import SinkTopologyTranslator
 
     return SinkTopologyTranslator(

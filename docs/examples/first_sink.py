@@ -37,9 +37,9 @@ from sinkv2 import (
     SinkWriter,
     SupportsCommitter,
     WriterInitContext,
-    commit_with_retries,
     inspect_sink,
 )
+from sinkv2.runtime import commit_with_retries
 
 Record = dict[str, Any]
 """What the sink writes: one JSON object per element."""

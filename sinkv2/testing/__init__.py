@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sinkv2._text import missing_extra
 
 if TYPE_CHECKING:
-    from sinkv2._local_stream import LocalCommittableStream
+    from sinkv2.runtime.committables import LocalCommittableStream
     from sinkv2.testing._check import check_sink
     from sinkv2.testing._suite import SinkContractTests
     from sinkv2.testing._sut import SinkUnderTest
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalCommittableStream", "SinkContractTests", "SinkUnderTest", "check_sink"]
 
 _HOMES: Final = {
-    "LocalCommittableStream": "sinkv2._local_stream",
+    "LocalCommittableStream": "sinkv2.runtime.committables",
     "SinkContractTests": "sinkv2.testing._suite",
     "SinkUnderTest": "sinkv2.testing._sut",
     "check_sink": "sinkv2.testing._check",

@@ -208,6 +208,7 @@ def lifecycle_machine(
                 if self.broken:  # the writers of a failed example are never closed
                     self.runtime.abandoned.extend(w.writer for w in self.runtime.writers)
                 self.runtime.release_abandoned()
+                self.runtime.close()
                 self.sut.close()
 
         def finish(self) -> None:

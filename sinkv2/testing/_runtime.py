@@ -1,7 +1,9 @@
 """`LocalRuntime`: Flink's sink lifecycle, run in process, with a model of what must be visible.
 
-The runtime drives one sink the way Flink's operators (and ``sinkv2_spark``'s
-translator) do, without any engine:
+The runtime is a local engine for the real commit coordinator
+(`sinkv2.runtime.CommitCoordinator`, the one ``sinkv2_spark`` drives), with a
+SQLite commit state store of its own: it drives one sink the way Flink's
+operators (and ``sinkv2_spark``'s translator) do, without any engine:
 
 - writers, one per subtask, created from a cloudpickled copy of the sink (Spark
   ships sinks that way), with explicit job ids and attempt tokens;
@@ -11,12 +13,15 @@ translator) do, without any engine:
   commit N, as Flink commits a checkpoint once it completes;
 - end of input: ``flush(True)`` -> ``prepare_commit()`` ->
   ``snapshot_state(END_OF_INPUT)`` -> ``close()``, attempt cleanup, commit;
+- a completed checkpoint is recorded Pending in the store before it is committed;
 - crashes at any step, and restore from the last completed checkpoint into fresh
-  writers at any parallelism: states are redistributed round-robin, the completed
-  checkpoint is committed (again), and the elements written after it are replayed;
+  writers at any parallelism: the coordinator commits the pending checkpoints and
+  cleans up after the dead job (``clean_up_attempts(dead job, ...)``), states are
+  redistributed round-robin, and the elements written after the checkpoint are
+  replayed;
 - the sinkv2 extension hooks: ``clean_up_attempts(job_id, kept tokens)`` when a
-  job's writers are done (finished or crashed), ``abort(committables)`` for
-  committables that will never be committed.
+  job's writers are done, ``clean_up_attempts(job_id, ())`` once its last epoch is
+  committed, ``abort(committables)`` for committables that will never be committed.
 
 Alongside, it keeps the model: which elements completed checkpoints cover and
 which of those are committed. `LocalRuntime.check` compares the destination with
@@ -27,27 +32,34 @@ from __future__ import annotations
 
 import enum
 import random
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import cloudpickle
 
 from sinkv2._capabilities import SinkCapabilities, inspect_sink
-from sinkv2._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
-from sinkv2._context import (
-    BasicCommitterInitContext,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-)
+from sinkv2._context import BasicSinkWriterContext, BasicWriterInitContext
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._messages import END_OF_INPUT
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2.errors import CommitError, SerializationError, SinkConfigurationError
+from sinkv2.runtime import (
+    CommitCoordinator,
+    CommitOutcome,
+    CommitRetryPolicy,
+    SqliteCommitStateStore,
+)
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 from sinkv2.testing._multiset import Multiset, show
 from sinkv2.testing._sut import SinkUnderTest
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["Captured", "LocalRuntime", "Phase", "same"]
 
@@ -109,8 +121,34 @@ class _Writer:
     since_checkpoint: list[object] = attrs.field(factory=list)
 
 
+class _LocalStreams:
+    """The kit's committable streams: `LocalCommittableStream`s, for the coordinator."""
+
+    def to_stream(self, table: pa.Table) -> Any:
+        from sinkv2.runtime.committables import LocalCommittableStream  # noqa: PLC0415  # pyarrow
+
+        return LocalCommittableStream(table)
+
+    def to_table(self, stream: object, *, produced_by: str) -> pa.Table:
+        from sinkv2.runtime.committables import (  # noqa: PLC0415  # loads pyarrow
+            COMMITTABLE_COLUMNS,
+            COMMITTABLE_SCHEMA,
+        )
+
+        if not callable(getattr(stream, "toArrow", None)):
+            raise SinkConfigurationError(
+                f"{produced_by} must return the committable stream it received, transformed "
+                f"(got {type(stream).__name__}). In the kit the stream is a "
+                "sinkv2.testing.LocalCommittableStream; build topologies with the helpers of "
+                "sinkv2_spark.committables, which accept it"
+            )
+        selected: Any = stream.select(*COMMITTABLE_COLUMNS)  # type: ignore[attr-defined]  # checked above
+        return selected.toArrow().cast(COMMITTABLE_SCHEMA)
+
+
 @attrs.define
 class _Checkpoint:
+    epoch: int
     checkpoint_id: int
     committables: list[Any]
     states: list[bytes]
@@ -163,6 +201,9 @@ class LocalRuntime:
         self._to_abort: list[Any] = []
         self._replay: list[object] = []
         self._rng = random.Random(0)
+        self._state_dir = Path(tempfile.mkdtemp(prefix="sinkv2-kit-"))
+        self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
+        self._coordinator: CommitCoordinator | None = None
         self.abandoned: list[Any] = []
         caps = self.capabilities
         self._committable_serializer: SimpleVersionedSerializer[Any] | None = (
@@ -213,6 +254,12 @@ class LocalRuntime:
     # --- writers -----------------------------------------------------------------------------
 
     def _new_job(self) -> None:
+        """A new job: a fresh copy of the sink, and the coordinator open for it.
+
+        Opening recovers what the previous job left: the coordinator commits its
+        pending checkpoints and cleans up after it. Attempts whose state the new
+        writers restore are kept (a writer state may refer to what they staged).
+        """
         self._jobs += 1
         self._job_id = f"kitjob{self._jobs:04d}"
         self._job_tokens = set()
@@ -224,6 +271,41 @@ class LocalRuntime:
                 f"trip, as Spark ships it to executors: {type(error).__name__}: {error}. Keep "
                 "sinks plain data: open connections, clients and files in writers and committers"
             ) from error
+        restored = self.completed[-1] if self.completed else None
+        keep = (
+            restored.tokens
+            if restored is not None
+            and self._state_serializer is not None
+            and restored.checkpoint_id != END_OF_INPUT
+            else frozenset()
+        )
+        self._coordinator = CommitCoordinator(
+            self.sink,
+            sink_id="kit",
+            store=self._store,
+            streams=_LocalStreams(),
+            job_id=self._job_id,
+            retry_policy=_ZERO_BACKOFF,
+            capabilities=self.capabilities,
+            sleep=lambda seconds: None,
+            rng=self._rng,
+        )
+        try:
+            recovery = self._coordinator.open(keep_attempt_tokens=keep)
+        except CommitError as error:
+            raise self.fail(
+                f"recovering job {self._job_id}: committing the pending checkpoints of the "
+                f"failed job failed: {error}. In this lifecycle nothing outside the sink "
+                "interfered; a committer must commit staged output, and recognise committables "
+                "it committed before (signal_already_committed), not fail them"
+            ) from error
+        for epoch, commit in recovery.recommitted.items():
+            checkpoint = next(c for c in self.completed if c.epoch == epoch)
+            self.note(f"recover: commit {checkpoint.label} (pending) again: {commit.outcome}")
+            self._committed(checkpoint, commit.outcome)
+        for job_id in recovery.cleaned_jobs:
+            if self.capabilities.attempt_cleanup:
+                self.note(f"recover: clean_up_attempts({job_id!r}, kept={sorted(keep)})")
 
     def _create_writer(
         self,
@@ -334,12 +416,7 @@ class LocalRuntime:
             return [self._unship(self._committable_serializer, framed) for _, _, framed in outputs]
         import pyarrow as pa  # noqa: PLC0415  # only topologies need it
 
-        from sinkv2._local_stream import (  # noqa: PLC0415  # loads pyarrow
-            COMMITTABLE_COLUMNS,
-            COMMITTABLE_SCHEMA,
-            LocalCommittableStream,
-            check_lineage,
-        )
+        from sinkv2.runtime.committables import COMMITTABLE_SCHEMA  # noqa: PLC0415  # pyarrow
 
         version = self._write_result_serializer.get_version()
         written = pa.Table.from_pylist(
@@ -356,31 +433,10 @@ class LocalRuntime:
             ],
             schema=COMMITTABLE_SCHEMA,
         )
-        result = self.sink.add_pre_commit_topology(LocalCommittableStream(written))
-        if not callable(getattr(result, "toArrow", None)):
-            raise self.fail(
-                f"{self.capabilities.sink_type}.add_pre_commit_topology() must return the "
-                f"committable stream it received, transformed (got {type(result).__name__}). "
-                "In the kit the stream is a sinkv2.testing.LocalCommittableStream; build "
-                "topologies with the helpers of sinkv2_spark.committables, which accept it"
-            )
-        produced = result.select(*COMMITTABLE_COLUMNS).toArrow().cast(COMMITTABLE_SCHEMA)
         try:
-            check_lineage(written, produced, self.capabilities.sink_type)
-        except SinkConfigurationError as error:
+            committables = self.coordinator.pre_commit(written)
+        except (SinkConfigurationError, SerializationError) as error:
             raise self.fail(f"checkpoint {self._label(checkpoint_id)}: {error}") from error
-        try:
-            committables = [
-                self._unship(self._committable_serializer, framed)
-                for framed in produced.column("payload").to_pylist()
-            ]
-        except SerializationError as error:
-            raise self.fail(
-                f"checkpoint {self._label(checkpoint_id)}: the pre-commit topology's output does "
-                f"not read with the committable serializer: {error}. The topology must turn "
-                "write results into committables (e.g. with aggregate_committables or "
-                "map_committables, write=get_committable_serializer())"
-            ) from error
         for committable in committables:
             self._ship("committable", self._committable_serializer, committable)
         self.note(
@@ -392,22 +448,36 @@ class LocalRuntime:
     def _complete(
         self, checkpoint_id: int, outputs: list[tuple[int, int, bytes]], states: list[bytes]
     ) -> _Checkpoint:
+        """The checkpoint is complete: pre-commit it and record it Pending in the store."""
         covered = [e for w in self.writers for e in w.since_checkpoint]
         committables = self._pre_commit(checkpoint_id, self.parallelism, outputs)
         for writer in self.writers:
             writer.since_checkpoint = []
         tokens = frozenset(w.token for w in self.writers)
-        checkpoint = _Checkpoint(checkpoint_id, committables, states, covered, self._job_id, tokens)
+        epoch = self._take_checkpoint_id() if checkpoint_id == END_OF_INPUT else checkpoint_id
+        checkpoint = _Checkpoint(
+            epoch, checkpoint_id, committables, states, covered, self._job_id, tokens
+        )
         self.completed.append(checkpoint)
         self.checkpointed.add(covered)
+        # The engine's checkpoint completes: from here on, recovery commits it.
+        self.coordinator.record_pending(epoch, checkpoint_id, committables, explicit=True)
         if not self.capabilities.committer:
             checkpoint.committed = True
             self.committed.add(covered)
         self.note(
             f"{checkpoint.label} completed: covers {len(covered)} element(s), "
-            f"{len(committables)} committable(s), {len(states)} writer state(s)"
+            f"{len(committables)} committable(s), {len(states)} writer state(s), "
+            "recorded pending"
         )
         return checkpoint
+
+    @property
+    def coordinator(self) -> CommitCoordinator:
+        """The commit coordinator of the current (or last) job."""
+        if self._coordinator is None:
+            raise self.fail("the kit used the coordinator before any job started (a kit bug)")
+        return self._coordinator
 
     @staticmethod
     def _label(checkpoint_id: int) -> str:
@@ -420,51 +490,27 @@ class LocalRuntime:
 
     # --- commits -----------------------------------------------------------------------------
 
-    def _post_commit(self, checkpoint: _Checkpoint, successful: Sequence[Any]) -> None:
-        if not self.capabilities.post_commit_topology:
-            return
-        from sinkv2._local_stream import (  # noqa: PLC0415  # loads pyarrow
-            LocalCommittableStream,
-            encode_committables,
-        )
+    def _committed(self, checkpoint: _Checkpoint, outcome: CommitOutcome[Any]) -> None:
+        """Update the model after ``checkpoint`` committed."""
+        if self.capabilities.post_commit_topology:
+            self.note(f"post-commit topology on {len(outcome.successful)} committed committable(s)")
+        if not checkpoint.committed:
+            checkpoint.committed = True
+            self.committed.add(checkpoint.covered)
 
-        assert self._committable_serializer is not None
-        table = encode_committables(
-            [
-                (checkpoint.checkpoint_id, 0, 1, f"committed:{i}", c)
-                for i, c in enumerate(successful)
-            ],
-            self._committable_serializer,
-        )
-        self.sink.add_post_commit_topology(LocalCommittableStream(table))
-        self.note(f"post-commit topology on {len(successful)} committed committable(s)")
-
-    def commit(
-        self, checkpoint: _Checkpoint, fault: CommitFault, *, recovering: bool
-    ) -> CommitOutcome[Any] | None:
-        """Commit ``checkpoint`` through the fault-injecting committer.
+    def commit(self, checkpoint: _Checkpoint, fault: CommitFault) -> CommitOutcome[Any] | None:
+        """Commit pending ``checkpoint`` through the coordinator and a fault-injecting committer.
 
         Returns the outcome, or ``None`` if the injected fault failed the commit (the
-        job is then failed and must recover).
+        job is then failed and must recover; the checkpoint stays pending).
         """
-        if not self.capabilities.committer:
-            return CommitOutcome()
-        context = BasicCommitterInitContext(
-            job_id=self._job_id,
-            restored_checkpoint_id=checkpoint.checkpoint_id if recovering else None,
-        )
-        committer = self.sink.create_committer(context)
-        self.capabilities.check_committer(committer)
-        what = f"{checkpoint.label} ({'recovery' if recovering else 'first'} commit)"
+        what = f"{checkpoint.label} (first commit)"
         try:
-            outcome = commit_with_retries(
-                FaultInjectingCommitter(committer, fault),
+            commit = self.coordinator.commit_pending(
+                checkpoint.epoch,
+                checkpoint.checkpoint_id,
                 checkpoint.committables,
-                policy=_ZERO_BACKOFF,
-                metrics=context.metric_group(),
-                what=what,
-                sleep=lambda seconds: None,
-                rng=self._rng,
+                wrap_committer=lambda committer: FaultInjectingCommitter(committer, fault),
             )
         except CommitError as error:
             if isinstance(error.__cause__, InjectedCommitFailure):
@@ -477,20 +523,19 @@ class LocalRuntime:
                 "sink interfered; a committer must commit staged output, and recognise "
                 "committables it committed before (signal_already_committed), not fail them"
             ) from error
-        finally:
-            committer.close()
+        outcome = commit.outcome
+        self._check_nothing_dropped(what, outcome)
+        self.note(f"commit {what} with {fault!r}: {outcome}")
+        self._committed(checkpoint, outcome)
+        return outcome
+
+    def _check_nothing_dropped(self, what: str, outcome: CommitOutcome[Any]) -> None:
         if outcome.failed_with_known_reason:
             dropped = ", ".join(_short(c) for c, _ in outcome.failed_with_known_reason[:3])
             raise self.fail(
                 f"committing {what}: the committer dropped committable(s) with a known reason "
                 f"({dropped}); nothing outside the sink interfered, so nothing may be dropped"
             )
-        self.note(f"commit {what} with {fault!r}: {outcome}")
-        if not checkpoint.committed:
-            checkpoint.committed = True
-            self.committed.add(checkpoint.covered)
-        self._post_commit(checkpoint, outcome.successful)
-        return outcome
 
     def checkpoint(self, fault: CommitFault) -> None:
         """Take checkpoint N on every writer, complete it, and commit it."""
@@ -498,35 +543,55 @@ class LocalRuntime:
         self.note(f"checkpoint {checkpoint_id}: flush(False) -> prepare_commit() -> snapshot_state")
         outputs, states = self._run_checkpoint(checkpoint_id, self.writers, end_of_input=False)
         checkpoint = self._complete(checkpoint_id, outputs, states)
-        self.commit(checkpoint, fault, recovering=False)
+        self.commit(checkpoint, fault)
         if self.phase is Phase.FAILED:
             self._end_job(close=False)
 
     def end_of_input(self, fault: CommitFault) -> None:
-        """Flink's end-of-input sequence on every writer, close, clean up, commit."""
+        """Flink's end-of-input sequence on every writer, close, clean up, commit, finish."""
         self.note("end of input: flush(True) -> prepare_commit() -> snapshot_state(END_OF_INPUT)")
         outputs, states = self._run_checkpoint(END_OF_INPUT, self.writers, end_of_input=True)
         for writer in self.writers:
             writer.writer.close()
         self.note("writers closed")
         checkpoint = self._complete(END_OF_INPUT, outputs, states)
-        self._clean_up_job()
+        self.coordinator.clean_up_attempts(checkpoint.tokens)
+        if self.capabilities.attempt_cleanup:
+            self.note(f"clean_up_attempts({self._job_id!r}, kept={sorted(checkpoint.tokens)})")
         self.writers = []
         self.phase = Phase.FINISHED
-        self.commit(checkpoint, fault, recovering=False)
+        if self.commit(checkpoint, fault) is None:
+            self.coordinator.close()  # the next job recovers the pending checkpoint
+            return
+        self.coordinator.finish()
+        if self.capabilities.attempt_cleanup:
+            self.note(f"job finished: clean_up_attempts({self._job_id!r}, kept=[])")
 
     def recommit_latest(self) -> None:
         """Commit the latest committed checkpoint again; nothing visible may change."""
         checkpoint = next(c for c in reversed(self.completed) if c.committed)
         before = self.visible()
         self.note(f"commit {checkpoint.label} again (idempotence)")
-        outcome = self.commit(checkpoint, CommitFault.NONE, recovering=True)
-        assert outcome is not None
+        what = f"{checkpoint.label} (commit again)"
+        try:
+            outcome = self.coordinator.run_committer(
+                checkpoint.committables,
+                checkpoint_id=checkpoint.checkpoint_id,
+                recovering=True,
+                what=what,
+            )
+        except CommitError as error:
+            raise self.fail(
+                f"committing {what} failed: {error}; a committer must recognise committables "
+                "it committed before (signal_already_committed), not fail them"
+            ) from error
+        self._check_nothing_dropped(what, outcome)
         if len(outcome.successful) != len(checkpoint.committables):
             raise self.fail(
                 f"re-committing {checkpoint.label} returned {outcome}, not every committable "
                 "as committed or already committed"
             )
+        self.coordinator.run_post_commit(outcome.successful, checkpoint.checkpoint_id)
         self._check_unchanged(before, f"re-committing {checkpoint.label}, committed before,")
 
     def abort_committed(self) -> None:
@@ -624,22 +689,15 @@ class LocalRuntime:
         else:
             self.abandoned.extend(w.writer for w in self.writers)
         self.note(
-            f"writers of job {self._job_id} " + ("closed" if close else "dropped without close()")
+            f"writers of job {self._job_id} "
+            + ("closed" if close else "dropped without close()")
+            + "; the driver is gone (the next job cleans up after it)"
         )
-        self._clean_up_job()
+        self.coordinator.close()
         self.writers = []
 
-    def _clean_up_job(self) -> None:
-        if not self.capabilities.attempt_cleanup:
-            return
-        kept = frozenset(
-            token for c in self.completed if c.job_id == self._job_id for token in c.tokens
-        )
-        self.sink.clean_up_attempts(self._job_id, kept)
-        self.note(f"clean_up_attempts({self._job_id!r}, kept={sorted(kept)})")
-
     def restore(self, parallelism: int) -> None:
-        """Recover: abort, commit the last completed checkpoint again, new writers, replay."""
+        """Recover: commit pending checkpoints, clean up, abort, new writers, replay."""
         restored = self.completed[-1] if self.completed else None
         self._new_job()
         self.note(
@@ -651,10 +709,8 @@ class LocalRuntime:
             self.note(f"abort({len(self._to_abort)} committable(s) of the unfinished checkpoint)")
             self.sink.abort(list(self._to_abort))
         self._to_abort = []
-        if restored is not None:
-            outcome = self.commit(restored, CommitFault.NONE, recovering=True)
-            assert outcome is not None
         if restored is not None and restored.checkpoint_id == END_OF_INPUT:
+            self.coordinator.finish()
             self.phase = Phase.FINISHED
             return
         states: list[Any] = []
@@ -676,6 +732,12 @@ class LocalRuntime:
             for i, writer in enumerate(self.writers):
                 if share := replay[i::parallelism]:
                     self._feed(writer, share)
+
+    def close(self) -> None:
+        """Release the sink id and delete the kit's commit state store. Idempotent."""
+        if self._coordinator is not None:
+            self._coordinator.close()
+        shutil.rmtree(self._state_dir, ignore_errors=True)
 
     def release_abandoned(self) -> None:
         """Let go of writers dropped without ``close()``, as a crashed process would.

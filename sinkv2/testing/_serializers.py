@@ -135,9 +135,9 @@ def check_serializers(
     )
     def produced_objects_round_trip(batches: list[list[object]], parallelism: int) -> None:
         sut = supported_sink(make)
+        capture = Captured()
+        runtime = LocalRuntime(sut, guarantee, capture=capture)
         try:
-            capture = Captured()
-            runtime = LocalRuntime(sut, guarantee, capture=capture)
             runtime.start(parallelism)
             half = len(batches) // 2
             for i, batch in enumerate(batches[:half]):
@@ -150,6 +150,7 @@ def check_serializers(
             for kind, value in capture.objects:
                 check_pickles(f"a {kind.replace('_', ' ')}", value, compare=True)
         finally:
+            runtime.close()
             sut.close()
 
     produced_objects_round_trip()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sinkv2 import EpochStatus
+from sinkv2.runtime import EpochStatus
 from sinkv2_spark import CommitStatus
 from tests.spark.recording_sink import RecordingSink
 
@@ -27,7 +27,7 @@ DRIVER = textwrap.dedent(
     sys.path.insert(0, {root!r})
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from sinkv2 import CommitRetryPolicy, SqliteCommitStateStore
+    from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
     from tests.spark.recording_sink import RecordingSink
 
@@ -65,7 +65,7 @@ def crash_driver(tmp_path, *, crash_at, checkpoint_id, n=300):
 
 
 def rerun(spark, tmp_path, *, checkpoint_id, n=300):
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
 
     store = SqliteCommitStateStore(tmp_path / "state.sqlite")

@@ -26,7 +26,7 @@ DRIVER = textwrap.dedent(
     sys.path.insert(0, {root!r})
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
     from tests.spark.recording_sink import RecordingSink
 
@@ -95,9 +95,10 @@ def test_only_one_attempt_is_visible_and_the_others_staging_is_cleaned(cluster, 
     attempts = {c["attempt"]: token for token, c in creates.items() if c["subtask"] == 1}
     assert sorted(attempts) == [0, 1]  # a speculative copy really ran, and won
     loser = attempts[0]
-    [cleanup] = sink.cleanups_log()
+    cleanup, after_commit = sink.cleanups_log()
     assert attempts[1] in cleanup["kept"]
     assert loser in cleanup["removed"]  # the slow attempt's staging was cleaned up
     assert not (sink.staging / f"{loser}.jsonl").exists()
-    assert {path.stem for path in sink.staging.glob("*.jsonl")} == set(cleanup["kept"])
+    assert after_commit["kept"] == []  # and once committed, the winners' staging too
+    assert list(sink.staging.glob("*.jsonl")) == []
     assert result["committed"] == 4

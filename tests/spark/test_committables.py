@@ -4,7 +4,7 @@ import pyarrow as pa
 
 from sinkv2 import CommittableSummary
 from sinkv2_spark.committables import COMMITTABLE_SCHEMA, summarize
-from sinkv2_spark.committables import _lineage_order as lineage_order
+from sinkv2.runtime.committables import lineage_order
 
 
 def rows(*entries):

@@ -76,7 +76,7 @@ def test_spark_reads_back_what_the_kit_checked(spark, tmp_path):
 
 
 def _store(tmp_path):
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
 
     return SqliteCommitStateStore(tmp_path / "state.sqlite")
 

@@ -11,11 +11,11 @@ from sinkv2 import (
     END_OF_INPUT,
     CommitFailedError,
     ConcurrentCommitError,
-    EpochStatus,
     SinkConfigurationError,
     SinkDefinitionError,
     SinkWriterError,
 )
+from sinkv2.runtime import EpochStatus
 from sinkv2_spark import CommitStatus
 from tests.spark.recording_sink import RecordingSink, TopologySink
 
@@ -150,10 +150,13 @@ def test_random_task_failures_never_lose_or_duplicate(
     sink = RecordingSink(tmp_path_factory.mktemp("faults"), failures=failures)
     result = translator.apply(frame(spark, 1000), sink, sink_id="faults")
     assert committed(sink) == expected(1000)
-    winners = {path.stem for path in sink.staging.glob("*.jsonl")}
-    assert len(winners) == 4  # every losing attempt's staging was cleaned up
-    [cleanup] = sink.cleanups_log()
-    assert set(cleanup["kept"]) == winners
+    after_writers, after_commit = sink.cleanups_log()
+    winners = set(after_writers["kept"])
+    assert len(winners) == 4  # one attempt per subtask won; the losers' staging went first
+    assert not winners & set(after_writers["removed"])
+    assert after_commit["kept"] == []  # once committed, nothing the job staged is needed
+    assert set(after_commit["removed"]) == winners
+    assert list(sink.staging.glob("*.jsonl")) == []
     logs = list(sink.events_by_token().values())
     sizes = {log[0]["subtask"]: log[-1]["count"] for log in logs if len(log) == 6}
     # Attempt a of subtask s runs only if attempts 0..a-1 failed; it fails if its

@@ -14,14 +14,12 @@ from hypothesis import strategies as st
 
 from sinkv2 import (
     CommitFailedError,
-    CommitOutcome,
     CommitRetriesExhaustedError,
-    CommitRetryPolicy,
     IllegalLifecycleError,
     InMemorySinkCommitterMetricGroup,
     SinkConfigurationError,
-    commit_with_retries,
 )
+from sinkv2.runtime import CommitOutcome, CommitRetryPolicy, commit_with_retries
 from sinkv2.metrics import (
     ALREADY_COMMITTED_COMMITTABLES,
     FAILED_COMMITTABLES,

@@ -32,18 +32,23 @@ from hypothesis.stateful import (
 )
 
 from sinkv2 import (
+    END_OF_INPUT,
     INITIAL_CHECKPOINT_ID,
     CommitStateError,
     ConcurrentCommitError,
-    EpochRecord,
-    EpochStatus,
     IllegalLifecycleError,
     SinkConfigurationError,
-    SinkLease,
-    SqliteCommitStateStore,
     StaleFencingTokenError,
 )
-from sinkv2._state_store import _TRANSITIONS, SCHEMA_VERSION, default_state_store_path
+from sinkv2.runtime import (
+    SCHEMA_VERSION,
+    EpochRecord,
+    EpochStatus,
+    SinkLease,
+    SqliteCommitStateStore,
+    default_state_store_path,
+)
+from sinkv2.runtime._store import TRANSITIONS as _TRANSITIONS
 
 P, A, C = EpochStatus.PENDING, EpochStatus.ABORTED, EpochStatus.COMMITTED
 
@@ -88,7 +93,11 @@ def rows(path):
     """Every row of both tables, read with a connection of our own."""
     with contextlib.closing(sqlite3.connect(path)) as connection:
         return (
-            connection.execute("SELECT * FROM pending_sink_state ORDER BY 1, 2").fetchall(),
+            connection.execute(
+                "SELECT sink_id, epoch, status, explicit, serializer_version, payload, "
+                "fencing_token, job_id, updated_at, checkpoint_id "
+                "FROM pending_sink_state ORDER BY 1, 2"
+            ).fetchall(),
             connection.execute("SELECT * FROM sink_fence ORDER BY 1").fetchall(),
         )
 
@@ -183,7 +192,7 @@ def test_marking_twice_is_a_no_op_that_returns_the_record(lease, store, status):
     again = do(lease, 2, status)
     assert again == first
     assert lease.get(2) == first
-    assert rows(store.path)[0][0][-1] == first.updated_at
+    assert rows(store.path)[0][0][8] == first.updated_at
 
 
 ILLEGAL = [
@@ -253,7 +262,7 @@ def test_epochs_filters_by_status_in_ascending_epoch_order(store):
 
 CRASH_AFTER_PENDING = """
     import os, sys
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
     lease = SqliteCommitStateStore(sys.argv[1]).acquire("orders", job_id="crashed-job")
     lease.record_pending(1, explicit=True, serializer_version=3, payload=b"staged files")
     print(lease.fencing_token, flush=True)
@@ -325,7 +334,7 @@ def test_after_release_the_sink_is_acquired_again_with_a_larger_token(store):
 
 HOLD_UNTIL_TOLD = """
     import os, sys
-    from sinkv2 import SqliteCommitStateStore
+    from sinkv2.runtime import SqliteCommitStateStore
     lease = SqliteCommitStateStore(sys.argv[1]).acquire("orders", job_id="holder-job")
     print(os.getpid(), flush=True)
     sys.stdin.readline()
@@ -522,6 +531,10 @@ def test_the_lease_has_every_member_of_the_protocol(store, lease):
         "record_pending",
         "mark_committed",
         "mark_aborted",
+        "job_id",
+        "record_job",
+        "unfinished_jobs",
+        "finish_job",
         "release",
     }
     for name in (*members, "__enter__", "__exit__"):
@@ -659,7 +672,7 @@ def test_the_layout_is_the_documented_one(store):
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         columns = {
             table: [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
-            for table in ("pending_sink_state", "sink_fence")
+            for table in ("pending_sink_state", "sink_fence", "sink_job")
         }
     assert columns == {
         "pending_sink_state": [
@@ -672,9 +685,95 @@ def test_the_layout_is_the_documented_one(store):
             "fencing_token",
             "job_id",
             "updated_at",
+            "checkpoint_id",
         ],
         "sink_fence": ["sink_id", "fencing_token", "holder"],
+        "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
     }
+
+
+LAYOUT_1 = (
+    """CREATE TABLE pending_sink_state (
+        sink_id TEXT NOT NULL, epoch INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'aborted', 'committed')),
+        explicit INTEGER NOT NULL, serializer_version INTEGER NOT NULL,
+        payload BLOB NOT NULL, fencing_token INTEGER NOT NULL, job_id TEXT NOT NULL,
+        updated_at REAL NOT NULL, PRIMARY KEY (sink_id, epoch))""",
+    """CREATE TABLE sink_fence (
+        sink_id TEXT PRIMARY KEY NOT NULL, fencing_token INTEGER NOT NULL,
+        holder TEXT NOT NULL)""",
+)
+
+
+def test_a_layout_1_file_is_migrated_and_its_rows_keep_their_meaning(store):
+    with contextlib.closing(sqlite3.connect(store.path)) as connection:
+        for statement in LAYOUT_1:
+            connection.execute(statement)
+        connection.executemany(
+            "INSERT INTO pending_sink_state VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("orders", 3, "pending", 1, 1, b"three", 1, "old", 1.0),
+                ("orders", 4, "committed", 0, 1, b"four", 1, "old", 2.0),
+            ],
+        )
+        connection.execute("INSERT INTO sink_fence VALUES ('orders', 1, '{}')")
+        connection.execute("PRAGMA user_version = 1")
+        connection.commit()
+    with store.acquire("orders", job_id="new") as lease:
+        explicit, assigned = lease.epochs()
+        assert (explicit.payload, explicit.checkpoint_id) == (b"three", 3)
+        assert (assigned.payload, assigned.checkpoint_id) == (b"four", END_OF_INPUT)
+        assert lease.fencing_token == 2
+        lease.record_job()
+        assert lease.mark_committed(3).checkpoint_id == 3
+    with contextlib.closing(sqlite3.connect(store.path)) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_a_pending_record_keeps_the_checkpoint_id_it_was_given(lease):
+    lease.record_pending(5, explicit=True, serializer_version=1, payload=b"x", checkpoint_id=7)
+    assert lease.get(5).checkpoint_id == 7
+    assert lease.mark_committed(5).checkpoint_id == 7
+    lease.record_pending(6, explicit=False, serializer_version=1, payload=b"x")
+    assert lease.get(6).checkpoint_id == END_OF_INPUT
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2**63, "7", 1.5, True])
+def test_a_bad_checkpoint_id_is_refused(lease, bad):
+    with pytest.raises(SinkConfigurationError, match="'checkpoint_id' must be a positive int"):
+        lease.record_pending(
+            5, explicit=True, serializer_version=1, payload=b"x", checkpoint_id=bad
+        )
+    assert lease.get(5) is None
+
+
+def test_jobs_are_recorded_until_finished_and_only_other_jobs_are_unfinished(store):
+    with store.acquire("orders", job_id="first") as lease:
+        lease.record_job()
+        lease.record_job()  # idempotent
+        assert lease.unfinished_jobs() == []  # its own job is not a dead one
+    with store.acquire("orders", job_id="second") as lease:
+        lease.record_job()
+        assert lease.unfinished_jobs() == ["first"]
+    with store.acquire("orders", job_id="third") as lease:
+        assert lease.unfinished_jobs() == ["first", "second"]
+        lease.finish_job("first")
+        lease.finish_job("first")  # idempotent
+        lease.finish_job("never-seen")
+        assert lease.unfinished_jobs() == ["second"]
+    with store.acquire("invoices", job_id="other") as lease:
+        assert lease.unfinished_jobs() == []  # jobs belong to one sink id
+
+
+def test_a_lease_that_lost_the_sink_id_cannot_record_or_finish_jobs(store):
+    with store.acquire("orders", job_id="old") as lease:
+        bump_fence(store.path, "orders")
+        with pytest.raises(StaleFencingTokenError, match="record job 'old'"):
+            lease.record_job()
+        with pytest.raises(StaleFencingTokenError, match="finish job 'x'"):
+            lease.finish_job("x")
+    with store.acquire("orders", job_id="new") as lease:
+        assert lease.unfinished_jobs() == []
 
 
 # -- default path -----------------------------------------------------------------

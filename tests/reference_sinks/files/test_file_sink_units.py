@@ -31,9 +31,9 @@ from sinkv2 import (
     CommitFailedError,
     SimpleVersionedSerialization,
     SinkConfigurationError,
-    commit_with_retries,
     inspect_sink,
 )
+from sinkv2.runtime import commit_with_retries
 from sinkv2_spark.committables import COMMITTABLE_SCHEMA
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -16,7 +16,8 @@ from reference_sinks.iceberg import (
     committed_state,
 )
 from reference_sinks.iceberg._committer import append_committable
-from sinkv2 import CommitRetryPolicy, SimpleVersionedSerialization, commit_with_retries
+from sinkv2 import SimpleVersionedSerialization
+from sinkv2.runtime import CommitRetryPolicy, commit_with_retries
 from tests.reference_sinks.iceberg.tables import make_sink, read_back, rows, snapshots_of, stage
 
 NO_WAIT = CommitRetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0)

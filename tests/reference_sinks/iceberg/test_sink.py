@@ -12,11 +12,10 @@ from reference_sinks.iceberg import IcebergSink, local_catalog
 from sinkv2 import (
     BasicSinkWriterContext,
     BasicWriterInitContext,
-    CommitRetryPolicy,
     SinkConfigurationError,
-    commit_with_retries,
     inspect_sink,
 )
+from sinkv2.runtime import CommitRetryPolicy, commit_with_retries
 from tests.reference_sinks.iceberg.tables import (
     ARROW_SCHEMA,
     EPOCH,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from kit_jsonl_sink import RenameCommitter, StagedFile
 
-from sinkv2 import CommitFailedError, CommitRetryPolicy, commit_with_retries
+from sinkv2 import CommitFailedError
+from sinkv2.runtime import CommitRetryPolicy, commit_with_retries
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 
 NO_WAIT = CommitRetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0, jitter=0.0)

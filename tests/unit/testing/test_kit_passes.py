@@ -112,7 +112,7 @@ def test_import_sinkv2_loads_neither_the_kit_nor_hypothesis() -> None:
     loaded = run_python(
         "import sys, sinkv2; "
         "print(sorted(m for m in sys.modules if m.startswith(('sinkv2.testing', 'hypothesis', "
-        "'pyarrow', 'pyspark', 'sinkv2._local_stream'))))"
+        "'pyarrow', 'pyspark', 'sinkv2.runtime.committables'))))"
     )
     assert loaded == "[]"
 

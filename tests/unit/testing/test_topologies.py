@@ -21,7 +21,7 @@ from sinkv2 import (
     SupportsPostCommitTopology,
     SupportsPreCommitTopology,
 )
-from sinkv2._local_stream import (
+from sinkv2.runtime.committables import (
     COMMITTABLE_SCHEMA,
     check_lineage,
     decode_committables,
@@ -207,7 +207,7 @@ def test_the_lineage_check_names_what_went_wrong() -> None:
 
 
 def test_spark_committables_re_exports_the_arrow_definitions() -> None:
-    import sinkv2._local_stream as local_stream
+    import sinkv2.runtime.committables as local_stream
 
     assert spark_committables.COMMITTABLE_SCHEMA is local_stream.COMMITTABLE_SCHEMA
     assert spark_committables.summarize is local_stream.summarize

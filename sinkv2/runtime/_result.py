@@ -1,4 +1,4 @@
-"""What one `SinkTopologyTranslator.apply` did."""
+"""What one epoch of a sink did: `SinkResult`, engine-neutral (batch runs, micro-batches)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class CommitStatus(enum.Enum):
 
 @attrs.frozen(kw_only=True)
 class SinkResult:
-    """The outcome of one `SinkTopologyTranslator.apply` call.
+    """The outcome of one epoch: a `SinkTopologyTranslator.apply` call, or a micro-batch.
 
     Attributes:
         sink_id: The commit history the run belongs to.
@@ -41,7 +41,11 @@ class SinkResult:
         already_committed: Committables the committer found committed before.
         failed_with_known_reason: Committables dropped with a known reason.
         retries: Commit retries the committer asked for.
-        aborted_epochs: Pending epochs of crashed runs that this run aborted.
+        aborted_epochs: Pending epochs of crashed runs without a checkpoint id that
+            this run aborted (their data is written again by whoever re-runs them).
+        recommitted_epochs: Pending epochs of crashed runs with a checkpoint id that
+            this run committed before its own (other than its own epoch).
+        cleaned_jobs: Crashed runs whose staged output this run removed.
         stage_seconds: Wall time per stage, in pipeline order.
         writer_metrics: Writer metrics over all subtasks, by Flink's names: counters
             summed, gauges (such as ``currentSendTime``) at their largest.
@@ -59,6 +63,8 @@ class SinkResult:
     failed_with_known_reason: int = 0
     retries: int = 0
     aborted_epochs: tuple[int, ...] = ()
+    recommitted_epochs: tuple[int, ...] = ()
+    cleaned_jobs: tuple[str, ...] = ()
     stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
     writer_metrics: Mapping[str, float] = attrs.field(factory=dict)
 
@@ -78,6 +84,10 @@ class SinkResult:
         ]
         if self.aborted_epochs:
             rows.append(("aborted stale epochs", ", ".join(map(str, self.aborted_epochs))))
+        if self.recommitted_epochs:
+            rows.append(("recommitted stale epochs", ", ".join(map(str, self.recommitted_epochs))))
+        if self.cleaned_jobs:
+            rows.append(("cleaned up crashed jobs", ", ".join(self.cleaned_jobs)))
         rows.extend(
             (f"time: {stage}", f"{seconds * 1000:,.1f} ms")
             for stage, seconds in self.stage_seconds.items()

@@ -1,0 +1,73 @@
+"""The engine-neutral runtime: the commit coordinator, its stores, Flink's commit loop.
+
+What an engine (``sinkv2_spark``, the contract kit's local engine) builds on, kept
+apart from the API a sink author implements, the way Flink keeps its commit
+machinery out of ``connector.sink2``:
+
+- `CommitCoordinator`: one job's use of a sink id - record the job, recover what
+  dead jobs left, pre-commit, record Pending, commit, record Committed, clean up;
+- the commit state store contract (`CommitStateStore`, `SinkLease`, `EpochRecord`,
+  `EpochStatus`) and `SqliteCommitStateStore`;
+- `commit_with_retries`: Flink's commit semantics, with `CommitRetryPolicy`;
+- `SinkResult`: what an epoch did;
+- ``sinkv2.runtime.committables``: the committable table codec (needs pyarrow,
+  imported only from there).
+
+``import sinkv2.runtime`` loads neither pyspark nor pyarrow.
+"""
+
+from sinkv2.runtime._commit import (
+    CommitOutcome,
+    CommitRequestImpl,
+    CommitRequestState,
+    CommitRetryPolicy,
+    commit_with_retries,
+)
+from sinkv2.runtime._coordinator import (
+    STAGE_EVENTS,
+    CommitCoordinator,
+    CommittableStreams,
+    CoordinatorState,
+    EpochCommit,
+    Recovery,
+    StageListener,
+    WriterStage,
+    WriterStageOutput,
+)
+from sinkv2.runtime._result import CommitStatus, SinkResult
+from sinkv2.runtime._sqlite_schema import SCHEMA_VERSION
+from sinkv2.runtime._sqlite_store import (
+    DEFAULT_FILE_NAME,
+    STATE_DIR_ENV,
+    SqliteCommitStateStore,
+    default_state_store_path,
+)
+from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
+
+__all__ = [
+    "DEFAULT_FILE_NAME",
+    "SCHEMA_VERSION",
+    "STAGE_EVENTS",
+    "STATE_DIR_ENV",
+    "CommitCoordinator",
+    "CommitOutcome",
+    "CommitRequestImpl",
+    "CommitRequestState",
+    "CommitRetryPolicy",
+    "CommitStateStore",
+    "CommitStatus",
+    "CommittableStreams",
+    "CoordinatorState",
+    "EpochCommit",
+    "EpochRecord",
+    "EpochStatus",
+    "Recovery",
+    "SinkLease",
+    "SinkResult",
+    "SqliteCommitStateStore",
+    "StageListener",
+    "WriterStage",
+    "WriterStageOutput",
+    "commit_with_retries",
+    "default_state_store_path",
+]

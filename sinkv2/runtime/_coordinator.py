@@ -1,0 +1,633 @@
+"""`CommitCoordinator`: one sink id's epoch protocol, the same for every engine.
+
+RisingWave's lesson (seed 002): exactly-once logic embedded in one runtime cannot
+be reused. Here every engine - the Spark translator, the contract kit's local
+engine, streaming micro-batches - drives this one class, and supplies only what
+is engine-specific (`CommittableStreams`: how a committable table becomes the
+engine's stream for topologies and back; and the writer stage, a callable).
+
+One job's use of a sink id, in order::
+
+    open()               acquire the sink id (an exclusive lease)
+                         record the job, before any writer runs        "job-recorded"
+                         recover: commit pending epochs that have a checkpoint id,
+                         abort pending epochs of batch runs without one,
+                         clean_up_attempts(dead job, ()) for every dead job
+    per epoch            run_epoch() (batch), or the steps it is made of:
+      writer stage       the engine runs the writers                   "writers-finished"
+      pre_commit()       pre-commit topology, lineage check, decode
+      record_pending()   committables durable before anything commits  "pending-recorded"
+      commit_pending()   Committer.commit with Flink's retries         "committer-finished"
+                         post-commit topology                          "post-commit-finished"
+                         mark the epoch committed                      "committed-recorded"
+    finish()             clean_up_attempts(job, ()), forget the job, release the sink id
+    close()              release the sink id; an unfinished job is cleaned by the next run
+
+A driver that dies anywhere leaves either no record of an epoch (its staged output
+is removed by the next run's clean-up of the dead job), a Pending record (the next
+run commits it, or aborts it if it has no checkpoint id), or a Committed one.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
+
+import attrs
+
+from sinkv2._capabilities import SinkCapabilities, inspect_sink
+from sinkv2._committer import Committer
+from sinkv2._context import BasicCommitterInitContext
+from sinkv2._messages import END_OF_INPUT
+from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
+from sinkv2.errors import IllegalLifecycleError, SerializationError, SinkConfigurationError
+from sinkv2.runtime._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
+from sinkv2.runtime._result import CommitStatus, SinkResult
+from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "STAGE_EVENTS",
+    "CommitCoordinator",
+    "CommittableStreams",
+    "CoordinatorState",
+    "EpochCommit",
+    "Recovery",
+    "StageListener",
+    "WriterStage",
+    "WriterStageOutput",
+]
+
+StageListener = Callable[[str, int], None]
+"""Called with (event, epoch) as a job progresses; see `STAGE_EVENTS`. For progress
+reporting, and how tests stop a driver at an exact point. ``"job-recorded"`` carries
+epoch 0: it comes before any epoch is chosen."""
+
+STAGE_EVENTS: Final = (
+    "job-recorded",
+    "writers-finished",
+    "pending-recorded",
+    "committer-finished",
+    "post-commit-finished",
+    "committed-recorded",
+)
+"""Every `StageListener` event, in the order they happen (``"post-commit-finished"``
+only for sinks with a post-commit topology)."""
+
+
+class CommittableStreams(Protocol):
+    """How an engine hands committables to topologies: the coordinator's engine seam.
+
+    Required: both methods. Spark wraps the table in a DataFrame; the kit's local
+    engine in a ``LocalCommittableStream``.
+    """
+
+    def to_stream(self, table: pa.Table) -> Any:
+        """The engine's committable stream holding ``table`` (`COMMITTABLE_SCHEMA` rows)."""
+        ...
+
+    def to_table(self, stream: object, *, produced_by: str) -> pa.Table:
+        """The rows of ``stream`` as a table in `COMMITTABLE_SCHEMA`.
+
+        Raises:
+            SinkConfigurationError: ``stream`` is not this engine's committable stream,
+                or lacks committable columns; name ``produced_by`` in the message.
+        """
+        ...
+
+
+@final
+@attrs.frozen(kw_only=True)
+class WriterStageOutput:
+    """What an engine's writer stage returned for one epoch.
+
+    Attributes:
+        table: One row per committable or write result, in `COMMITTABLE_SCHEMA`,
+            framed by the serializer of its kind; lineage ``"subtask:index"``.
+        attempt_tokens: The attempts whose output counts (one per subtask).
+        records: Elements handed to writers.
+        subtasks: Writer subtasks that ran.
+        metrics: Writer metrics over all subtasks, by Flink's names.
+        stage_seconds: Wall time of engine stages (e.g. the pre-write topology).
+    """
+
+    table: pa.Table
+    attempt_tokens: frozenset[str]
+    records: int = 0
+    subtasks: int = 0
+    metrics: Mapping[str, float] = attrs.field(factory=dict)
+    stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
+
+
+WriterStage = Callable[[str, int], WriterStageOutput]
+"""Runs every writer of one epoch: called with (job id, checkpoint id)."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class EpochCommit:
+    """One epoch committed: which, and what the committer did."""
+
+    epoch: int
+    checkpoint_id: int
+    outcome: CommitOutcome[Any]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Recovery:
+    """What `CommitCoordinator.open` found and finished of dead jobs.
+
+    Attributes:
+        recommitted: Pending epochs it committed, by epoch.
+        aborted: Pending epochs of runs without a checkpoint id it aborted.
+        cleaned_jobs: Dead jobs whose staged output it removed.
+    """
+
+    recommitted: Mapping[int, EpochCommit] = attrs.field(factory=dict)
+    aborted: tuple[int, ...] = ()
+    cleaned_jobs: tuple[str, ...] = ()
+
+
+class CoordinatorState(enum.Enum):
+    """Where a `CommitCoordinator` is in its lifecycle."""
+
+    NEW = "new"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+_ILLEGAL: Final = {
+    CoordinatorState.NEW: "it is not open yet; call open() (or use it in a `with` block) first",
+    CoordinatorState.CLOSED: "it is closed; make a new CommitCoordinator for another job",
+}
+
+
+@final
+class CommitCoordinator:
+    """One job's use of one sink id: the exactly-once epoch protocol.
+
+    Args:
+        sink: Any Sink V2 sink.
+        sink_id: The stable name of the sink's commit history.
+        store: Where epochs and running jobs are recorded.
+        streams: The engine's committable streams, for pre- and post-commit topologies.
+        job_id: This job's id; attempt tokens start with it. A fresh one by default.
+        retry_policy: Commit retry budget and backoff (Flink's defaults).
+        on_stage: Progress callback, see `StageListener`.
+        capabilities: The sink's checked capabilities, if already inspected.
+        sleep: Waits between commit retries; tests pass a recorder.
+        rng: Source of retry jitter.
+
+    Raises:
+        SinkDefinitionError: The sink does not implement what it claims.
+    """
+
+    def __init__(
+        self,
+        sink: Any,
+        *,
+        sink_id: str,
+        store: CommitStateStore,
+        streams: CommittableStreams,
+        job_id: str | None = None,
+        retry_policy: CommitRetryPolicy | None = None,
+        on_stage: StageListener | None = None,
+        capabilities: SinkCapabilities | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.capabilities = capabilities if capabilities is not None else inspect_sink(sink)
+        self.sink = sink
+        self.sink_id = sink_id
+        self.job_id = job_id if job_id is not None else uuid.uuid4().hex[:16]
+        self._store = store
+        self._streams = streams
+        self._policy = retry_policy or CommitRetryPolicy()
+        self._on_stage = on_stage or (lambda event, epoch: None)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._lease: SinkLease | None = None
+        self._state = CoordinatorState.NEW
+        self.stage_seconds: dict[str, float] = {}
+        caps = self.capabilities
+        self._committables: SimpleVersionedSerializer[Any] | None = (
+            self.sink.get_committable_serializer() if caps.committer else None
+        )
+        self._write_results: SimpleVersionedSerializer[Any] | None = (
+            self.sink.get_write_result_serializer() if caps.pre_commit_topology else None
+        )
+
+    @property
+    def state(self) -> CoordinatorState:
+        """The lifecycle state."""
+        return self._state
+
+    @property
+    def lease(self) -> SinkLease:
+        """The lease on the sink id, while open.
+
+        Raises:
+            IllegalLifecycleError: The coordinator is not open.
+        """
+        self._check_open("use the lease")
+        assert self._lease is not None  # open means acquired
+        return self._lease
+
+    def _check_open(self, action: str) -> None:
+        if self._state is not CoordinatorState.OPEN:
+            raise IllegalLifecycleError(
+                f"cannot {action} on the commit coordinator of sink {self.sink_id!r} (job "
+                f"{self.job_id!r}): {_ILLEGAL[self._state]}"
+            )
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Add the wall time of the block to `stage_seconds` under ``stage``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + (
+                time.perf_counter() - start
+            )
+
+    # --- the job ---------------------------------------------------------------------------
+
+    def open(self, *, keep_attempt_tokens: Collection[str] = ()) -> Recovery:
+        """Acquire the sink id, record this job, and finish what dead jobs left.
+
+        Pending epochs are taken in epoch order: one with a checkpoint id (its data
+        will not be written again) is committed from its stored committables; one
+        of a batch run without a checkpoint id is aborted (``SupportsAbort.abort``
+        with its committables; that run's data is written again by a re-run). Then
+        every dead job's staged output is removed with
+        ``clean_up_attempts(job_id, keep_attempt_tokens)``.
+
+        Args:
+            keep_attempt_tokens: Attempts whose staged output a restored writer state
+                still refers to (streaming restores); none for batch runs.
+
+        Returns:
+            What was recovered.
+
+        Raises:
+            ConcurrentCommitError: Another live driver holds the sink id.
+            CommitError: A pending epoch failed to commit; it stays pending, and the
+                next run tries again. Nothing of this job was written.
+            IllegalLifecycleError: The coordinator was opened before.
+        """
+        if self._state is not CoordinatorState.NEW:
+            raise IllegalLifecycleError(
+                f"the commit coordinator of sink {self.sink_id!r} (job {self.job_id!r}) was "
+                "opened before; make a new CommitCoordinator for another job"
+            )
+        self._lease = self._store.acquire(self.sink_id, job_id=self.job_id)
+        self._state = CoordinatorState.OPEN
+        try:
+            self._lease.record_job()
+            self._on_stage("job-recorded", 0)
+            return self._recover(frozenset(keep_attempt_tokens))
+        except BaseException:
+            self.close()
+            raise
+
+    def _recover(self, keep: frozenset[str]) -> Recovery:
+        lease = self.lease
+        recommitted: dict[int, EpochCommit] = {}
+        aborted: list[int] = []
+        for record in lease.epochs(EpochStatus.PENDING):
+            if record.explicit:
+                committables = self.stored_committables(record)
+                recommitted[record.epoch] = self.commit_pending(
+                    record.epoch, record.checkpoint_id, committables, recovering=True
+                )
+            else:
+                with self.timed("abort stale epochs"):
+                    if self.capabilities.abort:
+                        self.sink.abort(self.stored_committables(record))
+                    lease.mark_aborted(record.epoch)
+                aborted.append(record.epoch)
+        cleaned = []
+        for job_id in lease.unfinished_jobs():
+            self._clean_up_attempts(job_id, keep)
+            lease.finish_job(job_id)
+            cleaned.append(job_id)
+        return Recovery(
+            recommitted=recommitted, aborted=tuple(aborted), cleaned_jobs=tuple(cleaned)
+        )
+
+    def clean_up_attempts(self, kept_attempt_tokens: Collection[str]) -> None:
+        """``clean_up_attempts(job_id, kept)`` on this job: the writer stage is over."""
+        self._clean_up_attempts(self.job_id, frozenset(kept_attempt_tokens))
+
+    def _clean_up_attempts(self, job_id: str, kept: frozenset[str]) -> None:
+        if self.capabilities.attempt_cleanup:
+            with self.timed("clean up attempts"):
+                self.sink.clean_up_attempts(job_id, kept)
+
+    def finish(self) -> None:
+        """This job's epochs are committed (or it gave up writing): remove all it staged.
+
+        Calls ``clean_up_attempts(job_id, ())``, forgets the job, releases the sink
+        id. Do not call it while an epoch of the job is pending and may be
+        committed by a later run: `close` instead, and the next run cleans up
+        after committing it.
+        """
+        self._check_open("finish the job")
+        self._clean_up_attempts(self.job_id, frozenset())
+        self.lease.finish_job(self.job_id)
+        self.close()
+
+    def close(self) -> None:
+        """Release the sink id. Idempotent. An unfinished job is cleaned by the next run."""
+        if self._state is CoordinatorState.OPEN and self._lease is not None:
+            self._lease.release()
+        self._state = CoordinatorState.CLOSED
+
+    def __enter__(self) -> CommitCoordinator:
+        if self._state is CoordinatorState.NEW:
+            self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- one epoch, batch ------------------------------------------------------------------
+
+    def run_epoch(
+        self, write: WriterStage, *, checkpoint_id: int | None, recovery: Recovery
+    ) -> SinkResult:
+        """One batch epoch: skip it, finish it, or write, pre-commit and commit it.
+
+        Args:
+            write: The engine's writer stage.
+            checkpoint_id: The user's checkpoint id (the epoch), or ``None`` for a
+                new epoch whose committables carry ``END_OF_INPUT``.
+            recovery: What `open` returned: a pending ``checkpoint_id`` it committed
+                makes this run ``RECOMMITTED``.
+
+        Raises:
+            SinkConfigurationError: ``checkpoint_id`` is an epoch of runs without one.
+            SinkWriterError: A writer failed; nothing was committed.
+            CommitError: The commit failed; the epoch stays pending.
+        """
+        lease = self.lease
+        epoch = checkpoint_id if checkpoint_id is not None else lease.next_epoch()
+        carried = checkpoint_id if checkpoint_id is not None else END_OF_INPUT
+        base = SinkResult(
+            sink_id=self.sink_id,
+            epoch=epoch,
+            checkpoint_id=carried,
+            status=CommitStatus.ALREADY_COMMITTED,
+            job_id=self.job_id,
+            aborted_epochs=recovery.aborted,
+            recommitted_epochs=tuple(e for e in recovery.recommitted if e != epoch),
+            cleaned_jobs=recovery.cleaned_jobs,
+        )
+        if checkpoint_id is not None and epoch in recovery.recommitted:
+            return self._result(base, CommitStatus.RECOMMITTED, recovery.recommitted[epoch])
+        existing = lease.get(epoch) if checkpoint_id is not None else None
+        if existing is not None and not existing.explicit:
+            raise SinkConfigurationError(
+                f"epoch {epoch} of sink {self.sink_id!r} belongs to a run without a "
+                f"checkpoint_id (assigned {existing.status.value}); checkpoint ids and "
+                "assigned epochs share one history per sink id. Use checkpoint ids for every "
+                "run of this sink id, or a different sink_id for runs with them"
+            )
+        if existing is not None and existing.status is EpochStatus.COMMITTED:
+            return attrs.evolve(base, stage_seconds=dict(self.stage_seconds))
+
+        try:
+            with self.timed("write"):
+                written = write(self.job_id, carried)
+        except BaseException:
+            self.clean_up_attempts(())  # nothing of this run will be committed
+            raise
+        self.stage_seconds.update(written.stage_seconds)
+        self.clean_up_attempts(written.attempt_tokens)
+        self._on_stage("writers-finished", epoch)
+        try:
+            committables = self.pre_commit(written.table)
+        except BaseException:
+            self.clean_up_attempts(())  # nothing of this run will be committed
+            raise
+        self.record_pending(epoch, carried, committables, explicit=checkpoint_id is not None)
+        commit = self.commit_pending(epoch, carried, committables)
+        return self._result(base, CommitStatus.COMMITTED, commit, written)
+
+    def _result(
+        self,
+        base: SinkResult,
+        status: CommitStatus,
+        commit: EpochCommit,
+        written: WriterStageOutput | None = None,
+    ) -> SinkResult:
+        outcome = commit.outcome
+        return attrs.evolve(
+            base,
+            status=status,
+            stage_seconds=dict(self.stage_seconds),
+            committed=len(outcome.committed),
+            already_committed=len(outcome.already_committed),
+            failed_with_known_reason=len(outcome.failed_with_known_reason),
+            retries=outcome.retries,
+            records_written=written.records if written else 0,
+            subtasks=written.subtasks if written else 0,
+            writer_metrics=dict(written.metrics) if written else {},
+        )
+
+    # --- the steps of an epoch ---------------------------------------------------------------
+
+    def pre_commit(self, written: pa.Table) -> list[Any]:
+        """The epoch's committables from the writers' outputs.
+
+        Without a pre-commit topology the outputs are the committables. With one,
+        the outputs are write results: they go through the topology on the
+        engine's stream, and every writer output must come out in exactly one
+        committable's lineage.
+
+        Raises:
+            SinkConfigurationError: The topology returned something other than the
+                committable stream, or lost, duplicated or invented lineage.
+            SerializationError: An output does not read with its serializer.
+        """
+        if self._committables is None:
+            return []
+        if self._write_results is None:
+            return self._decode(written)
+        from sinkv2.runtime.committables import check_lineage  # noqa: PLC0415  # loads pyarrow
+
+        sink_type = self.capabilities.sink_type
+        with self.timed("pre-commit topology"):
+            result = self.sink.add_pre_commit_topology(self._streams.to_stream(written))
+            produced = self._streams.to_table(
+                result, produced_by=f"{sink_type}.add_pre_commit_topology()"
+            )
+        check_lineage(written, produced, sink_type)
+        try:
+            return self._decode(produced)
+        except SerializationError as error:
+            raise SerializationError(
+                f"{sink_type}'s pre-commit topology returned rows that do not read with the "
+                f"committable serializer: {error}. The topology must turn write results into "
+                "committables (e.g. with aggregate_committables or map_committables, "
+                "write=get_committable_serializer()). Nothing was committed",
+                serializer=error.serializer,
+            ) from error
+
+    def _decode(self, table: pa.Table) -> list[Any]:
+        assert self._committables is not None
+        serializer = self._committables
+        return [
+            SimpleVersionedSerialization.read_version_and_deserialize(serializer, payload)
+            for payload in table.column("payload").to_pylist()
+        ]
+
+    def stored_committables(self, record: EpochRecord) -> list[Any]:
+        """The committables recorded with ``record``.
+
+        Raises:
+            CorruptDataError: The stored bytes do not decode.
+            UnsupportedVersionError: They were written by a serializer version the
+                sink no longer reads.
+        """
+        if self._committables is None:
+            return []
+        return SimpleVersionedSerialization.read_version_and_deserialize_list(
+            self._committables, record.payload
+        )
+
+    def record_pending(
+        self, epoch: int, checkpoint_id: int, committables: Sequence[Any], *, explicit: bool
+    ) -> EpochRecord:
+        """Make the epoch's committables durable as Pending, before any of them commits.
+
+        Args:
+            epoch: The epoch in the sink's history.
+            checkpoint_id: The checkpoint id the committables carry.
+            committables: Everything to commit for the epoch.
+            explicit: Whether a later run must commit the epoch if this job dies
+                (``True``: its data is not written again) or abort it (``False``).
+        """
+        payload, version = b"", 0
+        if self._committables is not None:
+            version = self._committables.get_version()
+            payload = SimpleVersionedSerialization.write_version_and_serialize_list(
+                self._committables, committables
+            )
+        with self.timed("commit"):
+            record = self.lease.record_pending(
+                epoch,
+                explicit=explicit,
+                serializer_version=version,
+                payload=payload,
+                checkpoint_id=checkpoint_id,
+            )
+        self._on_stage("pending-recorded", epoch)
+        return record
+
+    def commit_pending(
+        self,
+        epoch: int,
+        checkpoint_id: int,
+        committables: Sequence[Any],
+        *,
+        recovering: bool = False,
+        wrap_committer: Callable[[Committer[Any]], Committer[Any]] | None = None,
+    ) -> EpochCommit:
+        """Commit a pending epoch, run the post-commit topology, record it committed.
+
+        The post-commit topology runs before Committed is recorded, as in Flink: if
+        it fails, the epoch stays pending and the next run commits it again
+        (idempotently) and re-runs the topology.
+
+        Raises:
+            CommitError: The commit failed; the epoch stays pending.
+        """
+        outcome = self.run_committer(
+            committables,
+            checkpoint_id=checkpoint_id,
+            recovering=recovering,
+            what=f"sink {self.sink_id!r} epoch {epoch}",
+            wrap_committer=wrap_committer,
+        )
+        self._on_stage("committer-finished", epoch)
+        if self.run_post_commit(outcome.successful, checkpoint_id):
+            self._on_stage("post-commit-finished", epoch)
+        with self.timed("commit"):
+            self.lease.mark_committed(epoch)
+        self._on_stage("committed-recorded", epoch)
+        return EpochCommit(epoch=epoch, checkpoint_id=checkpoint_id, outcome=outcome)
+
+    def run_committer(
+        self,
+        committables: Sequence[Any],
+        *,
+        checkpoint_id: int,
+        recovering: bool,
+        what: str,
+        wrap_committer: Callable[[Committer[Any]], Committer[Any]] | None = None,
+    ) -> CommitOutcome[Any]:
+        """Run the sink's committer over ``committables`` with Flink's semantics.
+
+        No store transition: `commit_pending` records the epoch around it.
+
+        Args:
+            committables: What to commit.
+            checkpoint_id: Their checkpoint id; the committer's context reports it as
+                restored when ``recovering``.
+            recovering: Whether an earlier job produced them (Flink: committables
+                restored from a checkpoint).
+            what: Names the commit in errors and logs.
+            wrap_committer: Wraps the sink's committer (the kit injects faults so).
+
+        Raises:
+            CommitError: The commit failed.
+        """
+        if not self.capabilities.committer:
+            return CommitOutcome()
+        with self.timed("commit"):
+            context = BasicCommitterInitContext(
+                job_id=self.job_id,
+                restored_checkpoint_id=checkpoint_id if recovering else None,
+            )
+            committer = self.sink.create_committer(context)
+            self.capabilities.check_committer(committer)
+            try:
+                return commit_with_retries(
+                    wrap_committer(committer) if wrap_committer else committer,
+                    committables,
+                    policy=self._policy,
+                    metrics=context.metric_group(),
+                    what=what,
+                    sleep=self._sleep,
+                    rng=self._rng,
+                )
+            finally:
+                committer.close()
+
+    def run_post_commit(self, successful: Sequence[Any], checkpoint_id: int) -> bool:
+        """Hand the committed committables to the post-commit topology, if the sink has one.
+
+        Returns:
+            Whether a post-commit topology ran.
+        """
+        if self._committables is None or not self.capabilities.post_commit_topology:
+            return False
+        from sinkv2.runtime.committables import encode_committables  # noqa: PLC0415  # pyarrow
+
+        table = encode_committables(
+            [(checkpoint_id, 0, 1, f"committed:{i}", c) for i, c in enumerate(successful)],
+            self._committables,
+        )
+        with self.timed("post-commit topology"):
+            self.sink.add_post_commit_topology(self._streams.to_stream(table))
+        return True

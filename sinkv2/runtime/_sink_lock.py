@@ -1,0 +1,128 @@
+"""The SQLite store's hold on a sink id: a ``flock`` on one file per sink id.
+
+The kernel drops the lock when its process dies, so a crashed driver never
+blocks a re-run. The lock file also names its holder (job, pid, host), so a
+driver that finds the sink id taken can say by whom.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import pathlib
+import socket
+from typing import Final
+
+import attrs
+
+from sinkv2.errors import CommitStateError, ConcurrentCommitError
+
+__all__ = ["Holder", "describe_holder", "drop_lock", "lock_path", "take_lock"]
+
+_MAX_HOLDER_BYTES: Final = 4096
+
+
+@attrs.frozen
+class Holder:
+    """Who holds a sink id: written to its lock file and to ``sink_fence.holder``."""
+
+    job_id: str
+    pid: int
+    host: str
+    since: float
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), sort_keys=True)
+
+    @staticmethod
+    def load(text: str) -> Holder | None:
+        """The holder written as ``text``, or ``None`` if it is unreadable."""
+        try:
+            data = json.loads(text)
+            return Holder(
+                job_id=str(data["job_id"]),
+                pid=int(data["pid"]),
+                host=str(data["host"]),
+                since=float(data["since"]),
+            )
+        except Exception:  # noqa: BLE001  # unreadable details are reported as unknown
+            return None
+
+    @property
+    def is_this_process(self) -> bool:
+        """Whether the holder is the calling process."""
+        return self.pid == os.getpid() and self.host == socket.gethostname()
+
+    def __str__(self) -> str:
+        since = dt.datetime.fromtimestamp(self.since, tz=dt.timezone.utc)
+        return (
+            f"job {self.job_id!r} (pid {self.pid} on host {self.host!r}, since "
+            f"{since.isoformat(timespec='seconds')})"
+        )
+
+
+def lock_path(db_path: pathlib.Path, sink_id: str) -> pathlib.Path:
+    digest = hashlib.sha256(sink_id.encode("utf-8")).hexdigest()[:32]
+    return db_path.with_name(db_path.name + ".locks") / f"{digest}.lock"
+
+
+def take_lock(lock_path: pathlib.Path, sink_id: str, holder: Holder) -> int:
+    """Lock the sink id's file without blocking and write ``holder`` into it.
+
+    A new open file description per call, so that two leases in one process conflict.
+    """
+    import fcntl  # noqa: PLC0415  # POSIX only; importing sinkv2 must work everywhere
+
+    try:
+        lock_path.parent.mkdir(exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        raise CommitStateError(
+            f"cannot open the lock file {str(lock_path)!r} of sink {sink_id!r}: "
+            f"{type(error).__name__}: {error}; the store's directory must be writable"
+        ) from error
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = Holder.load(os.pread(fd, _MAX_HOLDER_BYTES, 0).decode("utf-8", "replace"))
+            raise ConcurrentCommitError(_concurrent_message(sink_id, other, lock_path)) from None
+        data = holder.to_json().encode("utf-8")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def describe_holder(holder: Holder | None) -> str:
+    if holder is None:
+        return "an unknown holder (no readable holder details were recorded)"
+    return str(holder)
+
+
+def _concurrent_message(sink_id: str, holder: Holder | None, lock_path: pathlib.Path) -> str:
+    message = (
+        f"sink {sink_id!r} is already held, by {describe_holder(holder)}. Two drivers must "
+        "never commit one sink at once, so this one stops before writing anything. Wait "
+        "for that job to finish, then re-run; if it is dead, its lock died with its "
+        f"process and a re-run proceeds (lock file: {str(lock_path)!r})"
+    )
+    if holder is not None and holder.is_this_process:
+        message += (
+            ". The holder is this process: release its lease (or use it in a `with` block) "
+            "before acquiring the sink id again"
+        )
+    return message
+
+
+def drop_lock(fd: int) -> None:
+    import fcntl  # noqa: PLC0415  # POSIX only; see take_lock
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -1,0 +1,234 @@
+"""Spark as an engine of the commit coordinator: its writer stage and committable streams.
+
+The coordinator (`sinkv2.runtime.CommitCoordinator`) owns the epoch protocol; this
+module supplies what only Spark knows:
+
+- `SparkWriterStage`: pre-write topology, then ``mapInArrow(WriterTask).toArrow()``
+  with one task per partition (= subtask). The plan is executed once; Spark keeps
+  the first successful attempt's output per partition. Only committables, states
+  and per-subtask counters reach the driver; rows never do.
+- `SparkCommittableStreams`: a committable table as a ``pyspark.sql.DataFrame`` for
+  pre- and post-commit topologies, and back.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Any, Final, final
+
+import msgpack
+import pyarrow as pa
+
+from sinkv2 import SinkCapabilities, SinkConfigurationError, SinkWriterError
+from sinkv2.runtime import WriterStageOutput
+from sinkv2.runtime.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
+from sinkv2_spark._writer_stage import (
+    KIND_COMMITTABLE,
+    KIND_SUBTASK,
+    WRITER_OUTPUT_SCHEMA,
+    WriterTask,
+    writer_failure_marker,
+)
+from sinkv2_spark.committables import committable_stream_ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SparkCommittableStreams", "SparkWriterStage", "describe_jobs"]
+
+_WRITER_DDL: Final = (
+    "kind string, checkpoint_id long, subtask_id int, number_of_subtasks int, "
+    "attempt_token string, index int, serializer_version int, payload binary, "
+    "records long, metrics binary"
+)
+_FAILURE: Final = re.compile(
+    re.escape(writer_failure_marker()) + r" subtask=(\d+) position=(-?\d+) \| ([^\n]*)"
+)
+
+
+def describe_jobs(spark: SparkSession, description: str) -> None:
+    """Name the Spark jobs that follow in the UI (cosmetic: never fails)."""
+    try:
+        spark.sparkContext.setJobDescription(description)
+    except Exception:  # noqa: BLE001  # Spark Connect has no SparkContext; descriptions are cosmetic
+        return
+
+
+@final
+class SparkCommittableStreams:
+    """Committable tables as DataFrames in `COMMITTABLE_SCHEMA`, and back."""
+
+    def __init__(self, spark: SparkSession, sink_id: str) -> None:
+        self._spark = spark
+        self._sink_id = sink_id
+
+    def to_stream(self, table: pa.Table) -> DataFrame:
+        """``table`` as a DataFrame (an empty one with the schema if it has no rows)."""
+        describe_jobs(self._spark, f"sinkv2 {self._sink_id}: committable topology")
+        if table.num_rows:
+            return self._spark.createDataFrame(table)
+        return self._spark.createDataFrame([], committable_stream_ddl())
+
+    def to_table(self, stream: object, *, produced_by: str) -> pa.Table:
+        """The committable columns of ``stream``, collected to the driver.
+
+        Raises:
+            SinkConfigurationError: ``stream`` is not a DataFrame or lacks columns.
+        """
+        from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
+
+        if not isinstance(stream, DataFrame):
+            raise SinkConfigurationError(
+                f"{produced_by} must return the committable DataFrame (got "
+                f"{type(stream).__name__}); return the stream it received, transformed"
+            )
+        missing = [c for c in COMMITTABLE_COLUMNS if c not in stream.columns]
+        if missing:
+            raise SinkConfigurationError(
+                f"{produced_by} returned a DataFrame without the committable columns "
+                f"{missing}; keep every column of the committable schema "
+                "(sinkv2_spark.committables.COMMITTABLE_SCHEMA), e.g. by using its helpers"
+            )
+        return stream.select(*COMMITTABLE_COLUMNS).toArrow().cast(COMMITTABLE_SCHEMA)
+
+
+@final
+class SparkWriterStage:
+    """The writer stage of one batch epoch over ``df``: a `sinkv2.runtime.WriterStage`."""
+
+    def __init__(
+        self, df: DataFrame, sink: Any, capabilities: SinkCapabilities, sink_id: str
+    ) -> None:
+        self._df = df
+        self._sink = sink
+        self._capabilities = capabilities
+        self._sink_id = sink_id
+
+    def __call__(self, job_id: str, checkpoint_id: int) -> WriterStageOutput:
+        """Run every writer; their committables (or write results), framed.
+
+        Raises:
+            SinkConfigurationError: The pre-write topology returned no DataFrame.
+            SinkWriterError: A writer failed (its subtask, position and message).
+        """
+        seconds: dict[str, float] = {}
+        start = time.perf_counter()
+        source = self._pre_write(self._df)
+        if self._capabilities.pre_write_topology:
+            seconds["pre-write topology"] = time.perf_counter() - start
+        describe_jobs(source.sparkSession, f"sinkv2 {self._sink_id}: writers")
+        source, number_of_subtasks = _executed_once(source)
+        task = WriterTask(
+            sink=self._sink,
+            capabilities=self._capabilities,
+            job_id=job_id,
+            checkpoint_id=checkpoint_id,
+            number_of_subtasks=number_of_subtasks,
+            emits_write_results=self._capabilities.pre_commit_topology,
+        )
+        try:
+            table = source.mapInArrow(task, _WRITER_DDL).toArrow()
+        except Exception as error:
+            raise _writer_error(error) from error
+        return _split(table, number_of_subtasks, seconds)
+
+    def _pre_write(self, df: DataFrame) -> DataFrame:
+        if not self._capabilities.pre_write_topology:
+            return df
+        from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
+
+        result = self._sink.add_pre_write_topology(df)
+        if not isinstance(result, DataFrame):
+            raise SinkConfigurationError(
+                f"{self._capabilities.sink_type}.add_pre_write_topology() must return a "
+                f"pyspark.sql.DataFrame (got {type(result).__name__}); return the "
+                "transformed input, e.g. input.repartition(8, 'key')"
+            )
+        return result
+
+
+def _split(
+    table: pa.Table, number_of_subtasks: int, seconds: dict[str, float]
+) -> WriterStageOutput:
+    """The writer stage's rows, split into committables and per-subtask counters."""
+    table = table.cast(WRITER_OUTPUT_SCHEMA)
+    kinds = table.column("kind").to_pylist()
+    subtask_rows = [i for i, kind in enumerate(kinds) if kind == KIND_SUBTASK]
+    committable_rows = [i for i, kind in enumerate(kinds) if kind == KIND_COMMITTABLE]
+    # Typed indices: pa.array([]) would infer the null type, which take() refuses.
+    subtasks = table.take(pa.array(subtask_rows, type=pa.int64())).to_pydict()
+    if sorted(subtasks["subtask_id"]) != list(range(number_of_subtasks)):
+        raise RuntimeError(
+            f"writer stage returned subtasks {sorted(subtasks['subtask_id'])} for "
+            f"{number_of_subtasks} partitions; this is a bug in sinkv2, please report it"
+        )
+    metrics: dict[str, float] = {}
+    for packed in subtasks["metrics"]:
+        shipped = msgpack.unpackb(packed)
+        for name, count in shipped["counters"].items():
+            metrics[name] = metrics.get(name, 0) + count  # counters add up
+        for name, value in shipped["gauges"].items():
+            metrics[name] = max(metrics.get(name, value), value)  # gauges: the worst subtask
+    rows = table.take(pa.array(committable_rows, type=pa.int64()))
+    lineage = pa.array(
+        [
+            [f"{s}:{i}"]
+            for s, i in zip(
+                rows.column("subtask_id").to_pylist(),
+                rows.column("index").to_pylist(),
+                strict=True,
+            )
+        ],
+        type=pa.list_(pa.string()),
+    )
+    committables = pa.Table.from_arrays(
+        [
+            rows.column("checkpoint_id"),
+            rows.column("subtask_id"),
+            rows.column("number_of_subtasks"),
+            rows.column("serializer_version"),
+            rows.column("payload"),
+            lineage,
+        ],
+        schema=COMMITTABLE_SCHEMA,
+    )
+    return WriterStageOutput(
+        table=committables,
+        attempt_tokens=frozenset(subtasks["attempt_token"]),
+        records=sum(subtasks["records"]),
+        subtasks=len(subtask_rows),
+        metrics=metrics,
+        stage_seconds=seconds,
+    )
+
+
+def _executed_once(df: DataFrame) -> tuple[DataFrame, int]:
+    """``df`` planned once, and its number of partitions, without running it twice.
+
+    Writers need the parallelism before they start, but with adaptive query
+    execution it is only known once the stages before the last shuffle ran. Asking
+    ``df.rdd.getNumPartitions()`` runs them, and the writer job would run them
+    again. Spark's own V2 writers avoid that by executing the plan to one RDD and
+    reading its partitions; this does the same, then wraps that very RDD back into
+    a DataFrame for the writer stage, so the finished stages are reused.
+    """
+    from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
+
+    jdf = df._jdf  # classic DataFrames only; the translator refused the others
+    rows = jdf.queryExecution().toRdd()
+    jvm_session = df.sparkSession._jsparkSession  # the classic session's JVM handle
+    executed = jvm_session.internalCreateDataFrame(rows, jdf.schema(), False)
+    return DataFrame(executed, df.sparkSession), int(rows.getNumPartitions())
+
+
+def _writer_error(error: Exception) -> Exception:
+    found = _FAILURE.findall(str(error))
+    if not found:
+        return error
+    subtask, position, message = found[-1]
+    return SinkWriterError(
+        f"{message.strip()}. The job failed and nothing was committed.",
+        subtask_id=int(subtask),
+        position=None if int(position) < 0 else int(position),
+    )
