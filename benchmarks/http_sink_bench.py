@@ -46,7 +46,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: F401  # puts the repository on sys.path
 
 from reference_sinks.http import HttpSink
-from reference_sinks.http.local_server import LocalServer
 from sinkv2 import (
     AIMDScalingStrategy,
     AsyncSinkWriterConfiguration,
@@ -55,6 +54,7 @@ from sinkv2 import (
     CongestionControlRateLimitingStrategy,
     ExponentialBackoff,
 )
+from tests.servers.http_server import LocalServer
 
 
 def records(n: int) -> list[dict[str, Any]]:

@@ -35,12 +35,12 @@ import redis  # noqa: E402 - after the path setup
 import redis.asyncio  # noqa: E402
 
 from reference_sinks.redis import RedisSink, SetMode  # noqa: E402
-from reference_sinks.redis.local_server import LocalRedisServer  # noqa: E402
 from sinkv2 import (  # noqa: E402
     AsyncSinkWriterConfiguration,
     BasicSinkWriterContext,
     BasicWriterInitContext,
 )
+from tests.servers.redis_server import LocalRedisServer  # noqa: E402
 
 VALUE = b"v" * 16
 

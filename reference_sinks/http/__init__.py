@@ -14,9 +14,8 @@ SinkTopologyTranslator().apply(df, sink, sink_id="ingest")
 ```
 
 Needs ``pip install 'sinkv2[http]'`` (aiohttp): `HttpSink` checks for it when it
-is built, on the driver. `reference_sinks.http.local_server` is a real receiver with injectable
-latency, throttling and failures, for testing this sink or your own. See
-``docs/sinks/http.md``.
+is built, on the driver. See ``docs/sinks/http.md``; its tests run against a real
+local receiver (``tests/servers/http_server.py`` in the repository).
 """
 
 from reference_sinks.http._json import JsonSafeConverter, to_json_safe

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from reference_sinks.http.local_server import LocalServer
 from sinkv2 import (
     AsyncSinkWriterConfiguration,
     BasicSinkWriterContext,
@@ -20,6 +19,7 @@ from sinkv2 import (
     ExponentialBackoff,
     FatalDestinationError,
 )
+from tests.servers.http_server import LocalServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "webhook_sink.py"
 HINTS = AsyncSinkWriterConfiguration(

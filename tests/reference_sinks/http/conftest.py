@@ -1,12 +1,12 @@
 """One real local HTTP server per test session, in its own process, reset before each test.
 
-The server (``reference_sinks.http.local_server``) runs in a subprocess so that its
+The server (``tests.servers.http_server``) runs in a subprocess so that its
 CPU work does not share the GIL of the writer under test; it is stopped by PID.
 """
 
 import pytest
 
-from reference_sinks.http.local_server import LocalServer
+from tests.servers.http_server import LocalServer
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference_sinks.redis.local_server import LocalRedisServer
+from tests.servers.redis_server import LocalRedisServer
 
 
 def start_redis_server() -> LocalRedisServer:

@@ -1,5 +1,7 @@
 """A throwaway local ``redis-server`` for tests and benchmarks of Redis sinks.
 
+It lives in the repository's tests, not in the wheel: copy it to test your own sink.
+
 ::
 
     with LocalRedisServer.start() as server:
@@ -66,7 +68,7 @@ class LocalRedisServer:
 
     def client(self) -> Any:
         """A synchronous ``redis.Redis`` client on database 0 (close it when done)."""
-        import redis  # noqa: PLC0415 - optional dependency, needed only here
+        import redis
 
         return redis.Redis(host="127.0.0.1", port=self.port)
 

@@ -1,8 +1,10 @@
 """A real local HTTP receiver for testing HTTP sinks: records batches, injects latency and faults.
 
+It lives in the repository's tests, not in the wheel: copy it to test your own sink.
+
 Run it in its own process, so its CPU does not share the sink's GIL::
 
-    python -m reference_sinks.http.local_server --port 0   # first stdout line: the port
+    python -m tests.servers.http_server --port 0   # first stdout line: the port
 
 or from Python, with `LocalServer` (starts that process, waits until it answers,
 stops it by PID)::
@@ -59,13 +61,12 @@ from typing import Any, Final, final
 
 import attrs
 
+from sinkv2.text import missing_extra
+
 try:
     from aiohttp import web
 except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "reference_sinks.http.local_server needs aiohttp; install it with: "
-        "pip install 'sinkv2[http]'"
-    ) from error
+    raise missing_extra("tests.servers.http_server", "aiohttp", "http") from error
 
 __all__ = ["Behaviour", "LocalServer", "ScheduledAnswer", "main"]
 
@@ -335,7 +336,7 @@ async def _serve(port: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Serve on 127.0.0.1 until SIGTERM/SIGINT; print the bound port as the first stdout line."""
     parser = argparse.ArgumentParser(
-        prog="python -m reference_sinks.http.local_server", description=__doc__.split("\n")[0]
+        prog="python -m tests.servers.http_server", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
     args = parser.parse_args(argv)
@@ -360,7 +361,7 @@ class LocalServer:
 
     @classmethod
     def start(cls, *, port: int = 0, timeout_s: float = 30.0) -> LocalServer:
-        """Start ``python -m reference_sinks.http.local_server`` and wait until it answers.
+        """Start ``python -m tests.servers.http_server`` and wait until it answers.
 
         Raises:
             RuntimeError: it did not print its port, or did not answer, in ``timeout_s``.
@@ -369,7 +370,7 @@ class LocalServer:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
         process = subprocess.Popen(
-            [sys.executable, "-m", "reference_sinks.http.local_server", "--port", str(port)],
+            [sys.executable, "-m", "tests.servers.http_server", "--port", str(port)],
             stdout=subprocess.PIPE,
             env=env,
         )
@@ -383,7 +384,7 @@ class LocalServer:
             raise RuntimeError(
                 f"the local HTTP server did not print its port within {timeout_s} s "
                 f"(got {line!r}, exit code {process.poll()}); run "
-                "'python -m reference_sinks.http.local_server' to see why"
+                "'python -m tests.servers.http_server' to see why"
             )
         server = cls(process, int(line))
         while True:
