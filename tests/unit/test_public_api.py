@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 import sinkv2
 import sinkv2.asyncsink
 import sinkv2.errors
@@ -78,19 +80,48 @@ EXTENSIONS = {
     "BasicCommitterInitContext",
     "BasicSinkWriterContext",
     "BasicWriterInitContext",
-    "CommitOutcome",
-    "CommitRetryPolicy",
-    "CommitStateStore",
     "CooperativeProcessingTimeService",
-    "EpochRecord",
-    "EpochStatus",
     "InMemorySinkCommitterMetricGroup",
     "InMemorySinkWriterMetricGroup",
     "SinkCapabilities",
+    "inspect_sink",
+}
+RUNTIME = {
+    "DEFAULT_FILE_NAME",
+    "SCHEMA_VERSION",
+    "STAGE_EVENTS",
+    "STATE_DIR_ENV",
+    "CommitCoordinator",
+    "CommitOutcome",
+    "CommitRequestImpl",
+    "CommitRequestState",
+    "CommitRetryPolicy",
+    "CommitStateStore",
+    "CommitStatus",
+    "CommittableStreams",
+    "CoordinatorState",
+    "EpochCommit",
+    "EpochRecord",
+    "EpochStatus",
+    "Recovery",
+    "SinkLease",
+    "SinkResult",
+    "SqliteCommitStateStore",
+    "StageListener",
+    "WriterStage",
+    "WriterStageOutput",
+    "commit_with_retries",
+    "default_state_store_path",
+}
+MOVED_TO_RUNTIME = {
+    "CommitOutcome",
+    "CommitRetryPolicy",
+    "CommitStateStore",
+    "EpochRecord",
+    "EpochStatus",
     "SinkLease",
     "SqliteCommitStateStore",
     "commit_with_retries",
-    "inspect_sink",
 }
 ERRORS = {
     "CommitError",
@@ -156,6 +187,35 @@ def test_asyncsink_exports_the_async_names_and_the_facade_re_exports_them():
     )
     for name in sinkv2.asyncsink.__all__:
         assert getattr(sinkv2, name) is getattr(sinkv2.asyncsink, name), name
+
+
+def test_runtime_exports_exactly_the_runtime_names_and_the_facade_none_of_them():
+    import sinkv2.runtime
+
+    assert set(sinkv2.runtime.__all__) == RUNTIME
+    assert sinkv2.runtime.__all__ == sorted(
+        sinkv2.runtime.__all__, key=lambda n: (not n.isupper(), n)
+    )
+    for name in sinkv2.runtime.__all__:
+        assert getattr(sinkv2.runtime, name) is not None, name
+    assert not RUNTIME & set(sinkv2.__all__)
+
+
+def test_a_name_that_moved_to_the_runtime_says_where_it_went():
+    for name in MOVED_TO_RUNTIME:
+        with pytest.raises(AttributeError, match=f"from sinkv2.runtime import {name}"):
+            getattr(sinkv2, name)
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        sinkv2.Nope  # noqa: B018  # the attribute access is the test
+
+
+def test_importing_the_runtime_loads_neither_pyspark_nor_pyarrow():
+    code = (
+        "import sys, sinkv2.runtime; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 def test_metrics_module_resolves_everything_it_exports():

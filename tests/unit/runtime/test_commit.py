@@ -19,7 +19,6 @@ from sinkv2 import (
     InMemorySinkCommitterMetricGroup,
     SinkConfigurationError,
 )
-from sinkv2.runtime import CommitOutcome, CommitRetryPolicy, commit_with_retries
 from sinkv2.metrics import (
     ALREADY_COMMITTED_COMMITTABLES,
     FAILED_COMMITTABLES,
@@ -28,6 +27,7 @@ from sinkv2.metrics import (
     SUCCESSFUL_COMMITTABLES,
     TOTAL_COMMITTABLES,
 )
+from sinkv2.runtime import CommitOutcome, CommitRetryPolicy, commit_with_retries
 
 
 class ScriptedCommitter:
