@@ -119,7 +119,7 @@ def test_import_sinkv2_loads_neither_the_kit_nor_hypothesis() -> None:
 
 def test_the_kit_and_its_plugin_load_nothing_heavy_until_used() -> None:
     loaded = run_python(
-        "import sys, sinkv2.testing, sinkv2.testing.pytest_plugin; "
+        "import sys, sinkv2.testing, _sinkv2_pytestplugin; "
         "print(sorted(m.split('.')[0] for m in sys.modules "
         "if m.startswith(('hypothesis', 'pyspark', 'pyarrow', 'cloudpickle'))))"
     )
