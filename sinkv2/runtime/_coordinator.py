@@ -31,6 +31,7 @@ run commits it, or aborts it if it has no checkpoint id), or a Committed one.
 from __future__ import annotations
 
 import enum
+import logging
 import random
 import time
 import uuid
@@ -64,6 +65,8 @@ __all__ = [
     "WriterStage",
     "WriterStageOutput",
 ]
+
+logger = logging.getLogger("sinkv2.coordinator")
 
 StageListener = Callable[[str, int], None]
 """Called with (event, epoch) as a job progresses; see `STAGE_EVENTS`. For progress
@@ -317,12 +320,32 @@ class CommitCoordinator:
                 aborted.append(record.epoch)
         cleaned = []
         for job_id in lease.unfinished_jobs():
-            self._clean_up_attempts(job_id, keep)
-            lease.finish_job(job_id)
-            cleaned.append(job_id)
+            if self._clean_up_dead_job(job_id, keep):
+                lease.finish_job(job_id)
+                cleaned.append(job_id)
         return Recovery(
             recommitted=recommitted, aborted=tuple(aborted), cleaned_jobs=tuple(cleaned)
         )
+
+    def _clean_up_dead_job(self, job_id: str, keep: frozenset[str]) -> bool:
+        """Remove what ``job_id`` staged; on failure, warn and leave it for the next run.
+
+        A failed clean-up must not stop this job: the dead job's staged output is
+        invisible garbage, and it stays recorded, so every later run tries again.
+        """
+        try:
+            self._clean_up_attempts(job_id, keep)
+        except Exception as error:  # noqa: BLE001  # reported, and retried by the next run
+            logger.warning(
+                "sink %r: could not remove what job %r staged (%s: %s); the next run of "
+                "the sink id tries again",
+                self.sink_id,
+                job_id,
+                type(error).__name__,
+                error,
+            )
+            return False
+        return True
 
     def clean_up_attempts(self, kept_attempt_tokens: Collection[str]) -> None:
         """``clean_up_attempts(job_id, kept)`` on this job: the writer stage is over."""
@@ -337,14 +360,17 @@ class CommitCoordinator:
         """This job's epochs are committed (or it gave up writing): remove all it staged.
 
         Calls ``clean_up_attempts(job_id, ())``, forgets the job, releases the sink
-        id. Do not call it while an epoch of the job is pending and may be
-        committed by a later run: `close` instead, and the next run cleans up
-        after committing it.
+        id. If the clean-up fails, a warning is logged and the job stays recorded:
+        the next run of the sink id removes what it staged. Do not call it while an
+        epoch of the job is pending and may be committed by a later run: `close`
+        instead, and the next run cleans up after committing it.
         """
         self._check_open("finish the job")
-        self._clean_up_attempts(self.job_id, frozenset())
-        self.lease.finish_job(self.job_id)
-        self.close()
+        try:
+            if self._clean_up_dead_job(self.job_id, frozenset()):
+                self.lease.finish_job(self.job_id)
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Release the sink id. Idempotent. An unfinished job is cleaned by the next run."""

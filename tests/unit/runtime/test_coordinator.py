@@ -410,3 +410,24 @@ def test_any_schedule_of_crashes_ends_exactly_once_with_nothing_staged(tmp_path_
     with store.acquire("orders", job_id="inspect") as lease:
         assert lease.unfinished_jobs() == []
         assert {r.status for r in lease.epochs()} == {EpochStatus.COMMITTED}
+
+
+def test_a_clean_up_that_fails_after_the_commit_warns_and_the_next_run_retries_it(
+    sink, store, caplog
+):
+    failing = {"on": True}
+    clean = sink.clean_up_attempts
+
+    def clean_up_attempts(job_id, kept):
+        if failing["on"] and not kept:
+            raise OSError("permission denied")
+        clean(job_id, kept)
+
+    sink.clean_up_attempts = clean_up_attempts
+    result = run(sink, store, DATA, checkpoint_id=7)
+    assert result.status is CommitStatus.COMMITTED  # the commit stands
+    assert f"could not remove what job {result.job_id!r} staged" in caplog.text
+    assert len(sink.staged()) == 0  # the committer moved the files; cleanup found nothing
+    failing["on"] = False
+    again = run(sink, store, [[6]], checkpoint_id=8)
+    assert again.cleaned_jobs == (result.job_id,)
