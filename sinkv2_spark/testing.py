@@ -34,9 +34,7 @@ from sinkv2 import (
     inspect_sink,
 )
 from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
-from sinkv2.testing import SinkUnderTest
-from sinkv2.testing._multiset import Multiset, show
-from sinkv2.testing._settings import resolve_examples
+from sinkv2.testing import Multiset, SinkUnderTest, resolve_examples
 from sinkv2_spark._translator import SinkTopologyTranslator
 
 if TYPE_CHECKING:
@@ -230,18 +228,16 @@ def check_sink_on_spark(
                 f"after apply() with task failures {schedule or 'none'} "
                 f"(subtask, attempt) -> element; {result.committed} committed"
             )
-            lost = wanted.minus(visible)
+            lost = wanted.describe_excess(visible, "expected", "visible")
             if lost:
                 raise AssertionError(
-                    f"{guarantee.name} violated {described}: expected elements are missing: "
-                    f"{show(lost, 'expected', 'visible')}"
+                    f"{guarantee.name} violated {described}: expected elements are missing: {lost}"
                 )
-            extra = visible.minus(wanted)
+            extra = visible.describe_excess(wanted, "visible", "expected")
             if guarantee is DeliveryGuarantee.EXACTLY_ONCE and extra:
                 raise AssertionError(
                     f"EXACTLY_ONCE violated {described}: the destination shows more than "
-                    f"expected: {show(extra, 'visible', 'expected')}; a failed attempt's "
-                    "output became visible"
+                    f"expected: {extra}; a failed attempt's output became visible"
                 )
         finally:
             sut.close()

@@ -13,7 +13,9 @@ Engine-free and usable without pytest::
 
 `SinkContractTests` gives the same checks as a pytest test class; the pytest plugin
 (registered as ``sinkv2``) adds ``--sinkv2-examples``. The Spark-level scenario
-runner is ``sinkv2_spark.testing.check_sink_on_spark``.
+runner is ``sinkv2_spark.testing.check_sink_on_spark``; it, and any engine's kit,
+compares what a destination shows with `Multiset` and honours the examples setting
+through `resolve_examples`.
 
 Needs hypothesis and cloudpickle: ``pip install 'sinkv2[test]'``. Names load on
 first use, so importing this package (or its pytest plugin) loads neither, and
@@ -30,16 +32,27 @@ from sinkv2._text import missing_extra
 if TYPE_CHECKING:
     from sinkv2.runtime.committables import LocalCommittableStream
     from sinkv2.testing._check import check_sink
+    from sinkv2.testing._multiset import Multiset
+    from sinkv2.testing._settings import resolve_examples
     from sinkv2.testing._suite import SinkContractTests
     from sinkv2.testing._sut import SinkUnderTest
 
-__all__ = ["LocalCommittableStream", "SinkContractTests", "SinkUnderTest", "check_sink"]
+__all__ = [
+    "LocalCommittableStream",
+    "Multiset",
+    "SinkContractTests",
+    "SinkUnderTest",
+    "check_sink",
+    "resolve_examples",
+]
 
 _HOMES: Final = {
     "LocalCommittableStream": "sinkv2.runtime.committables",
+    "Multiset": "sinkv2.testing._multiset",
     "SinkContractTests": "sinkv2.testing._suite",
     "SinkUnderTest": "sinkv2.testing._sut",
     "check_sink": "sinkv2.testing._check",
+    "resolve_examples": "sinkv2.testing._settings",
 }
 
 

@@ -79,6 +79,14 @@ class Multiset:
             if count > other._counts.get(key, 0)
         ]
 
+    def describe_excess(self, other: Multiset, here: str, there: str) -> str:
+        """What ``self`` holds more often than ``other``, as text; ``""`` if nothing.
+
+        At most a few elements are shown, each as ``element (3x here, 1x there)``;
+        ``here`` and ``there`` name the two sides in the message.
+        """
+        return show(self.minus(other), here, there)
+
     def count(self, element: object) -> int:
         """How often ``element`` is in the multiset."""
         return self._counts.get(freeze(element), 0)

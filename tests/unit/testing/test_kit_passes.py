@@ -91,9 +91,11 @@ def test_public_surface() -> None:
     assert sinkv2.testing.__all__ == sorted(sinkv2.testing.__all__)
     assert set(sinkv2.testing.__all__) == {
         "LocalCommittableStream",
+        "Multiset",
         "SinkContractTests",
         "SinkUnderTest",
         "check_sink",
+        "resolve_examples",
     }
     for name in sinkv2.testing.__all__:
         assert getattr(sinkv2.testing, name).__module__.startswith("sinkv2.")
