@@ -23,18 +23,17 @@ from sinkv2.runtime._commit import (
     CommitRetryPolicy,
     commit_with_retries,
 )
-from sinkv2.runtime._coordinator import (
+from sinkv2.runtime._coordinator import CommitCoordinator, CoordinatorState
+from sinkv2.runtime._result import CommitStatus, SinkResult
+from sinkv2.runtime._seam import (
     STAGE_EVENTS,
-    CommitCoordinator,
     CommittableStreams,
-    CoordinatorState,
     EpochCommit,
     Recovery,
     StageListener,
     WriterStage,
     WriterStageOutput,
 )
-from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._sqlite_schema import SCHEMA_VERSION
 from sinkv2.runtime._sqlite_store import (
     DEFAULT_FILE_NAME,

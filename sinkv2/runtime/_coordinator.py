@@ -35,9 +35,9 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, Protocol, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
@@ -49,114 +49,22 @@ from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedS
 from sinkv2.errors import IllegalLifecycleError, SerializationError, SinkConfigurationError
 from sinkv2.runtime._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
 from sinkv2.runtime._result import CommitStatus, SinkResult
+from sinkv2.runtime._seam import (
+    CommittableStreams,
+    EpochCommit,
+    Recovery,
+    StageListener,
+    WriterStage,
+    WriterStageOutput,
+)
 from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = [
-    "STAGE_EVENTS",
-    "CommitCoordinator",
-    "CommittableStreams",
-    "CoordinatorState",
-    "EpochCommit",
-    "Recovery",
-    "StageListener",
-    "WriterStage",
-    "WriterStageOutput",
-]
+__all__ = ["CommitCoordinator", "CoordinatorState"]
 
 logger = logging.getLogger("sinkv2.coordinator")
-
-StageListener = Callable[[str, int], None]
-"""Called with (event, epoch) as a job progresses; see `STAGE_EVENTS`. For progress
-reporting, and how tests stop a driver at an exact point. ``"job-recorded"`` carries
-epoch 0: it comes before any epoch is chosen."""
-
-STAGE_EVENTS: Final = (
-    "job-recorded",
-    "writers-finished",
-    "pending-recorded",
-    "committer-finished",
-    "post-commit-finished",
-    "committed-recorded",
-)
-"""Every `StageListener` event, in the order they happen (``"post-commit-finished"``
-only for sinks with a post-commit topology)."""
-
-
-class CommittableStreams(Protocol):
-    """How an engine hands committables to topologies: the coordinator's engine seam.
-
-    Required: both methods. Spark wraps the table in a DataFrame; the kit's local
-    engine in a ``LocalCommittableStream``.
-    """
-
-    def to_stream(self, table: pa.Table) -> Any:
-        """The engine's committable stream holding ``table`` (`COMMITTABLE_SCHEMA` rows)."""
-        ...
-
-    def to_table(self, stream: object, *, produced_by: str) -> pa.Table:
-        """The rows of ``stream`` as a table in `COMMITTABLE_SCHEMA`.
-
-        Raises:
-            SinkConfigurationError: ``stream`` is not this engine's committable stream,
-                or lacks committable columns; name ``produced_by`` in the message.
-        """
-        ...
-
-
-@final
-@attrs.frozen(kw_only=True)
-class WriterStageOutput:
-    """What an engine's writer stage returned for one epoch.
-
-    Attributes:
-        table: One row per committable or write result, in `COMMITTABLE_SCHEMA`,
-            framed by the serializer of its kind; lineage ``"subtask:index"``.
-        attempt_tokens: The attempts whose output counts (one per subtask).
-        records: Elements handed to writers.
-        subtasks: Writer subtasks that ran.
-        metrics: Writer metrics over all subtasks, by Flink's names.
-        stage_seconds: Wall time of engine stages (e.g. the pre-write topology).
-    """
-
-    table: pa.Table
-    attempt_tokens: frozenset[str]
-    records: int = 0
-    subtasks: int = 0
-    metrics: Mapping[str, float] = attrs.field(factory=dict)
-    stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
-
-
-WriterStage = Callable[[str, int], WriterStageOutput]
-"""Runs every writer of one epoch: called with (job id, checkpoint id)."""
-
-
-@final
-@attrs.frozen(kw_only=True)
-class EpochCommit:
-    """One epoch committed: which, and what the committer did."""
-
-    epoch: int
-    checkpoint_id: int
-    outcome: CommitOutcome[Any]
-
-
-@final
-@attrs.frozen(kw_only=True)
-class Recovery:
-    """What `CommitCoordinator.open` found and finished of dead jobs.
-
-    Attributes:
-        recommitted: Pending epochs it committed, by epoch.
-        aborted: Pending epochs of runs without a checkpoint id it aborted.
-        cleaned_jobs: Dead jobs whose staged output it removed.
-    """
-
-    recommitted: Mapping[int, EpochCommit] = attrs.field(factory=dict)
-    aborted: tuple[int, ...] = ()
-    cleaned_jobs: tuple[str, ...] = ()
 
 
 class CoordinatorState(enum.Enum):

@@ -244,7 +244,7 @@ class LocalCommittableStream:
         if not isinstance(table, pa.Table):
             raise SinkConfigurationError(
                 f"LocalCommittableStream needs a pyarrow.Table (got {type(table).__name__}); "
-                "build one with sinkv2._local_stream.encode_committables"
+                "build one with sinkv2.runtime.committables.encode_committables"
             )
         self._table = table
 
