@@ -11,7 +11,7 @@ import datetime as dt
 import decimal
 import json
 from collections.abc import Collection, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from reference_sinks.files._committables import InProgressFile, PendingFile
 from reference_sinks.files._committer import remove_quietly
+from reference_sinks.files._config import FileFormat, RollingPolicy
 from reference_sinks.files._paths import partition_path
 from sinkv2 import (
     CommittingSinkWriter,
@@ -30,8 +31,6 @@ from sinkv2 import (
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
-
-    from reference_sinks.files._sink import FileSink
 
 __all__ = ["FileWriter"]
 
@@ -186,6 +185,33 @@ def split_by_partition(
         yield key, batch.filter(mask).select(data_columns)
 
 
+class WriterSettings(Protocol):
+    """What a `FileWriter` reads from its sink; `FileSink` has all of it.
+
+    A protocol, not ``FileSink`` itself, so that this module does not import the sink
+    module that imports it.
+    """
+
+    @property
+    def format(self) -> FileFormat:
+        """``"parquet"`` or ``"jsonl"``."""
+        ...
+
+    @property
+    def partition_by(self) -> Sequence[str]:
+        """The partition columns, outermost first."""
+        ...
+
+    @property
+    def rolling_policy(self) -> RollingPolicy:
+        """When part files are closed."""
+        ...
+
+    def resolve(self) -> tuple[pafs.FileSystem, str]:
+        """The filesystem and the base path inside it."""
+        ...
+
+
 @final
 class FileWriter(
     CommittingSinkWriter[dict[str, Any], PendingFile],
@@ -200,7 +226,7 @@ class FileWriter(
 
     def __init__(
         self,
-        sink: FileSink,
+        sink: WriterSettings,
         context: WriterInitContext,
         restored: Collection[InProgressFile] = (),
     ) -> None:

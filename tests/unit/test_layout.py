@@ -1,0 +1,107 @@
+"""The package layout the style guide promises, checked on the source.
+
+Imports go one way (``reference_sinks`` -> ``sinkv2_spark`` -> ``sinkv2``), no
+package imports another package's private module (a ``_name`` anywhere in the
+dotted path), and the reference sinks' modules import each other without cycles
+(``TYPE_CHECKING`` imports included: a cycle there is still a tangle to read).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("sinkv2", "sinkv2_spark", "reference_sinks")
+MAY_IMPORT = {
+    "sinkv2": {"sinkv2"},
+    "sinkv2_spark": {"sinkv2", "sinkv2_spark"},
+    "reference_sinks": {"sinkv2", "sinkv2_spark", "reference_sinks"},
+}
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """Every absolute module a file imports (at any depth), with the line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            # `from pkg import _private` names a private module too.
+            found += [
+                (node.lineno, f"{node.module}.{alias.name}")
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def package_files(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_private(module: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in module.split("."))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_imports_go_one_way_and_never_into_another_packages_private_module(package):
+    wrong = []
+    for path in package_files(package):
+        for line, module in imported_modules(path):
+            top = module.split(".")[0]
+            if top not in PACKAGES:
+                continue
+            where = f"{path.relative_to(ROOT)}:{line} imports {module}"
+            if top not in MAY_IMPORT[package]:
+                wrong.append(f"{where} (against the direction of imports)")
+            elif top != package and is_private(module):
+                wrong.append(f"{where} (a private module of {top}; use its public name)")
+    assert not wrong, "\n".join(wrong)
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    modules = {module_name(path): path for path in package_files(package)}
+    return {
+        name: {
+            module
+            for _, module in imported_modules(path)
+            if module in modules and module != name and not name.startswith(f"{module}.")
+        }
+        for name, path in modules.items()
+    }
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        for target in sorted(graph[node]):
+            cycle = visit(target, [*path, node])
+            if cycle:
+                return cycle
+        done.add(node)
+        return None
+
+    for node in sorted(graph):
+        cycle = visit(node, [])
+        if cycle:
+            return cycle
+    return None
+
+
+def test_the_reference_sinks_modules_import_each_other_without_cycles():
+    cycle = find_cycle(import_graph("reference_sinks"))
+    assert cycle is None, " -> ".join(cycle or [])
