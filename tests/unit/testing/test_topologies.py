@@ -21,6 +21,7 @@ from sinkv2 import (
     SupportsPostCommitTopology,
     SupportsPreCommitTopology,
 )
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime.committables import (
     COMMITTABLE_SCHEMA,
     check_lineage,
@@ -28,7 +29,6 @@ from sinkv2.runtime.committables import (
     encode_committables,
     summarize,
 )
-from sinkv2.errors import SinkConfigurationError
 from sinkv2.testing import LocalCommittableStream, check_sink
 from sinkv2_spark import committables as spark_committables
 from sinkv2_spark.committables import (
