@@ -37,7 +37,7 @@ from sinkv2 import (
 )
 from sinkv2.text import missing_extra
 
-__all__ = ["RETRYABLE_REPLY_PREFIXES", "RedisWriter", "import_redis"]
+__all__ = ["RETRYABLE_REPLY_PREFIXES", "RedisWriter"]
 
 RETRYABLE_REPLY_PREFIXES: Final = (
     "OOM",
@@ -53,7 +53,7 @@ RETRYABLE_REPLY_PREFIXES: Final = (
 _XADD_ID_TOO_SMALL: Final = "equal or smaller than the target stream top item"
 
 
-def import_redis() -> types.ModuleType:
+def _import_redis() -> types.ModuleType:
     """The ``redis`` package, or an ImportError with the install line."""
     try:
         import redis  # noqa: PLC0415  # redis is an optional extra
@@ -134,7 +134,7 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
         mode: RedisMode,
         client_options: Mapping[str, Any],
     ) -> None:
-        self._redis = import_redis()
+        self._redis = _import_redis()
         self._url = url
         self._mode = mode
         self._client_options = dict(client_options)

@@ -7,12 +7,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, final
 
-__all__ = ["Multiset", "freeze"]
+__all__ = ["Multiset", "show"]
 
 _SHOWN = 5
 
 
-def freeze(value: object) -> Any:
+def _freeze(value: object) -> Any:
     """A hashable stand-in for ``value`` that is equal exactly when the values are equal.
 
     Dicts, lists, sets and tuples are frozen recursively, so rows (dicts) can be
@@ -21,12 +21,12 @@ def freeze(value: object) -> Any:
     if isinstance(value, dict):
         return (
             "dict",
-            tuple(sorted(((freeze(k), freeze(v)) for k, v in value.items()), key=repr)),
+            tuple(sorted(((_freeze(k), _freeze(v)) for k, v in value.items()), key=repr)),
         )
     if isinstance(value, list | tuple):
-        return ("seq", tuple(freeze(v) for v in value))
+        return ("seq", tuple(_freeze(v) for v in value))
     if isinstance(value, set | frozenset):
-        return ("set", tuple(sorted((freeze(v) for v in value), key=repr)))
+        return ("set", tuple(sorted((_freeze(v) for v in value), key=repr)))
     if isinstance(value, float) and math.isnan(value):
         return ("nan",)
     try:
@@ -50,7 +50,7 @@ class Multiset:
     def add(self, elements: Iterable[object]) -> None:
         """Count ``elements`` in."""
         for element in elements:
-            key = freeze(element)
+            key = _freeze(element)
             self._counts[key] += 1
             self._originals.setdefault(key, element)
 
@@ -89,7 +89,7 @@ class Multiset:
 
     def count(self, element: object) -> int:
         """How often ``element`` is in the multiset."""
-        return self._counts.get(freeze(element), 0)
+        return self._counts.get(_freeze(element), 0)
 
     def __iter__(self) -> Iterator[object]:
         for key, count in self._counts.items():
