@@ -9,8 +9,7 @@ Every name here is also importable from ``sinkv2``. The modules behind it:
 ``_config`` (buffering hints, backoff), ``_rate_limiting`` (AIMD congestion
 control), ``_retry`` (error verdicts, dead letters), ``_state`` (the buffered
 entries and their serializer), ``_loop`` (the writer's event loop thread),
-``_buffer`` (entries waiting to be sent), ``_writer`` (the request loop) and
-``_sink`` (the sink half).
+``_writer`` (buffering and the request loop) and ``_sink`` (the sink half).
 """
 
 from sinkv2.asyncsink._config import (
