@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, final
+from urllib.parse import urlsplit
 
 import attrs
 import pyarrow as pa
@@ -310,8 +312,8 @@ class IcebergSink(
 
     # --- cleanup --------------------------------------------------------------------------
 
-    def _staged_files(self) -> tuple[pafs.FileSystem, list[pafs.FileInfo]]:
-        """The filesystem of the table's data location and every file this sink named."""
+    def _staged_files(self) -> tuple[Table, pafs.FileSystem, str, str, list[pafs.FileInfo]]:
+        """The table, its data location (filesystem, URI, path) and every file this sink named."""
         from pyiceberg.table.locations import load_location_provider  # noqa: PLC0415  # optional extra
 
         table = self.load_table()
@@ -323,25 +325,38 @@ class IcebergSink(
             for info in filesystem.get_file_info(selector)
             if info.type == pafs.FileType.File and info.base_name.startswith(FILE_PREFIX)
         ]
-        return filesystem, files
+        return table, filesystem, data_path, root, files
 
     def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
         """Delete data files staged by attempts of ``job_id`` other than the kept ones.
 
-        Only files named with one of the job's attempt tokens are touched; a kept
-        attempt's files (the ones that will be committed) stay.
+        Only files named with one of the job's attempt tokens are candidates, and a
+        kept attempt's files stay. A candidate that any snapshot of the table
+        references is never deleted: the runtime calls ``clean_up_attempts(job_id,
+        ())`` once the job's epoch is committed (and for dead jobs whose pending
+        epochs a later run committed), when the committed files are exactly such
+        candidates. What remains deleted is staged output no snapshot will ever
+        reference: failed and losing attempts, a dead job's writers, committables
+        skipped as already committed. Idempotent.
+
+        Cost: one listing of the data location; the table's manifests are read only
+        when there is a candidate, and only until every candidate is found
+        referenced (the newest snapshot's manifests first).
         """
         kept = frozenset(kept_attempt_tokens)
-        filesystem, files = self._staged_files()
-        doomed = [
-            info.path
+        table, filesystem, data_uri, root, files = self._staged_files()
+        candidates = {
+            _location_key(_uri_of(info.path, root, data_uri)): info.path
             for info in files
             if (token := attempt_token_of(info.base_name)) is not None
             and token.startswith(f"{job_id}-")
             and token not in kept
-        ]
-        for path in doomed:
-            filesystem.delete_file(path)
+        }
+        if not candidates:
+            return
+        for path in _unreferenced(table, candidates):
+            with contextlib.suppress(FileNotFoundError):
+                filesystem.delete_file(path)
 
     def abort(self, committables: Collection[IcebergCommittable]) -> None:
         """Delete the staged files of committables that will never be committed.
@@ -368,18 +383,58 @@ def _exists(table: Table, path: str) -> bool:
     return bool(table.io.new_input(path).exists())
 
 
+def _uri_of(path: str, root: str, data_uri: str) -> str:
+    """The location of ``path`` (a filesystem path under ``root``) as the table writes it."""
+    if path.startswith(root):
+        return data_uri.rstrip("/") + path[len(root.rstrip("/")) :]
+    return path
+
+
+def _location_key(location: str) -> str:
+    """``location`` without its scheme, so ``file:/x``, ``file:///x`` and ``/x`` compare equal."""
+    parts = urlsplit(location)
+    if parts.scheme in ("", "file"):
+        return parts.path
+    return f"{parts.netloc}{parts.path}"
+
+
+def _manifests_newest_first(table: Table) -> Iterator[Any]:
+    """Every manifest the table's snapshots list, each once, the current snapshot's first."""
+    snapshots = list(table.metadata.snapshots)
+    current = table.current_snapshot()
+    snapshots.sort(
+        key=lambda s: (current is None or s.snapshot_id != current.snapshot_id, -s.timestamp_ms)
+    )
+    seen: set[str] = set()
+    for snapshot in snapshots:
+        for manifest in snapshot.manifests(table.io):
+            if manifest.manifest_path not in seen:
+                seen.add(manifest.manifest_path)
+                yield manifest
+
+
+def _unreferenced(table: Table, candidates: Mapping[str, str]) -> list[str]:
+    """The values of ``candidates`` (location key -> path) that no snapshot references.
+
+    Reads manifests until every candidate is found referenced, so cleaning up after
+    a committed job usually reads only the manifests of its own snapshot.
+    """
+    left = dict(candidates)
+    for manifest in _manifests_newest_first(table):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            left.pop(_location_key(entry.data_file.file_path), None)
+        if not left:
+            break
+    return list(left.values())
+
+
 def _referenced_paths(table: Table) -> set[str]:
     """Every data file path the table's snapshots reference."""
-    paths: set[str] = set()
-    seen: set[str] = set()
-    for snapshot in table.metadata.snapshots:
-        for manifest in snapshot.manifests(table.io):
-            if manifest.manifest_path in seen:
-                continue
-            seen.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                paths.add(entry.data_file.file_path)
-    return paths
+    return {
+        entry.data_file.file_path
+        for manifest in _manifests_newest_first(table)
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
+    }
 
 
 @attrs.frozen

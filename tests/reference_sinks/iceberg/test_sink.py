@@ -246,3 +246,45 @@ def test_the_public_surface_is_exactly_all() -> None:
     submodules = {"pyiceberg"}
     assert public - submodules == set(module.__all__)
     assert len(module.__all__) == len(set(module.__all__))
+
+
+def test_cleanup_after_the_commit_keeps_every_committed_file(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, partitioned=True)
+    committed = stage(sink, [rows(0, 40)], job_id="job", attempt=1, checkpoint_id=1)
+    failed = stage(sink, [rows(0, 40)], job_id="job", attempt=0, checkpoint_id=1)
+    commit_with_retries(sink.create_committer(None), [committed], policy=NO_WAIT)
+    sink.clean_up_attempts("job", ())  # what the runtime does once the epoch is committed
+    sink.clean_up_attempts("job", ())  # idempotent
+    assert staged_files(tmp_path) == sorted(Path(f.path).name for f in committed.files)
+    assert not set(staged_files(tmp_path)) & {Path(f.path).name for f in failed.files}
+    assert [row["id"] for row in read_back(sink)] == list(range(40))
+
+
+def test_cleanup_never_deletes_a_file_an_older_snapshot_references(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    committed = stage(sink, [rows(0, 10)], job_id="job", checkpoint_id=1)
+    commit_with_retries(sink.create_committer(None), [committed], policy=NO_WAIT)
+    first = sink.load_table().current_snapshot()
+    assert first is not None
+    sink.load_table().overwrite(pa.Table.from_batches([rows(100, 3)]))  # not sinkv2's files
+    sink.clean_up_attempts("job", ())
+    assert staged_files(tmp_path) == sorted(Path(f.path).name for f in committed.files)
+    old = sink.load_table().scan(snapshot_id=first.snapshot_id).to_arrow()
+    assert sorted(old.column("id").to_pylist()) == list(range(10))  # time travel still reads
+    assert sorted(r["id"] for r in read_back(sink)) == [100, 101, 102]
+
+
+def test_cleanup_reads_no_manifest_when_nothing_is_to_be_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = make_sink(tmp_path)
+    committed = stage(sink, [rows(0, 10)], job_id="job", checkpoint_id=1)
+    commit_with_retries(sink.create_committer(None), [committed], policy=NO_WAIT)
+
+    def no_manifests(*args: object) -> list[str]:
+        raise AssertionError("manifests read although no file of the job is a candidate")
+
+    monkeypatch.setattr("reference_sinks.iceberg._sink._unreferenced", no_manifests)
+    sink.clean_up_attempts("other-job", ())
+    sink.clean_up_attempts("job", {"job-00000-0"})
+    assert [row["id"] for row in read_back(sink)] == list(range(10))
