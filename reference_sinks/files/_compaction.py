@@ -12,8 +12,11 @@ sources, which the committer deletes once the merged file is in place. Sources
 were never visible, so no row is ever seen twice.
 
 Replays are safe: the merged file's name is a hash of its sources, written to a
-temporary name and renamed, so a retried compaction task rewrites the same file;
-a re-commit of the same committable finds the merged file in place.
+temporary name and renamed, so a retried compaction task rewrites the same file
+(removing the temporaries a killed attempt left); a re-commit of the same
+committable finds the merged file in place. Everything compaction writes lives
+under ``_staging/<attempt token>/`` of one of the job's attempts, so what a task
+killed mid-merge leaves is removed by ``clean_up_attempts`` of the job.
 """
 
 from __future__ import annotations
@@ -21,18 +24,15 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from reference_sinks.files._committables import PendingFile, pending_file_serializer
-from reference_sinks.files._committer import exists
+from reference_sinks.files._committer import exists, remove_quietly
 from reference_sinks.files._config import CompactionPolicy
 from sinkv2 import SimpleVersionedSerialization
-
-if TYPE_CHECKING:
-    import pyarrow.fs as pafs
 
 __all__ = ["compact", "plan_bins"]
 
@@ -68,8 +68,33 @@ def plan_bins(files: Sequence[PendingFile], policy: CompactionPolicy) -> list[li
     return groups
 
 
+def _remove_stale_temporaries(fs: pafs.FileSystem, staging_dir: str, merged_name: str) -> None:
+    """Delete ``.<merged_name>.<uuid>.tmp`` files an earlier, killed attempt left.
+
+    Only temporaries of this merged file are touched; they are never committed. A
+    concurrent attempt (a speculative copy) whose temporary vanishes fails its
+    ``move`` and, unless the merged file is in place by then, is retried by Spark.
+    """
+    prefix = f".{merged_name}."
+    selector = pafs.FileSelector(staging_dir, allow_not_found=True)
+    for info in fs.get_file_info(selector):
+        if info.base_name.startswith(prefix) and info.base_name.endswith(".tmp"):
+            remove_quietly(fs, info.path)
+
+
 def _merge(fs: pafs.FileSystem, file_format: str, sources: Sequence[PendingFile]) -> PendingFile:
-    """Merge ``sources`` (staged, one partition) into one new staged file; idempotent."""
+    """Merge ``sources`` (staged, one partition) into one new staged file; idempotent.
+
+    The merged file is written to ``.<name>.<uuid>.tmp`` in the first source's
+    staging directory and renamed to ``<name>``. Both live under
+    ``_staging/<attempt token>/`` of an attempt of this job, so
+    ``clean_up_attempts(job_id, ...)`` removes them with the directory; a retried
+    merge also removes the temporaries its killed predecessors left first.
+
+    Raises:
+        FileNotFoundError: A source is gone (its rows are lost), or the temporary
+            vanished and no other attempt put the merged file in place.
+    """
     digest = hashlib.sha256("\n".join(sorted(s.staged for s in sources)).encode()).hexdigest()[:20]
     first = sources[0]
     staging_dir = first.staged.rsplit("/", 1)[0]
@@ -79,6 +104,7 @@ def _merge(fs: pafs.FileSystem, file_format: str, sources: Sequence[PendingFile]
     final = f"{first.final.rsplit('/', 1)[0]}/{merged_name}"
     rows = sum(s.rows for s in sources)
     if not exists(fs, staged):
+        _remove_stale_temporaries(fs, staging_dir, merged_name)
         temporary = f"{staging_dir}/.{merged_name}.{uuid.uuid4().hex}.tmp"
         if file_format == "parquet":
             table = pa.concat_tables(
@@ -91,7 +117,11 @@ def _merge(fs: pafs.FileSystem, file_format: str, sources: Sequence[PendingFile]
                 for s in sources:
                     with fs.open_input_stream(s.staged) as source:
                         out.write(source.read())
-        fs.move(temporary, staged)
+        try:
+            fs.move(temporary, staged)
+        except FileNotFoundError:
+            if not exists(fs, staged):  # another attempt removed it and did not finish
+                raise
     size = int(fs.get_file_info(staged).size)
     return PendingFile(
         staged=staged,

@@ -535,6 +535,77 @@ def test_compaction_commits_one_merged_file_per_partition_and_is_idempotent(tmp_
     assert [r["id"] for r in back] == list(range(100))
 
 
+def compacted_files(sink, tmp_path, *, job="job"):
+    """Twelve staged files of ``job`` (4 subtasks x 3 keys), then compacted: (sources, merged)."""
+    pending = [
+        p
+        for subtask in range(4)
+        for p in write(sink, [batch(25, subtask * 25)], job=job, subtask=subtask)
+    ]
+    fs = pafs.LocalFileSystem()
+    table = compact(stream_table(pending), fs=fs, file_format=sink.format, policy=sink.compaction)
+    serializer = sink.get_committable_serializer()
+    merged = [
+        SimpleVersionedSerialization.read_version_and_deserialize(serializer, p)
+        for p in table.column("payload").to_pylist()
+    ]
+    return pending, merged
+
+
+def staging_entries(base):
+    """Everything under ``<base>/_staging/``, files and directories, relative to it."""
+    return sorted(p.relative_to(base / "_staging").as_posix() for p in base.rglob("_staging/**/*"))
+
+
+COMPACTING = {
+    "partition_by": ["key"],
+    "compaction": CompactionPolicy(min_files=2, target_bytes=10**6),
+}
+
+
+def test_a_retried_merge_removes_the_temporaries_a_killed_attempt_left(tmp_path):
+    sink = FileSink(tmp_path, **COMPACTING)
+    pending, merged = compacted_files(sink, tmp_path)
+    victim = Path(merged[0].staged)
+    victim.unlink()  # the attempt died before its rename: only temporaries are left
+    stale = [victim.parent / f".{victim.name}.{n:032x}.tmp" for n in range(2)]
+    for path in stale:
+        path.write_bytes(b"half a parquet file")
+    other = victim.parent / f".part-someone-else-compact-0.parquet.{0:032x}.tmp"
+    other.write_bytes(b"another merge, in flight")
+    fs = pafs.LocalFileSystem()
+    again = compact(stream_table(pending), fs=fs, file_format="parquet", policy=sink.compaction)
+    assert len(again) == len(merged)
+    assert victim.exists()
+    assert not any(path.exists() for path in stale)
+    assert other.exists()  # not a temporary of this merge
+    assert [p.name for p in victim.parent.glob(f".{victim.name}.*")] == []
+
+
+def test_after_commit_and_cleanup_the_job_leaves_nothing_in_staging(tmp_path):
+    sink = FileSink(tmp_path, **COMPACTING)
+    pending, merged = compacted_files(sink, tmp_path)
+    killed = Path(merged[0].staged).parent / f".{Path(merged[0].staged).name}.{0:032x}.tmp"
+    killed.write_bytes(b"a killed merge attempt's temporary")
+    commit(sink, merged)
+    assert not any(Path(p.staged).exists() for p in pending)  # sources removed on commit
+    sink.clean_up_attempts("job", ())  # the runtime, once the epoch is committed
+    assert staging_entries(tmp_path) == []  # no file, no empty token directory
+    assert [r["id"] for r in read(tmp_path)] == list(range(100))
+
+
+def test_abort_of_merged_committables_removes_merged_files_and_their_sources(tmp_path):
+    sink = FileSink(tmp_path, **COMPACTING)
+    pending, merged = compacted_files(sink, tmp_path)
+    sink.abort(merged)
+    sink.abort(merged)  # idempotent
+    assert not any(Path(m.staged).exists() for m in merged)
+    assert not any(Path(p.staged).exists() for p in pending)
+    assert visible_files(tmp_path) == []
+    sink.clean_up_attempts("job", ())
+    assert staging_entries(tmp_path) == []
+
+
 def test_the_public_surface_is_exactly_all():
     from reference_sinks import files
 
