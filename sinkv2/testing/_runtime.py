@@ -47,6 +47,7 @@ from sinkv2._context import BasicSinkWriterContext, BasicWriterInitContext
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._messages import END_OF_INPUT
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
+from sinkv2._text import short_repr
 from sinkv2.errors import CommitError, SerializationError, SinkConfigurationError
 from sinkv2.runtime import (
     CommitCoordinator,
@@ -70,17 +71,16 @@ _LOG_TAIL: Final = 40
 _MAX_REPR: Final = 120
 
 
+def _short(value: object) -> str:
+    return short_repr(value, _MAX_REPR)
+
+
 class Phase(enum.Enum):
     """Where the simulated job is."""
 
     RUNNING = "running"
     FAILED = "failed"
     FINISHED = "finished"
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
 
 
 def _state_of(value: object) -> object:
