@@ -62,14 +62,17 @@ def _boolean(instance: object, attribute: attrs.Attribute[Any], value: object) -
 class RollingPolicy:
     """When a writer closes its in-progress part file and starts a new one.
 
-    A part file is rolled when it reaches ``max_rows`` rows or about ``max_bytes``
-    bytes (checked after each written batch, so a file may exceed it by one batch),
-    and on every checkpoint if ``roll_on_checkpoint``. The end of input always
-    closes every file.
+    A part file is rolled when it reaches ``max_rows`` rows (exactly: a batch that
+    would take a file past it is split at the boundary, the rest starts the next
+    file), when it reaches about ``max_bytes`` bytes (checked after each written
+    batch, so a file may exceed it by up to one batch: a batch's encoded size is
+    known only once written), and on every checkpoint if ``roll_on_checkpoint``. The
+    end of input always closes every file.
 
     Attributes:
-        max_rows: Rows per part file at most, or ``None`` for no limit.
-        max_bytes: Approximate bytes per part file at most, or ``None`` for no limit.
+        max_rows: Rows per part file at most (never exceeded), or ``None`` for no limit.
+        max_bytes: Bytes per part file, approximately: a file may pass it by one
+            batch. ``None`` for no limit.
         roll_on_checkpoint: Close every in-progress file at each checkpoint, so a
             checkpoint's committables hold everything written before it. FileSink
             requires ``True`` (Flink's rule for bulk formats; a Parquet file cannot

@@ -304,9 +304,20 @@ class FileWriter(
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        policy = self._policy
         for key, part in split_by_partition(batch, self._partition_by):
-            partition = partition_path(self._partition_by, key)
+            self._write_part(partition_path(self._partition_by, key), part)
+        self._metrics.get_num_records_send_counter().inc(batch.num_rows)
+        self._metrics.get_num_bytes_send_counter().inc(batch.nbytes)
+
+    def _write_part(self, partition: str, part: pa.RecordBatch) -> None:
+        """Append ``part`` to ``partition``'s open file, rolling files as the policy says.
+
+        ``max_rows`` is exact: a batch that would take a file past it is sliced at the
+        boundary (zero-copy) and the rest goes to the next file. ``max_bytes`` is
+        checked after each slice is written, so a file may pass it by one batch.
+        """
+        max_rows, max_bytes = self._policy.max_rows, self._policy.max_bytes
+        while part.num_rows:
             file = self._open.get(partition)
             converted = part if file is None else file.accepts(part)
             if file is not None and converted is None:
@@ -314,13 +325,17 @@ class FileWriter(
                 file, converted = None, part
             if file is None:
                 file = self._open[partition] = self._new_file(partition)
-            file.write(part if converted is None else converted)
-            if (policy.max_rows is not None and file.rows >= policy.max_rows) or (
-                policy.max_bytes is not None and file.bytes >= policy.max_bytes
+            part = part if converted is None else converted
+            room = part.num_rows if max_rows is None else max_rows - file.rows
+            if room <= 0:  # full already (never, as full files are rolled at once)
+                self._roll(file)
+                continue
+            file.write(part.slice(0, room) if room < part.num_rows else part)
+            part = part.slice(room)  # empty once all of it is written
+            if (max_rows is not None and file.rows >= max_rows) or (
+                max_bytes is not None and file.bytes >= max_bytes
             ):
                 self._roll(file)
-        self._metrics.get_num_records_send_counter().inc(batch.num_rows)
-        self._metrics.get_num_bytes_send_counter().inc(batch.nbytes)
 
     def flush(self, end_of_input: bool) -> None:
         """Write buffered elements into their files and make open JSON-lines files durable."""

@@ -269,6 +269,36 @@ def test_files_roll_by_rows(tmp_path):
     assert len({p.final for p in pending}) == 4
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+@pytest.mark.parametrize("partition_by", [(), ("key",)], ids=["unpartitioned", "partitioned"])
+@pytest.mark.parametrize(
+    "sizes", [[49], [50], [51], [1, 49, 1], [49, 2, 50], [99, 101], [150, 149, 151]]
+)
+@pytest.mark.parametrize("rows", [False, True], ids=["arrow", "rows"])
+def test_no_file_has_more_than_max_rows_whatever_the_batch_sizes(
+    tmp_path, fmt, partition_by, sizes, rows
+):
+    sink = FileSink(
+        tmp_path, fmt, partition_by=partition_by, rolling_policy=RollingPolicy(max_rows=50)
+    )
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    batches = [batch(n, start) for n, start in zip(sizes, starts, strict=True)]
+    pending = write(sink, batches, rows=rows)
+    by_partition = {}
+    for file in pending:
+        by_partition.setdefault(file.partition, []).append(file.rows)
+    for counts in by_partition.values():
+        assert max(counts) <= 50
+        assert all(count == 50 for count in counts[:-1])  # full files until the last
+    commit(sink, pending)
+    assert [r["id"] for r in read(tmp_path, fmt)] == list(range(sum(sizes)))
+    for path in Path(tmp_path).rglob(f"*.{fmt}"):
+        if fmt == "jsonl":
+            assert len(path.read_text().splitlines()) <= 50
+        else:
+            assert pq.read_metadata(path).num_rows <= 50
+
+
 def test_files_roll_by_bytes(tmp_path):
     sink = FileSink(tmp_path, "jsonl", rolling_policy=RollingPolicy(max_rows=None, max_bytes=2000))
     pending = write(sink, [batch(50, i * 50) for i in range(10)])
