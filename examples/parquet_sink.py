@@ -164,7 +164,12 @@ class ParquetSink(
         return AttrsMsgpackSerializer(ParquetFile)
 
     def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
-        """Remove the staged files of this job's losing attempts."""
+        """Remove what attempts of ``job_id`` staged, except the kept attempts'.
+
+        Called with the winners after the writer stage (the losers' files go), and
+        with none once the job's epoch is committed or the job died (committed files
+        were renamed out of ``_staging``, so nothing visible is touched).
+        """
         for attempt in (self.base / "_staging").glob(f"{job_id}-*"):
             if attempt.name not in kept_attempt_tokens:
                 shutil.rmtree(attempt, ignore_errors=True)

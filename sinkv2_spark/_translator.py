@@ -131,8 +131,8 @@ class SinkTopologyTranslator:
                 sink's class path; set it whenever one class writes to more than one
                 destination. Required with ``checkpoint_id``.
             checkpoint_id: Makes the run idempotent: if this epoch of ``sink_id`` is
-                committed, nothing is written again; if a run of it died after its
-                writers finished, its stored committables are committed without
+                committed, nothing is written again; if a run of it died after
+                recording its committables (Pending), they are committed without
                 rewriting. Without it, each run is a new epoch. (Any run of the sink
                 id first commits the pending epochs that dead runs with a checkpoint
                 id left, aborts those without one, and removes what dead runs staged.)

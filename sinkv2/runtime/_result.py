@@ -45,7 +45,8 @@ class SinkResult:
             this run aborted (their data is written again by whoever re-runs them).
         recommitted_epochs: Pending epochs of crashed runs with a checkpoint id that
             this run committed before its own (other than its own epoch).
-        cleaned_jobs: Crashed runs whose staged output this run removed.
+        cleaned_jobs: Earlier runs that died or failed, whose staged output this run
+            removed.
         stage_seconds: Wall time per stage, in pipeline order.
         writer_metrics: Writer metrics over all subtasks, by Flink's names: counters
             summed, gauges (such as ``currentSendTime``) at their largest.
@@ -87,7 +88,7 @@ class SinkResult:
         if self.recommitted_epochs:
             rows.append(("recommitted stale epochs", ", ".join(map(str, self.recommitted_epochs))))
         if self.cleaned_jobs:
-            rows.append(("cleaned up crashed jobs", ", ".join(self.cleaned_jobs)))
+            rows.append(("cleaned up earlier jobs", ", ".join(self.cleaned_jobs)))
         rows.extend(
             (f"time: {stage}", f"{seconds * 1000:,.1f} ms")
             for stage, seconds in self.stage_seconds.items()
