@@ -31,6 +31,7 @@ it. Every failure message ends with the lifecycle so far.
 from __future__ import annotations
 
 import enum
+import os
 import random
 import shutil
 import tempfile
@@ -73,6 +74,12 @@ _MAX_REPR: Final = 120
 
 def _short(value: object) -> str:
     return short_repr(value, _MAX_REPR)
+
+
+def _scratch_dir() -> str | None:
+    """Memory-backed scratch space if there is some: the kit's store is thrown away."""
+    shm = "/dev/shm"  # a private mkdtemp inside it, removed by close()
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 class Phase(enum.Enum):
@@ -201,7 +208,7 @@ class LocalRuntime:
         self._to_abort: list[Any] = []
         self._replay: list[object] = []
         self._rng = random.Random(0)
-        self._state_dir = Path(tempfile.mkdtemp(prefix="sinkv2-kit-"))
+        self._state_dir = Path(tempfile.mkdtemp(prefix="sinkv2-kit-", dir=_scratch_dir()))
         self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
         self._coordinator: CommitCoordinator | None = None
         self.abandoned: list[Any] = []
