@@ -128,12 +128,24 @@ class SinkWriterError(SinkV2Error):
         subtask_id: The subtask (on Spark: the partition) whose writer failed.
         position: The 0-based position of the failing element within the subtask's
             input, or ``None`` if the failure was not in ``write``.
+        worker_traceback: The last lines of the cause's traceback in the worker
+            that ran the writer, if it ran in another process; also in the message.
     """
 
-    def __init__(self, message: str, *, subtask_id: int, position: int | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        subtask_id: int,
+        position: int | None,
+        worker_traceback: str | None = None,
+    ) -> None:
+        if worker_traceback:
+            message = f"{message}\n\nIn the writer's worker (last lines):\n{worker_traceback}"
         super().__init__(message)
         self.subtask_id = subtask_id
         self.position = position
+        self.worker_traceback = worker_traceback
 
 
 class DestinationError(SinkV2Error):

@@ -13,22 +13,21 @@ module supplies what only Spark knows:
 
 from __future__ import annotations
 
-import re
 import time
 from typing import TYPE_CHECKING, Any, Final, final
 
 import msgpack
 import pyarrow as pa
 
-from sinkv2 import SinkCapabilities, SinkConfigurationError, SinkWriterError
+from sinkv2 import SinkCapabilities, SinkConfigurationError
 from sinkv2.runtime import WriterStageOutput
 from sinkv2.runtime.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
+from sinkv2_spark._failure import decode_failure
 from sinkv2_spark._writer_stage import (
     KIND_COMMITTABLE,
     KIND_SUBTASK,
     WRITER_OUTPUT_SCHEMA,
     WriterTask,
-    writer_failure_marker,
 )
 from sinkv2_spark.committables import committable_stream_ddl
 
@@ -41,9 +40,6 @@ _WRITER_DDL: Final = (
     "kind string, checkpoint_id long, subtask_id int, number_of_subtasks int, "
     "attempt_token string, index int, serializer_version int, payload binary, "
     "records long, metrics binary"
-)
-_FAILURE: Final = re.compile(
-    re.escape(writer_failure_marker()) + r" subtask=(\d+) position=(-?\d+) \| ([^\n]*)"
 )
 
 
@@ -223,12 +219,4 @@ def _executed_once(df: DataFrame) -> tuple[DataFrame, int]:
 
 
 def _writer_error(error: Exception) -> Exception:
-    found = _FAILURE.findall(str(error))
-    if not found:
-        return error
-    subtask, position, message = found[-1]
-    return SinkWriterError(
-        f"{message.strip()}. The job failed and nothing was committed.",
-        subtask_id=int(subtask),
-        position=None if int(position) < 0 else int(position),
-    )
+    return decode_failure(str(error)) or error

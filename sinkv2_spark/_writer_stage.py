@@ -32,6 +32,7 @@ from sinkv2 import (
     SinkCapabilities,
 )
 from sinkv2.text import short_repr
+from sinkv2_spark._failure import WriterFailure, encode_failure
 
 __all__ = [
     "KIND_COMMITTABLE",
@@ -40,7 +41,6 @@ __all__ = [
     "WRITER_OUTPUT_SCHEMA",
     "WriterTask",
     "attempt_token",
-    "writer_failure_marker",
 ]
 
 KIND_COMMITTABLE: Final = "committable"
@@ -63,22 +63,12 @@ WRITER_OUTPUT_SCHEMA: Final = pa.schema(
 )
 """What each writer task returns: committable, state and subtask rows."""
 
-_MARKER: Final = "[sinkv2 writer failure]"
 _MAX_ELEMENT_REPR: Final = 300
-
-
-def writer_failure_marker() -> str:
-    """The text that starts a writer failure's message, found again on the driver."""
-    return _MARKER
 
 
 def attempt_token(job_id: str, subtask_id: int, task_attempt_id: int) -> str:
     """The staging name of one task attempt: unique per job, subtask and Spark attempt."""
     return f"{job_id}-{subtask_id:05d}-{task_attempt_id}"
-
-
-class WriterFailure(RuntimeError):
-    """Raised inside a task; Spark carries its message to the driver as text."""
 
 
 def _numeric(values: Mapping[str, object]) -> dict[str, float]:
@@ -221,12 +211,16 @@ class _WriterRun:
 
     def _fail(self, what: str, error: BaseException, position: int | None = None) -> WriterFailure:
         where = f" at element {position}" if position is not None else ""
-        return WriterFailure(
-            f"{_MARKER} subtask={self.context.get_subtask_id()} "
-            f"position={position if position is not None else -1} "
-            f"| writer of {self.task.capabilities.sink_type} failed in {what}{where} of subtask "
-            f"{self.context.get_subtask_id()} (attempt {self.context.get_attempt_number()}): "
-            f"{type(error).__name__}: {error}"
+        subtask = self.context.get_subtask_id()
+        return encode_failure(
+            subtask_id=subtask,
+            position=position,
+            message=(
+                f"writer of {self.task.capabilities.sink_type} failed in {what}{where} of "
+                f"subtask {subtask} (attempt {self.context.get_attempt_number()}): "
+                f"{type(error).__name__}: {error}"
+            ),
+            cause=error,
         )
 
     def execute(self, batches: Iterable[pa.RecordBatch]) -> tuple[list[Any], list[Any], int]:
