@@ -9,7 +9,7 @@ sinks build them directly.
 from __future__ import annotations
 
 import uuid
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import attrs
 
@@ -22,6 +22,9 @@ from sinkv2._metrics import (
 )
 from sinkv2._time import CooperativeProcessingTimeService, ProcessingTimeService
 from sinkv2._watermark import NO_WATERMARK
+
+if TYPE_CHECKING:
+    import pyarrow
 
 __all__ = [
     "INITIAL_CHECKPOINT_ID",
@@ -80,6 +83,15 @@ class WriterInitContext(InitContext, Protocol):
         """Current time and timers, e.g. for time-based flushing."""
         ...
 
+    def get_input_schema(self) -> pyarrow.Schema | None:
+        """The schema of the rows this job writes, as Arrow (sinkv2 extension).
+
+        On Spark: the DataFrame's schema after the pre-write topology, converted as
+        ``mapInArrow`` converts it, so a table sink can create a typed table before
+        its first element. ``None`` where the runtime does not know it.
+        """
+        ...
+
     def get_attempt_token(self) -> str:
         """A string unique to this attempt of this subtask (sinkv2 extension).
 
@@ -96,6 +108,10 @@ class CommitterInitContext(InitContext, Protocol):
 
     def metric_group(self) -> SinkCommitterMetricGroup:
         """The committer's metric group, with Flink's committable counters."""
+        ...
+
+    def get_input_schema(self) -> pyarrow.Schema | None:
+        """The input's Arrow schema (sinkv2 extension), as `WriterInitContext` has it."""
         ...
 
 
@@ -119,6 +135,7 @@ class _BasicInitContext:
     attempt_number: int = attrs.field(default=0, validator=_subtask_fields_are_consistent)
     job_id: str = attrs.field(factory=lambda: uuid.uuid4().hex)
     restored_checkpoint_id: int | None = None
+    input_schema: pyarrow.Schema | None = None
 
     def get_subtask_id(self) -> int:
         """This subtask's index."""
@@ -139,6 +156,10 @@ class _BasicInitContext:
     def get_job_id(self) -> str:
         """The job id."""
         return self.job_id
+
+    def get_input_schema(self) -> pyarrow.Schema | None:
+        """The input's Arrow schema, or ``None``."""
+        return self.input_schema
 
 
 @attrs.frozen(kw_only=True)

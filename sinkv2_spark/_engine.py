@@ -3,8 +3,10 @@
 The coordinator (`sinkv2.runtime.CommitCoordinator`) owns the epoch protocol; this
 module supplies what only Spark knows:
 
-- `SparkWriterStage`: pre-write topology, then ``mapInArrow(WriterTask).toArrow()``
-  with one task per partition (= subtask). The plan is executed once; Spark keeps
+- `pre_write` and `arrow_schema`: the sink's pre-write topology (a lazy plan) and
+  the Arrow schema writers get (``get_input_schema()``);
+- `SparkWriterStage`: ``mapInArrow(WriterTask).toArrow()`` with one task per
+  partition (= subtask). The plan is executed once; Spark keeps
   the first successful attempt's output per partition. Only committables, states
   and per-subtask counters reach the driver; rows never do.
 - `SparkCommittableStreams`: a committable table as a ``pyspark.sql.DataFrame`` for
@@ -13,7 +15,6 @@ module supplies what only Spark knows:
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any, Final, final
 
 import msgpack
@@ -34,7 +35,13 @@ from sinkv2_spark.committables import committable_stream_ddl
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SparkCommittableStreams", "SparkWriterStage", "describe_jobs"]
+__all__ = [
+    "SparkCommittableStreams",
+    "SparkWriterStage",
+    "arrow_schema",
+    "describe_jobs",
+    "pre_write",
+]
 
 _WRITER_DDL: Final = (
     "kind string, checkpoint_id long, subtask_id int, number_of_subtasks int, "
@@ -89,32 +96,78 @@ class SparkCommittableStreams:
         return stream.select(*COMMITTABLE_COLUMNS).toArrow().cast(COMMITTABLE_SCHEMA)
 
 
+def pre_write(df: DataFrame, sink: Any, capabilities: SinkCapabilities) -> DataFrame:
+    """``df`` through the sink's pre-write topology (a lazy plan; no Spark job runs).
+
+    Raises:
+        SinkConfigurationError: The topology returned something other than a DataFrame.
+    """
+    if not capabilities.pre_write_topology:
+        return df
+    from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
+
+    result = sink.add_pre_write_topology(df)
+    if not isinstance(result, DataFrame):
+        raise SinkConfigurationError(
+            f"{capabilities.sink_type}.add_pre_write_topology() must return a "
+            f"pyspark.sql.DataFrame (got {type(result).__name__}); return the "
+            "transformed input, e.g. input.repartition(8, 'key')"
+        )
+    return result
+
+
+def arrow_schema(df: DataFrame) -> pa.Schema:
+    """The Arrow schema of the batches ``mapInArrow`` hands writers for ``df``.
+
+    Raises:
+        SinkConfigurationError: A column has a type Arrow cannot carry.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
+
+    timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+    try:
+        return to_arrow_schema(df.schema, timezone=timezone)
+    except Exception as error:  # pyspark raises its own error classes here
+        raise SinkConfigurationError(
+            f"the DataFrame's schema cannot be written through Arrow: {error}. Cast or "
+            "drop the column it names (sinkv2 moves rows to Python writers as Arrow)"
+        ) from error
+
+
 @final
 class SparkWriterStage:
-    """The writer stage of one batch epoch over ``df``: a `sinkv2.runtime.WriterStage`."""
+    """The writer stage of one batch epoch over ``source``: a `sinkv2.runtime.WriterStage`.
+
+    Args:
+        source: The input after the sink's pre-write topology (see `pre_write`).
+        sink: The sink.
+        capabilities: What ``inspect_sink`` found.
+        sink_id: Names the Spark jobs.
+        input_schema: ``source``'s Arrow schema, handed to writers.
+    """
 
     def __init__(
-        self, df: DataFrame, sink: Any, capabilities: SinkCapabilities, sink_id: str
+        self,
+        source: DataFrame,
+        sink: Any,
+        capabilities: SinkCapabilities,
+        sink_id: str,
+        input_schema: pa.Schema | None = None,
     ) -> None:
-        self._df = df
+        self._source = source
         self._sink = sink
         self._capabilities = capabilities
         self._sink_id = sink_id
+        self._input_schema = input_schema
 
     def __call__(self, job_id: str, checkpoint_id: int) -> WriterStageOutput:
         """Run every writer; their committables (or write results), framed.
 
         Raises:
-            SinkConfigurationError: The pre-write topology returned no DataFrame.
             SinkWriterError: A writer failed (its subtask, position and message).
         """
-        seconds: dict[str, float] = {}
-        start = time.perf_counter()
-        source = self._pre_write(self._df)
-        if self._capabilities.pre_write_topology:
-            seconds["pre-write topology"] = time.perf_counter() - start
-        describe_jobs(source.sparkSession, f"sinkv2 {self._sink_id}: writers")
-        source, number_of_subtasks = _executed_once(source)
+        describe_jobs(self._source.sparkSession, f"sinkv2 {self._sink_id}: writers")
+        source, number_of_subtasks = _executed_once(self._source)
         task = WriterTask(
             sink=self._sink,
             capabilities=self._capabilities,
@@ -122,31 +175,16 @@ class SparkWriterStage:
             checkpoint_id=checkpoint_id,
             number_of_subtasks=number_of_subtasks,
             emits_write_results=self._capabilities.pre_commit_topology,
+            input_schema=self._input_schema,
         )
         try:
             table = source.mapInArrow(task, _WRITER_DDL).toArrow()
         except Exception as error:
             raise _writer_error(error) from error
-        return _split(table, number_of_subtasks, seconds)
-
-    def _pre_write(self, df: DataFrame) -> DataFrame:
-        if not self._capabilities.pre_write_topology:
-            return df
-        from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
-
-        result = self._sink.add_pre_write_topology(df)
-        if not isinstance(result, DataFrame):
-            raise SinkConfigurationError(
-                f"{self._capabilities.sink_type}.add_pre_write_topology() must return a "
-                f"pyspark.sql.DataFrame (got {type(result).__name__}); return the "
-                "transformed input, e.g. input.repartition(8, 'key')"
-            )
-        return result
+        return _split(table, number_of_subtasks)
 
 
-def _split(
-    table: pa.Table, number_of_subtasks: int, seconds: dict[str, float]
-) -> WriterStageOutput:
+def _split(table: pa.Table, number_of_subtasks: int) -> WriterStageOutput:
     """The writer stage's rows, split into committables and per-subtask counters."""
     table = table.cast(WRITER_OUTPUT_SCHEMA)
     kinds = table.column("kind").to_pylist()
@@ -195,7 +233,6 @@ def _split(
         records=sum(subtasks["records"]),
         subtasks=len(subtask_rows),
         metrics=metrics,
-        stage_seconds=seconds,
     )
 
 

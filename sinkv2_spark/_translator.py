@@ -15,6 +15,7 @@ This module holds only the Spark-facing checks; the Spark engine is ``_engine``.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Final, final
 
 from sinkv2 import END_OF_INPUT, SinkConfigurationError, inspect_sink
@@ -26,7 +27,12 @@ from sinkv2.runtime import (
     SqliteCommitStateStore,
     StageListener,
 )
-from sinkv2_spark._engine import SparkCommittableStreams, SparkWriterStage
+from sinkv2_spark._engine import (
+    SparkCommittableStreams,
+    SparkWriterStage,
+    arrow_schema,
+    pre_write,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -161,6 +167,10 @@ class SinkTopologyTranslator:
                 "epoch would make this run write nothing. Pass sink_id='<destination name>'"
             )
         name = _check_sink_id(sink_id, sink)
+        started = time.perf_counter()
+        source = pre_write(df, sink, capabilities)  # a plan: no Spark job runs
+        planned = time.perf_counter() - started
+        schema = arrow_schema(source)
         coordinator = CommitCoordinator(
             sink,
             sink_id=name,
@@ -169,11 +179,14 @@ class SinkTopologyTranslator:
             retry_policy=self._retry_policy,
             on_stage=on_stage,
             capabilities=capabilities,
+            input_schema=schema,
         )
+        if capabilities.pre_write_topology:
+            coordinator.stage_seconds["pre-write topology"] = planned
         recovery = coordinator.open()
         try:
             result = coordinator.run_epoch(
-                SparkWriterStage(df, sink, capabilities, name),
+                SparkWriterStage(source, sink, capabilities, name, schema),
                 checkpoint_id=checkpoint,
                 recovery=recovery,
             )

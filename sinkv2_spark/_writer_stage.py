@@ -91,6 +91,7 @@ class WriterTask:
         number_of_subtasks: Partitions of the writer stage.
         emits_write_results: The sink has a pre-commit topology, so writers emit
             write results (serialized with the write-result serializer).
+        input_schema: The Arrow schema of the rows, for ``get_input_schema()``.
     """
 
     sink: Any
@@ -99,6 +100,7 @@ class WriterTask:
     checkpoint_id: int
     number_of_subtasks: int
     emits_write_results: bool
+    input_schema: pa.Schema | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Run one subtask's writer over its partition and yield its metadata rows."""
@@ -117,6 +119,7 @@ class WriterTask:
             job_id=self.job_id,
             attempt_token=token,
             processing_time_service=timers,
+            input_schema=self.input_schema,
         )
         run = _WriterRun(self, context, timers)
         committables, states, records = run.execute(batches)

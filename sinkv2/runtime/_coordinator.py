@@ -94,6 +94,8 @@ class CommitCoordinator:
         retry_policy: Commit retry budget and backoff (Flink's defaults).
         on_stage: Progress callback, see `StageListener`.
         capabilities: The sink's checked capabilities, if already inspected.
+        input_schema: The Arrow schema of the job's input, for the committer's
+            ``get_input_schema()``.
         sleep: Waits between commit retries; tests pass a recorder.
         rng: Source of retry jitter.
 
@@ -112,6 +114,7 @@ class CommitCoordinator:
         retry_policy: CommitRetryPolicy | None = None,
         on_stage: StageListener | None = None,
         capabilities: SinkCapabilities | None = None,
+        input_schema: pa.Schema | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
@@ -125,6 +128,7 @@ class CommitCoordinator:
         self._on_stage = on_stage or (lambda event, epoch: None)
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._input_schema = input_schema
         self._lease: SinkLease | None = None
         self._state = CoordinatorState.NEW
         self.stage_seconds: dict[str, float] = {}
@@ -534,6 +538,7 @@ class CommitCoordinator:
             context = BasicCommitterInitContext(
                 job_id=self.job_id,
                 restored_checkpoint_id=checkpoint_id if recovering else None,
+                input_schema=self._input_schema,
             )
             committer = self.sink.create_committer(context)
             self.capabilities.check_committer(committer)
