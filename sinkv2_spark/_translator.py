@@ -33,6 +33,7 @@ from sinkv2_spark._engine import (
     arrow_schema,
     pre_write,
 )
+from sinkv2_spark._preflight import check_loadable, check_shippable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -149,7 +150,9 @@ class SinkTopologyTranslator:
 
         Raises:
             SinkDefinitionError: The sink does not implement what it claims.
-            SinkConfigurationError: An argument is invalid.
+            SinkConfigurationError: An argument is invalid; or the sink does not
+                pickle (the message names the attribute), or Spark's Python workers
+                cannot load it (the message says how to ship its module).
             ConcurrentCommitError: Another driver is running this sink id.
             SinkWriterError: A writer failed; nothing was committed. (A failure outside
                 the writers, such as executors lost beyond Spark's retry budget, reaches
@@ -167,6 +170,8 @@ class SinkTopologyTranslator:
                 "epoch would make this run write nothing. Pass sink_id='<destination name>'"
             )
         name = _check_sink_id(sink_id, sink)
+        shipped = check_shippable(sink, capabilities)
+        check_loadable(df.sparkSession, sink, capabilities, shipped)
         started = time.perf_counter()
         source = pre_write(df, sink, capabilities)  # a plan: no Spark job runs
         planned = time.perf_counter() - started
