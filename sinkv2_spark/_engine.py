@@ -15,6 +15,8 @@ module supplies what only Spark knows:
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING, Any, Final, final
 
 import msgpack
@@ -42,6 +44,11 @@ __all__ = [
     "describe_jobs",
     "pre_write",
 ]
+
+logger = logging.getLogger("sinkv2.spark")
+
+_MANY_TASKS: Final = 64
+_FEW_ROWS_PER_TASK: Final = 10_000
 
 _WRITER_DDL: Final = (
     "kind string, checkpoint_id long, subtask_id int, number_of_subtasks int, "
@@ -177,11 +184,45 @@ class SparkWriterStage:
             emits_write_results=self._capabilities.pre_commit_topology,
             input_schema=self._input_schema,
         )
+        logger.info(
+            "sink %r job %s: writer stage of %d subtask(s)",
+            self._sink_id,
+            job_id,
+            number_of_subtasks,
+        )
+        started = time.perf_counter()
         try:
             table = source.mapInArrow(task, _WRITER_DDL).toArrow()
         except Exception as error:
             raise _writer_error(error) from error
-        return _split(table, number_of_subtasks)
+        output = _split(table, number_of_subtasks)
+        _warn_if_tiny(self._sink_id, output, time.perf_counter() - started)
+        return output
+
+
+def _warn_if_tiny(sink_id: str, output: WriterStageOutput, seconds: float) -> None:
+    """Warn when many tasks wrote few rows each: PySpark's per-task cost dominates.
+
+    Each Python task costs tens of milliseconds before its first row (worker,
+    serialization, scheduling); measured here, 1,000 partitions of 5 rows took
+    66-96 s against 24 s for ``df.write.parquet``.
+    """
+    tasks, rows = output.subtasks, output.records
+    if tasks < _MANY_TASKS or rows / tasks >= _FEW_ROWS_PER_TASK:
+        return
+    logger.warning(
+        "sink %r: the writer stage ran %d tasks for %d rows (%.0f rows per task) in %.1f s, "
+        "about %.0f ms per task, mostly PySpark's fixed cost per Python task. Fewer, larger "
+        "partitions write faster: df.coalesce(%d) before apply(), or a lower "
+        "spark.sql.shuffle.partitions",
+        sink_id,
+        tasks,
+        rows,
+        rows / tasks,
+        seconds,
+        seconds / tasks * 1000,
+        max(1, rows // _FEW_ROWS_PER_TASK),
+    )
 
 
 def _split(table: pa.Table, number_of_subtasks: int) -> WriterStageOutput:

@@ -125,7 +125,7 @@ class CommitCoordinator:
         self._store = store
         self._streams = streams
         self._policy = retry_policy or CommitRetryPolicy()
-        self._on_stage = on_stage or (lambda event, epoch: None)
+        self._listener = on_stage or (lambda event, epoch: None)
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._input_schema = input_schema
@@ -139,6 +139,19 @@ class CommitCoordinator:
         self._write_results: SimpleVersionedSerializer[Any] | None = (
             self.sink.get_write_result_serializer() if caps.pre_commit_topology else None
         )
+
+    def _on_stage(self, event: str, epoch: int) -> None:
+        """Log the event (INFO, ``sinkv2.coordinator``), then tell the listener."""
+        seconds = sum(self.stage_seconds.values())
+        logger.info(
+            "sink %r job %s: %s (epoch %d, %.3f s in stages so far)",
+            self.sink_id,
+            self.job_id,
+            event,
+            epoch,
+            seconds,
+        )
+        self._listener(event, epoch)
 
     @property
     def state(self) -> CoordinatorState:
@@ -235,6 +248,16 @@ class CommitCoordinator:
             if self._clean_up_dead_job(job_id, keep):
                 lease.finish_job(job_id)
                 cleaned.append(job_id)
+        if recommitted or aborted or cleaned:
+            logger.info(
+                "sink %r job %s: recovered what earlier jobs left: committed pending epochs "
+                "%s, aborted %s, cleaned up jobs %s",
+                self.sink_id,
+                self.job_id,
+                sorted(recommitted),
+                aborted,
+                cleaned,
+            )
         return Recovery(
             recommitted=recommitted, aborted=tuple(aborted), cleaned_jobs=tuple(cleaned)
         )
@@ -504,6 +527,14 @@ class CommitCoordinator:
             self._on_stage("post-commit-finished", epoch)
         with self.timed("commit"):
             self.lease.mark_committed(epoch)
+        logger.info(
+            "sink %r job %s: epoch %d (checkpoint %d) committed: %s",
+            self.sink_id,
+            self.job_id,
+            epoch,
+            checkpoint_id,
+            outcome,
+        )
         self._on_stage("committed-recorded", epoch)
         return EpochCommit(epoch=epoch, checkpoint_id=checkpoint_id, outcome=outcome)
 
