@@ -45,7 +45,8 @@ class FileCommitter(Committer[PendingFile]):
 
     The winning attempts' staging directories are left in place, empty: a streaming
     writer may still be writing its next files there, and removing a directory is
-    not atomic with respect to that on every filesystem.
+    not atomic with respect to that on every filesystem. ``FileSink.clean_up_attempts``
+    removes them once the job is done.
     """
 
     def __init__(self, fs: pafs.FileSystem) -> None:

@@ -232,8 +232,13 @@ class FileSink(
     def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
         """Remove ``_staging/<token>/`` of every attempt of ``job_id`` not kept.
 
-        Attempt tokens start with the job id, so only this job's losers are touched;
-        committed files live outside ``_staging`` and are never touched.
+        Attempt tokens start with the job id, so only this job's attempts are touched;
+        committed files live outside ``_staging`` and are never touched. Everything the
+        job stages - part files, merged files and the temporaries of a merge killed
+        midway - is in those directories, so ``clean_up_attempts(job_id, ())``, which
+        the runtime calls once the job's epoch is committed (or for a dead job, at the
+        next run of the sink id), leaves nothing of the job under ``_staging/``.
+        Idempotent.
         """
         fs, root = self.resolve()
         staging = f"{root}/_staging"
