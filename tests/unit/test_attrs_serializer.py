@@ -4,6 +4,7 @@ import datetime as dt
 import enum
 import math
 import pickle
+import typing
 from pathlib import Path
 
 import attrs
@@ -262,3 +263,144 @@ def test_serializer_survives_pickling(dumps):
     value = FileV3("p", 1, 2)
     assert copy.deserialize(3, serializer.serialize(value)) == value
     assert copy.deserialize(1, msgpack.packb({"file": "f", "size_bytes": 3})) == FileV3("f", 3, -1)
+
+
+# --- field types are checked on write, never coerced -----------------------------------
+
+
+@attrs.frozen
+class Node:
+    """A self-referring attrs class: the checks compile once, and terminate."""
+
+    name: str
+    children: tuple["Node", ...] = ()
+
+
+@attrs.frozen
+class Shapes:
+    """The annotation forms the reference sinks' committables and states use."""
+
+    flag: bool
+    count: int
+    ratio: float
+    raw: bytes
+    maybe: int | None
+    pair: tuple[str, int]
+    offsets: tuple[int, ...]
+    parts: tuple[bytes | None, ...]
+    names: list[str]
+    bounds: dict[int, bytes]
+    files: tuple[Location, ...]
+    day: dt.date
+    node: Node | None = None
+
+
+shapes = st.builds(
+    Shapes,
+    flag=st.booleans(),
+    count=INT64,
+    ratio=st.floats(allow_nan=False),
+    raw=st.binary(max_size=8),
+    maybe=st.none() | INT64,
+    pair=st.tuples(st.text(max_size=4), INT64),
+    offsets=st.lists(INT64, max_size=4).map(tuple),
+    parts=st.lists(st.none() | st.binary(max_size=4), max_size=4).map(tuple),
+    names=st.lists(st.text(max_size=4), max_size=4),
+    bounds=st.dictionaries(INT64, st.binary(max_size=4), max_size=3),
+    files=st.lists(st.builds(Location, st.text(max_size=4), st.text(max_size=4)), max_size=3).map(
+        tuple
+    ),
+    day=st.dates(),
+    node=st.none() | st.builds(Node, st.text(max_size=4), st.just((Node("leaf"),))),
+)
+
+# A value of the wrong type for each field (or for an element, key or value inside it),
+# and the path the error names.
+WRONG = {
+    "flag": (1, "Shapes.flag", "bool"),
+    "count": (True, "Shapes.count", "int"),
+    "ratio": (False, "Shapes.ratio", "float"),
+    "raw": ("text", "Shapes.raw", "bytes"),
+    "maybe": ("3", "Shapes.maybe", "int | None"),
+    "pair": (("a", "b"), "Shapes.pair[1]", "int"),
+    "offsets": ([1, 2], "Shapes.offsets", "tuple[int, ...]"),
+    "parts": ((None, "x"), "Shapes.parts[1]", "bytes | None"),
+    "names": (["a", 2], "Shapes.names[1]", "str"),
+    "bounds": ({1: "x"}, "Shapes.bounds[1]", "bytes"),
+    "files": ((Location("b", 3),), "Shapes.files[0].key", "str"),
+    "day": (dt.datetime(2024, 1, 2), "Shapes.day", "date"),
+    "node": (Node("n", (Node(7),)), "Shapes.node.children[0].name", "str"),
+}
+
+
+@given(shapes)
+def test_values_of_the_annotated_types_round_trip(value):
+    serializer = AttrsMsgpackSerializer(Shapes)
+    assert serializer.deserialize(1, serializer.serialize(value)) == value
+
+
+@given(shapes, st.sampled_from(sorted(WRONG)))
+def test_a_value_of_a_wrong_type_is_refused_naming_the_field(value, field):
+    wrong, path, expected = WRONG[field]
+    serializer = AttrsMsgpackSerializer(Shapes)
+    with pytest.raises(SerializationError) as caught:
+        serializer.serialize(attrs.evolve(value, **{field: wrong}))
+    message = str(caught.value)
+    assert f"cannot serialize {path}: it must be {expected} (got " in message
+    assert "convert the value before building the object" in message
+
+
+@pytest.mark.parametrize(
+    ("changes", "shown"),
+    [
+        ({"size": "12"}, "PendingFile.size: it must be int (got '12' of type str)"),
+        ({"size": 3.9}, "it must be int (got 3.9 of type float), and int(value) drops"),
+        ({"size": True}, "it must be int (got True of type bool), and a bool is not a number"),
+        ({"note": 5}, "PendingFile.note: it must be str | None (got 5 of type int)"),
+        ({"tags": {1: "a"}}, "PendingFile.tags (the key 1): it must be str (got 1 of type int)"),
+        ({"columns": ("a",)}, "PendingFile.columns: it must be list[str] (got ('a',) of type"),
+        ({"location": None}, "PendingFile.location: it must be Location (got None of type"),
+        ({"codec": "zstd"}, "PendingFile.codec: it must be Codec (got 'zstd' of type str)"),
+    ],
+)
+def test_the_coercions_cattrs_would_make_are_refused(changes, shown):
+    serializer = AttrsMsgpackSerializer(PendingFile)
+    with pytest.raises(SerializationError, match="AttrsMsgpackSerializer") as caught:
+        serializer.serialize(attrs.evolve(_sample(), **changes))
+    assert shown in str(caught.value)
+    assert caught.value.serializer == repr(serializer)
+
+
+def test_an_int_fits_a_float_field_as_pep_484_says():
+    serializer = AttrsMsgpackSerializer(PendingFile)
+    read = serializer.deserialize(1, serializer.serialize(attrs.evolve(_sample(), ratio=3)))
+    assert read.ratio == 3.0
+    assert isinstance(read.ratio, float)
+
+
+@attrs.frozen
+class Loose:
+    """Annotations that check nothing, or only the container."""
+
+    anything: typing.Any
+    mapping: typing.Mapping[str, typing.Any]
+    number: typing.Annotated[int, "meta"]
+    mode: typing.Literal["a", "b"] = "a"
+
+
+def test_any_is_unchecked_and_annotated_and_literal_are_understood():
+    serializer = AttrsMsgpackSerializer(Loose)
+    value = Loose(anything=[1, "x"], mapping={"k": [1]}, number=2, mode="b")
+    assert serializer.deserialize(1, serializer.serialize(value)) == value
+    with pytest.raises(SerializationError, match=r"Loose.number: it must be int \(got '2'"):
+        serializer.serialize(Loose(anything=None, mapping={}, number="2"))  # type: ignore[arg-type]
+    with pytest.raises(SerializationError, match=r"Loose.mode: it must be Literal\['a', 'b'\]"):
+        serializer.serialize(Loose(anything=None, mapping={}, number=2, mode="c"))  # type: ignore[arg-type]
+    with pytest.raises(SerializationError, match=r"Loose.mapping \(the key 1\): it must be str"):
+        serializer.serialize(Loose(anything=None, mapping={1: 1}, number=2))  # type: ignore[dict-item]
+
+
+def test_a_pickled_serializer_checks_too():
+    copy = pickle.loads(cloudpickle.dumps(AttrsMsgpackSerializer(FileV3)))
+    with pytest.raises(SerializationError, match=r"FileV3.size_bytes: it must be int"):
+        copy.serialize(FileV3("p", "1", 2))  # type: ignore[arg-type]
