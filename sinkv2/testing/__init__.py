@@ -17,9 +17,14 @@ runner is ``sinkv2_spark.testing.check_sink_on_spark``; it, and any engine's kit
 compares what a destination shows with `Multiset` and honours the examples setting
 through `resolve_examples`.
 
-Needs hypothesis and cloudpickle: ``pip install 'sinkv2[test]'``. Names load on
-first use, so importing this package (or its pytest plugin) loads neither, and
-changes nothing outside it.
+The kit crashes a job between the calls it makes into a sink, never inside one:
+mark the places inside your own multi-step calls (a commit that renames files one
+by one) with `crash_point`, and the kit may crash there too. Outside the kit
+`crash_point` does nothing, so it can stay in production code.
+
+Needs hypothesis and cloudpickle: ``pip install 'sinkv2[test]'`` (`crash_point`
+needs neither). Names load on first use, so importing this package (or its pytest
+plugin) loads neither, and changes nothing outside it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from sinkv2._text import missing_extra
 if TYPE_CHECKING:
     from sinkv2.runtime.committables import LocalCommittableStream
     from sinkv2.testing._check import check_sink
+    from sinkv2.testing._crash_points import crash_point
     from sinkv2.testing._multiset import Multiset
     from sinkv2.testing._settings import resolve_examples
     from sinkv2.testing._suite import SinkContractTests
@@ -43,6 +49,7 @@ __all__ = [
     "SinkContractTests",
     "SinkUnderTest",
     "check_sink",
+    "crash_point",
     "resolve_examples",
 ]
 
@@ -52,6 +59,7 @@ _HOMES: Final = {
     "SinkContractTests": "sinkv2.testing._suite",
     "SinkUnderTest": "sinkv2.testing._sut",
     "check_sink": "sinkv2.testing._check",
+    "crash_point": "sinkv2.testing._crash_points",
     "resolve_examples": "sinkv2.testing._settings",
 }
 

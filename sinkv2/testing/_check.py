@@ -137,6 +137,21 @@ def check_sink(
        - ``AT_LEAST_ONCE``: nothing committed missing; at the end all of the input.
        - ``NONE``: nothing is checked, but no step may raise.
 
+       If the destination shows elements that were never written while written
+       ones are missing, the sink changes values (a Decimal read back as a float,
+       NaN stored as NULL, a string cut short): the failure is a side-by-side diff
+       of the missing and the unexpected elements, with the fields that differ.
+
+    What it cannot see: the kit crashes a job between the calls it makes into the
+    sink, never inside one. A ``Committer.commit`` that renames three files one by
+    one, or a ``prepare_commit`` that uploads two parts, is seen only as a whole,
+    so a recovery that mishandles the half-done state goes unnoticed. Mark the
+    places in between with `crash_point`: the state machine then also crashes
+    there (the call does not finish, the job fails, and the next job must commit
+    the pending checkpoint again). Nor does the kit see other processes or
+    threads: concurrent jobs, a destination that fails by itself, or a
+    `crash_point` reached in a thread the sink started (there it does nothing).
+
     Args:
         make: Returns a `SinkUnderTest` on a fresh destination; called once per example.
         guarantee: The guarantee the sink declares.
@@ -152,7 +167,8 @@ def check_sink(
     Raises:
         AssertionError: The sink broke its contract. The message names the broken
             property, the elements involved, and the lifecycle steps that led there
-            (hypothesis also prints the shrunk sequence of rules).
+            (hypothesis also prints the shrunk sequence of rules). A sink that
+            catches the crash raised at a `crash_point` fails too.
         TypeError: ``make`` does not return a `SinkUnderTest`, or an argument has the
             wrong type.
         ValueError: ``max_examples``, ``max_parallelism`` or ``golden_samples`` is invalid.

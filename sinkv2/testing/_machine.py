@@ -1,7 +1,9 @@
 """The lifecycle state machine: hypothesis generates lifecycles, the runtime runs them.
 
 Each rule is one lifecycle step of `LocalRuntime`; the invariant compares the
-destination with the model after every step. At the end of each example the
+destination with the model after every step. Once the sink has reached a
+`crash_point`, a rule may arm a crash at a coming one: the step that reaches it
+fails the job there. At the end of each example the
 machine recovers if needed, finishes the input and checks that exactly the input
 (exactly-once) or at least all of it (at-least-once) is visible.
 """
@@ -23,6 +25,7 @@ from hypothesis.stateful import (
 )
 
 from sinkv2._delivery import DeliveryGuarantee
+from sinkv2.testing._crash_points import KitCrash
 from sinkv2.testing._faults import CommitFault
 from sinkv2.testing._runtime import LocalRuntime, Phase, supported_sink
 from sinkv2.testing._sut import SinkUnderTest
@@ -42,6 +45,7 @@ class CrashPoint(enum.Enum):
 
 
 _MAX_BATCH = 4
+_MAX_CRASH_POINTS_SKIPPED = 3
 _STEPS_BEFORE_END = 8
 
 
@@ -101,7 +105,13 @@ def lifecycle_machine(
             self.steps += 1
             self.last = name
             try:
-                yield
+                try:
+                    with self.runtime.crash_points.active():
+                        yield
+                except KitCrash as crash:  # the process died at a crash point
+                    self.runtime.crashed(crash, f"step {self.steps} ({name})")
+                else:
+                    self.runtime.check_crash_propagated(f"step {self.steps} ({name})")
             except BaseException:
                 self.broken = True
                 raise
@@ -175,6 +185,14 @@ def lifecycle_machine(
             with self.step("abort_committed_checkpoint"):
                 self.runtime.abort_committed()
 
+        @precondition(
+            lambda self: self.runtime.crash_points.seen and not self.runtime.crash_points.armed
+        )
+        @rule(skip=st.integers(0, _MAX_CRASH_POINTS_SKIPPED))
+        def crash_at_a_coming_crash_point(self, skip: int) -> None:
+            with self.step("crash_at_a_coming_crash_point"):
+                self.runtime.arm_crash(skip)
+
         @precondition(lambda self: self.runtime.phase is Phase.FINISHED)
         @rule()
         def read_the_finished_output_again(self) -> None:
@@ -207,6 +225,9 @@ def lifecycle_machine(
             finally:
                 if self.broken:  # the writers of a failed example are never closed
                     self.runtime.abandoned.extend(w.writer for w in self.runtime.writers)
+                    # Only `abandoned` holds them now: hypothesis keeps the failing
+                    # machine, and they must go (silently) in release_abandoned().
+                    self.runtime.writers = []
                 self.runtime.release_abandoned()
                 self.runtime.close()
                 self.sut.close()
@@ -214,6 +235,7 @@ def lifecycle_machine(
         def finish(self) -> None:
             runtime = self.runtime
             runtime.note("(the kit finishes the example: recover if needed, end the input)")
+            runtime.crash_points.disarm()  # no crash points are active from here on
             if runtime.phase is Phase.FAILED:
                 runtime.restore(min(2, max_parallelism))
             if runtime.phase is Phase.RUNNING:

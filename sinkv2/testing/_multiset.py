@@ -38,7 +38,16 @@ def _freeze(value: object) -> Any:
 
 @final
 class Multiset:
-    """Elements with multiplicity; keeps one original of each for messages."""
+    """Elements with multiplicity, compared as a reader of a destination counts them.
+
+    Order is ignored and duplicates count. Elements are compared by value: dicts,
+    lists, tuples and sets inside, unhashable values by repr, numbers as Python
+    compares them (``1 == 1.0 == Decimal(1)``), and NaN equals NaN (a destination
+    that stores NaN and reads it back is right). One original of
+    each element is kept for messages. The kits compare what a destination shows
+    with what it must show with it: `describe_excess` for loss or duplication,
+    `describe_value_changes` for values the sink changed.
+    """
 
     __slots__ = ("_counts", "_originals")
 
@@ -86,6 +95,43 @@ class Multiset:
         ``here`` and ``there`` name the two sides in the message.
         """
         return show(self.minus(other), here, there)
+
+    def excess(self, other: Multiset) -> list[object]:
+        """What ``self`` holds more often than ``other``, each as often as it is in excess."""
+        return [element for element, here, there in self.minus(other) for _ in range(here - there)]
+
+    def describe_value_changes(self, expected: Multiset, *, written: Multiset | None = None) -> str:
+        """If ``self`` (what a destination shows) changed values: a diff; ``""`` if not.
+
+        A destination whose sink changes values (a Decimal written as a float, NaN
+        stored as NULL, a string cut short) shows elements that were never written
+        while written ones are missing. When both happen, the result pairs them up
+        side by side where that is obvious (dicts with the same keys and one field
+        changed, or as many of each), names the fields and types that changed, and
+        says what to compare; otherwise (pure loss, pure duplication) it is ``""``.
+
+        Args:
+            expected: What the destination should show (for the kit: what completed
+                checkpoints cover); what it holds and ``self`` lacks is "missing".
+            written: Everything ever written, if more than ``expected``; only what
+                ``self`` holds and ``written`` lacks entirely counts as "unexpected",
+                so output that is merely early or duplicated is not a value change.
+        """
+        from sinkv2.testing._diff import describe_value_changes  # noqa: PLC0415  # it imports us
+
+        source = written if written is not None else expected
+        unexpected = [
+            element
+            for element, here, there in self.minus(source)
+            if there == 0
+            for _ in range(here)
+        ]
+        if not unexpected:
+            return ""
+        missing = expected.excess(self)
+        if not missing:
+            return ""
+        return describe_value_changes(missing, unexpected)
 
     def count(self, element: object) -> int:
         """How often ``element`` is in the multiset."""

@@ -19,6 +19,8 @@ operators (and ``sinkv2_spark``'s translator) do, without any engine:
   cleans up after the dead job (``clean_up_attempts(dead job, ...)``), states are
   redistributed round-robin, and the elements written after the checkpoint are
   replayed;
+- crashes inside the sink's own calls, at each `crash_point` it marks: the call does
+  not finish, the job fails where it stands (`LocalRuntime.crashed`);
 - the sinkv2 extension hooks: ``clean_up_attempts(job_id, kept tokens)`` when a
   job's writers are done, ``clean_up_attempts(job_id, ())`` once its last epoch is
   committed, ``abort(committables)`` for committables that will never be committed.
@@ -56,6 +58,7 @@ from sinkv2.runtime import (
     CommitRetryPolicy,
     SqliteCommitStateStore,
 )
+from sinkv2.testing._crash_points import CrashPoints, KitCrash
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 from sinkv2.testing._multiset import Multiset, show
 from sinkv2.testing._sut import SinkUnderTest
@@ -74,6 +77,18 @@ _MAX_REPR: Final = 120
 
 def _short(value: object) -> str:
     return short_repr(value, _MAX_REPR)
+
+
+def _caller(crash: KitCrash) -> str:
+    """The function that called `crash_point`, from the crash's traceback."""
+    caller = "the sink"
+    traceback = crash.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        frame = traceback.tb_frame
+        traceback = traceback.tb_next
+        if traceback.tb_frame.f_code.co_name == "crash_point":
+            caller = frame.f_code.co_qualname
+    return caller
 
 
 def _scratch_dir() -> str | None:
@@ -199,6 +214,8 @@ class LocalRuntime:
         self.completed: list[_Checkpoint] = []
         self.checkpointed = Multiset()
         self.committed = Multiset()
+        self.written = Multiset()
+        self.crash_points = CrashPoints()
         self._shipped: Any = None
         self._jobs = 0
         self._attempts = 0
@@ -347,7 +364,9 @@ class LocalRuntime:
         """A fresh job: ``parallelism`` new writers."""
         self._new_job()
         self.note(f"start job {self._job_id} with {parallelism} writer(s)")
-        self.writers = [self._create_writer(i, parallelism) for i in range(parallelism)]
+        self.writers = []
+        for i in range(parallelism):  # one by one: a crash in a factory drops those made
+            self.writers.append(self._create_writer(i, parallelism))
         self.phase = Phase.RUNNING
 
     @property
@@ -355,7 +374,11 @@ class LocalRuntime:
         """The number of running writers."""
         return len(self.writers)
 
-    def _feed(self, writer: _Writer, elements: Sequence[object]) -> None:
+    def _feed(self, writer: _Writer, elements: Sequence[object], *, record: bool = True) -> None:
+        """Write ``elements``; they are recorded first, so a crash halfway replays them."""
+        if record:
+            writer.since_checkpoint.extend(elements)
+        self.written.add(elements)
         context = BasicSinkWriterContext()
         if SinkCapabilities.is_arrow_writer(writer.writer) and all(
             isinstance(e, dict) for e in elements
@@ -366,7 +389,6 @@ class LocalRuntime:
         else:
             for element in elements:
                 writer.writer.write(element, context)
-        writer.since_checkpoint.extend(elements)
 
     def write(self, subtask: int, elements: Sequence[object]) -> None:
         """Write ``elements`` to the writer of ``subtask`` (modulo the parallelism)."""
@@ -640,8 +662,12 @@ class LocalRuntime:
         winner = self.writers[subtask % self.parallelism]
         loser = self._create_writer(winner.subtask, self.parallelism, attempt_number=1)
         self.note(f"subtask {winner.subtask}: a second attempt {loser.token!r} runs and loses")
-        self._feed(loser, list(winner.since_checkpoint))
-        self._finish_writer(loser, END_OF_INPUT, end_of_input=True)
+        try:
+            self._feed(loser, list(winner.since_checkpoint), record=False)
+            self._finish_writer(loser, END_OF_INPUT, end_of_input=True)
+        except KitCrash:
+            self.abandoned.append(loser.writer)  # the process died with it
+            raise
         if close:
             loser.writer.close()
         else:
@@ -689,7 +715,8 @@ class LocalRuntime:
         self._end_job(close=close)
 
     def _end_job(self, *, close: bool) -> None:
-        self._replay = [e for w in self.writers for e in w.since_checkpoint]
+        # Added to what a restore that crashed before replaying had left.
+        self._replay.extend(e for w in self.writers for e in w.since_checkpoint)
         if close:
             for writer in self.writers:
                 writer.writer.close()
@@ -723,22 +750,62 @@ class LocalRuntime:
         states: list[Any] = []
         if restored is not None and self._state_serializer is not None:
             states = [self._unship(self._state_serializer, framed) for framed in restored.states]
-        self.writers = [
-            self._create_writer(
-                i,
-                parallelism,
-                states=states[i::parallelism],
-                restored=restored.checkpoint_id if restored else None,
+        self.writers = []
+        for i in range(parallelism):  # one by one: a crash in a factory drops those made
+            self.writers.append(
+                self._create_writer(
+                    i,
+                    parallelism,
+                    states=states[i::parallelism],
+                    restored=restored.checkpoint_id if restored else None,
+                )
             )
-            for i in range(parallelism)
-        ]
         self.phase = Phase.RUNNING
         replay, self._replay = self._replay, []
+        for i, writer in enumerate(self.writers):  # all of it, before a crash can strike
+            writer.since_checkpoint = replay[i::parallelism]
         if replay:
             self.note(f"replay {len(replay)} element(s) written after the restored checkpoint")
-            for i, writer in enumerate(self.writers):
-                if share := replay[i::parallelism]:
-                    self._feed(writer, share)
+            for writer in self.writers:
+                if writer.since_checkpoint:
+                    self._feed(writer, list(writer.since_checkpoint), record=False)
+
+    def arm_crash(self, skip: int) -> None:
+        """Let the process die at the crash point the sink reaches after ``skip`` others."""
+        self.crash_points.arm(skip)
+        seen = ", ".join(repr(name) for name in self.crash_points.seen)
+        self.note(
+            f"the process will die at crash point number {skip + 1} the sink reaches from "
+            f"now on (crash points reached so far: {seen})"
+        )
+
+    def crashed(self, crash: KitCrash, step: str) -> None:
+        """The process died at a `crash_point` the sink reached during ``step``.
+
+        The call that reached it did not finish, and neither did the step: the job
+        fails where it stands. A checkpoint being taken never completes; one being
+        committed stays pending, and the next job commits it again; what the
+        writers took since the last completed checkpoint is replayed.
+        """
+        self.crash_points.fired = None
+        self.note(
+            f"{step}: the process dies at crash point {crash.name!r} in {_caller(crash)}; "
+            f"job {self._job_id} fails there"
+        )
+        self.phase = Phase.FAILED
+        if self._coordinator is not None:
+            self._end_job(close=False)
+
+    def check_crash_propagated(self, step: str) -> None:
+        """Raise if a crash point's crash fired during ``step`` and the sink caught it."""
+        crash, self.crash_points.fired = self.crash_points.fired, None
+        if crash is not None:
+            raise self.fail(
+                f"{step}: the kit made the process die at crash point {crash.name!r} in "
+                f"{_caller(crash)}, but the sink caught the crash ({type(crash).__name__}, a "
+                "BaseException) and went on. A dying process does not go on: catch "
+                "Exception, not BaseException, and re-raise from a bare except"
+            )
 
     def close(self) -> None:
         """Release the sink id and delete the kit's commit state store. Idempotent."""
@@ -769,6 +836,9 @@ class LocalRuntime:
             self.visible()
             return
         visible = self.visible()
+        changed = visible.describe_value_changes(self.checkpointed, written=self.written)
+        if changed:
+            raise self.fail(f"{self.guarantee.name} violated {when}: {changed}")
         if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             extra = visible.minus(self.checkpointed)
             if extra:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import threading
@@ -9,6 +11,7 @@ from collections.abc import Collection
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 from kit_jsonl_sink import (
     ELEMENTS,
     BufferState,
@@ -243,3 +246,97 @@ def test_framing_helper_matches_what_the_kit_expects_of_golden_payloads() -> Non
     serializer = AttrsMsgpackSerializer(BufferState)
     framed = SimpleVersionedSerialization.write_version_and_serialize(serializer, STATE_V1)
     assert framed[8:] == STATE_V1_PAYLOAD  # golden samples are payloads, without the frame
+
+
+# --- a sink that changes values ------------------------------------------------------------------
+
+
+def check_values(sink_class: type[JsonLinesSink], elements: Any, **kwargs: Any) -> None:
+    check_sink(
+        lambda: make(sink_class),
+        guarantee=kwargs.pop("guarantee", EXACTLY_ONCE),
+        elements=elements,
+        max_examples=kwargs.pop("max_examples", 100),
+        **kwargs,
+    )
+
+
+AMOUNTS = st.fixed_dictionaries(
+    {
+        "id": st.integers(0, 1000),
+        "amount": st.decimals(
+            min_value=-1000, max_value=1000, places=2, allow_nan=False, allow_infinity=False
+        ),
+    }
+)
+MEASURES = st.fixed_dictionaries({"id": st.integers(0, 1000), "x": st.floats()})
+
+
+class DecimalAsFloatWriter(JsonLinesWriter):
+    def write(self, element: dict[str, Any], context: Any) -> None:
+        self.buffer.append(json.dumps(element, sort_keys=True, default=float))  # the bug
+
+
+class DecimalAsFloatSink(JsonLinesSink):
+    writer_class = DecimalAsFloatWriter
+
+
+def test_a_sink_that_writes_a_decimal_as_a_float_gets_a_diff() -> None:
+    with pytest.raises(AssertionError) as caught:
+        check_values(DecimalAsFloatSink, AMOUNTS)
+    message = str(caught.value)
+    assert "EXACTLY_ONCE violated" in message
+    assert re.search(r"shows \d+ element\(s\) the kit never wrote, and \d+ written", message)
+    assert re.search(r"written \(missing\) +\|  read back \(unexpected\)", message), message
+    assert re.search(
+        r"\{'id': \d+, 'amount': Decimal\('[-0-9.]+'\)\} +\|  \{'amount': [-0-9.e]+, 'id'", message
+    ), message
+    assert "field 'amount': Decimal(" in message
+    assert "compare how it writes and reads back field 'amount' (Decimal came back as float)" in (
+        message
+    )
+    for misleading in ("no completed checkpoint covers", "duplicated", "are missing from"):
+        assert misleading not in message
+
+
+class NanAsNoneWriter(JsonLinesWriter):
+    def write(self, element: dict[str, Any], context: Any) -> None:
+        stored = {
+            k: None if isinstance(v, float) and math.isnan(v) else v for k, v in element.items()
+        }
+        self.buffer.append(json.dumps(stored, sort_keys=True))  # the bug: NaN stored as NULL
+
+
+class NanAsNoneSink(JsonLinesSink):
+    writer_class = NanAsNoneWriter
+
+
+def test_a_sink_that_stores_nan_as_null_gets_a_diff() -> None:
+    with pytest.raises(AssertionError) as caught:
+        check_values(NanAsNoneSink, MEASURES)
+    message = str(caught.value)
+    assert "field 'x': nan (NaN) -> None (None)" in message
+    assert "field 'x' (NaN came back as None)" in message
+
+
+def test_a_sink_that_round_trips_nan_passes() -> None:
+    check_values(JsonLinesSink, MEASURES, max_examples=50)  # json writes NaN and reads it back
+
+
+class TruncatingWriter(JsonLinesWriter):
+    def write(self, element: dict[str, Any], context: Any) -> None:
+        cut = {**element, "tag": element["tag"][:2]}  # the bug: a VARCHAR(2)
+        self.buffer.append(json.dumps(cut, sort_keys=True))
+
+
+class TruncatingSink(JsonLinesSink):
+    writer_class = TruncatingWriter
+
+
+def test_a_sink_that_truncates_strings_gets_a_diff_under_at_least_once_too() -> None:
+    with pytest.raises(AssertionError) as caught:
+        check_values(TruncatingSink, ELEMENTS, guarantee=DeliveryGuarantee.AT_LEAST_ONCE)
+    message = str(caught.value)
+    assert "AT_LEAST_ONCE violated" in message
+    assert re.search(r"field 'tag': '\w{3}' \(str\) -> '\w{2}' \(str\)", message), message
+    assert "field 'tag' (str values change)" in message

@@ -95,6 +95,7 @@ def test_public_surface() -> None:
         "SinkContractTests",
         "SinkUnderTest",
         "check_sink",
+        "crash_point",
         "resolve_examples",
     }
     for name in sinkv2.testing.__all__:
