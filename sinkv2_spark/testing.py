@@ -117,6 +117,17 @@ def with_task_failures(sink: Any, schedule: FailureSchedule) -> Any:
 
     The copy is an instance of a subclass of the sink's class that only changes
     ``create_writer`` and ``restore_writer``, so it implements the same mixins.
+    A writer raises ``InjectedTaskFailure`` (a ``RuntimeError``) before the element at
+    its scheduled index, or at ``flush(True)`` if the index is past the end of its
+    partition; Spark then retries the task.
+
+    Args:
+        sink: The sink to copy; it is not changed.
+        schedule: (subtask, attempt number) -> the element index at which that
+            attempt's writer raises; attempts not in it write normally.
+
+    Returns:
+        The copy, to pass to ``SinkTopologyTranslator.apply`` instead of ``sink``.
     """
     base = type(sink)
     frozen = dict(schedule)
@@ -140,6 +151,15 @@ def with_task_failures(sink: Any, schedule: FailureSchedule) -> Any:
 
 def task_retries(master: str, max_failures: str | None) -> int:
     """How often Spark retries a failed task, from the master URL and ``spark.task.maxFailures``.
+
+    Args:
+        master: The master URL: ``local[N,F]`` gives F attempts per task, other
+            ``local`` masters one; a cluster master takes ``max_failures``.
+        max_failures: The session's ``spark.task.maxFailures`` (Spark's default, 4,
+            if ``None``).
+
+    Returns:
+        The number of retries after a task's first attempt (attempts minus one).
 
     Raises:
         SinkConfigurationError: Failed tasks are not retried (e.g. master ``local[2]``).
