@@ -4,7 +4,9 @@ Writers and committers receive a metric group through their init context. The
 protocols mirror Flink's (`SinkWriterMetricGroup`, `SinkCommitterMetricGroup`);
 the in-memory implementations are what the runtime hands out and reads back:
 counters are summed over subtasks into a job's result, gauges reported at their
-largest.
+largest. A counter nobody called ``inc``/``dec`` on is *not measured*, which is not
+the same as measured at 0: Flink's counters exist from the start, so `touched_counts`
+tells the two apart and the runtime ships only measured counters.
 """
 
 from __future__ import annotations
@@ -131,23 +133,31 @@ class SinkCommitterMetricGroup(MetricGroup, Protocol):
 
 
 class SimpleCounter:
-    """A thread-safe in-memory `Counter`."""
+    """A thread-safe in-memory `Counter` that knows whether it was ever changed."""
 
-    __slots__ = ("_count", "_lock")
+    __slots__ = ("_count", "_lock", "_touched")
 
     def __init__(self) -> None:
         self._count = 0
+        self._touched = False
         self._lock = threading.Lock()
 
     def inc(self, n: int = 1) -> None:
         """Add ``n``."""
         with self._lock:
             self._count += n
+            self._touched = True
 
     def dec(self, n: int = 1) -> None:
         """Subtract ``n``."""
         with self._lock:
             self._count -= n
+            self._touched = True
+
+    @property
+    def touched(self) -> bool:
+        """Whether `inc` or `dec` was called at least once (even with 0): a measurement."""
+        return self._touched
 
     def get_count(self) -> int:
         """The current count."""
@@ -203,6 +213,14 @@ class InMemoryMetricGroup:
     def counts(self) -> Mapping[str, int]:
         """Every counter's count, by metric name (counters add up across subtasks)."""
         return {name: counter.get_count() for name, counter in self._counters.items()}
+
+    def touched_counts(self) -> Mapping[str, int]:
+        """The count of every counter some code incremented or decremented, by metric name.
+
+        Counters created but never changed (Flink's exist from the start) are left
+        out: the sink did not measure them, which a 0 would hide.
+        """
+        return {name: c.get_count() for name, c in self._counters.items() if c.touched}
 
     def gauge_values(self) -> Mapping[str, object]:
         """Every gauge's current value, by metric name (gauges do not add up)."""

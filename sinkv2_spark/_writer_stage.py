@@ -153,7 +153,8 @@ class WriterTask:
         summary["records"] = records
         metrics = context.metric_group()
         summary["metrics"] = msgpack.packb(
-            {"counters": dict(metrics.counts()), "gauges": _numeric(metrics.gauge_values())}
+            # Only measured counters: one no writer changed is "not measured", not 0.
+            {"counters": dict(metrics.touched_counts()), "gauges": _numeric(metrics.gauge_values())}
         )
         rows.append(summary)
         return pa.RecordBatch.from_pylist(rows, schema=WRITER_OUTPUT_SCHEMA)

@@ -7,6 +7,13 @@ from collections.abc import Mapping
 
 import attrs
 
+from sinkv2.metrics import (
+    CURRENT_SEND_TIME,
+    NUM_BYTES_SEND,
+    NUM_RECORDS_SEND,
+    NUM_RECORDS_SEND_ERRORS,
+)
+
 __all__ = ["CommitStatus", "SinkResult"]
 
 
@@ -49,7 +56,9 @@ class SinkResult:
             removed.
         stage_seconds: Wall time per stage, in pipeline order.
         writer_metrics: Writer metrics over all subtasks, by Flink's names: counters
-            summed, gauges (such as ``currentSendTime``) at their largest.
+            summed, gauges (such as ``currentSendTime``) at their largest. Only what
+            some writer measured: a counter no writer incremented (say
+            ``numBytesSend`` of a sink that does not count bytes) is absent, not 0.
     """
 
     sink_id: str
@@ -90,15 +99,39 @@ class SinkResult:
         if self.cleaned_jobs:
             rows.append(("cleaned up earlier jobs", ", ".join(self.cleaned_jobs)))
         rows.extend(
-            (f"time: {stage}", f"{seconds * 1000:,.1f} ms")
+            (f"time: {stage}", _milliseconds(seconds))
             for stage, seconds in self.stage_seconds.items()
         )
+        if self.stage_seconds:
+            rows.append(("time: total", _milliseconds(sum(self.stage_seconds.values()))))
+        # Flink's writer metrics always get a row once writers ran: a sink that never
+        # touched one did not measure it, and a 0 would say it did.
+        names = set(self.writer_metrics) | (set(_WRITER_METRICS) if self.subtasks else set())
         rows.extend(
-            (f"metric: {name}", f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}")
-            for name, value in sorted(self.writer_metrics.items())
+            (f"metric: {name}", _number(self.writer_metrics[name]))
+            if name in self.writer_metrics
+            else (f"metric: {name}", "not measured")
+            for name in sorted(names)
         )
         width = max(len(name) for name, _ in rows)
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
     def __str__(self) -> str:
         return self.summary()
+
+
+_WRITER_METRICS: tuple[str, ...] = (
+    NUM_RECORDS_SEND,
+    NUM_BYTES_SEND,
+    NUM_RECORDS_SEND_ERRORS,
+    CURRENT_SEND_TIME,
+)
+"""Flink's writer metrics, which `SinkResult.summary` shows measured or not."""
+
+
+def _milliseconds(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f} ms"
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
