@@ -312,20 +312,29 @@ class IcebergSink(
 
     # --- cleanup --------------------------------------------------------------------------
 
-    def _staged_files(self) -> tuple[Table, pafs.FileSystem, str, str, list[pafs.FileInfo]]:
-        """The table, its data location (filesystem, URI, path) and every file this sink named."""
+    def _data_location(self) -> tuple[Table, pafs.FileSystem, str, str]:
+        """The table, and its data location: filesystem, URI and path inside the filesystem."""
         from pyiceberg.table.locations import load_location_provider  # noqa: PLC0415  # optional extra
 
         table = self.load_table()
         data_path = load_location_provider(table.location(), table.properties).data_path
         filesystem, root = pafs.FileSystem.from_uri(data_path)
+        return table, filesystem, data_path, root
+
+    @staticmethod
+    def _files_under(filesystem: pafs.FileSystem, root: str) -> list[pafs.FileInfo]:
+        """Every file under ``root`` named as this sink names data files."""
         selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
-        files = [
+        return [
             info
             for info in filesystem.get_file_info(selector)
             if info.type == pafs.FileType.File and info.base_name.startswith(FILE_PREFIX)
         ]
-        return table, filesystem, data_path, root, files
+
+    def _staged_files(self) -> tuple[pafs.FileSystem, list[pafs.FileInfo]]:
+        """The filesystem of the table's data location and every file this sink named."""
+        _, filesystem, _, root = self._data_location()
+        return filesystem, self._files_under(filesystem, root)
 
     def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
         """Delete data files staged by attempts of ``job_id`` other than the kept ones.
@@ -344,7 +353,8 @@ class IcebergSink(
         referenced (the newest snapshot's manifests first).
         """
         kept = frozenset(kept_attempt_tokens)
-        table, filesystem, data_uri, root, files = self._staged_files()
+        table, filesystem, data_uri, root = self._data_location()
+        files = self._files_under(filesystem, root)
         candidates = {
             _location_key(_uri_of(info.path, root, data_uri)): info.path
             for info in files
