@@ -6,7 +6,11 @@ would drive the sink with two partitions. Run it with::
 
     python docs/examples/first_sink.py [OUTPUT_DIRECTORY]
 
-Without an argument it writes to a fresh temporary directory.
+Without an argument it writes to a fresh temporary directory. The tutorial's last
+step, `write_on_spark`, runs the same sink on a Spark DataFrame (it needs
+``pip install 'sinkv2[spark]'``)::
+
+    python docs/examples/first_sink.py --spark [OUTPUT_DIRECTORY]
 """
 
 # --8<-- [start:imports]
@@ -18,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
@@ -40,6 +44,11 @@ from sinkv2 import (
     inspect_sink,
 )
 from sinkv2.runtime import commit_with_retries
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sinkv2.runtime import SinkResult
 
 Record = dict[str, Any]
 """What the sink writes: one JSON object per element."""
@@ -244,5 +253,56 @@ def main(argv: list[str]) -> int:
 # --8<-- [end:main]
 
 
+# --8<-- [start:spark]
+def write_on_spark(spark: SparkSession, directory: Path, state: Path) -> list[SinkResult]:
+    """Write the same three records through Spark, then run the same checkpoint again."""
+    from sinkv2.runtime import SqliteCommitStateStore  # noqa: PLC0415  # pyspark only here
+    from sinkv2_spark import SinkTopologyTranslator  # noqa: PLC0415  # pyspark only here
+
+    # Two partitions: two writer subtasks, as in main(). Each element a writer gets
+    # is a dict of column name -> value, the Record the sink writes.
+    df = spark.createDataFrame(
+        [(1, "apple"), (2, "pear"), (3, "plum")], "order long, item string"
+    ).repartition(2, "order")
+
+    # The commit state store remembers which checkpoints of which sink id are
+    # committed; one per application (the default is ./.sinkv2/commit_state.sqlite).
+    translator = SinkTopologyTranslator(state_store=SqliteCommitStateStore(state))
+    sink = JsonLinesSink(directory)
+    results = []
+    for _run in range(2):  # the second run is a retry of the same checkpoint
+        results.append(
+            translator.apply(df, sink, sink_id=f"first-sink:{directory}", checkpoint_id=1)
+        )
+    return results
+
+
+def main_on_spark(argv: list[str]) -> int:
+    """``--spark``: start a local Spark session and write with `write_on_spark`."""
+    from pyspark.sql import SparkSession  # noqa: PLC0415  # only with --spark
+
+    # Spark's Python workers must run this Python: the one with sinkv2 installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    scratch = Path(tempfile.mkdtemp(prefix="first-sink-"))
+    directory = Path(argv[1]) if len(argv) > 1 else scratch / "out"
+    spark = SparkSession.builder.master("local[2]").appName("first-sink").getOrCreate()
+    try:
+        first, again = write_on_spark(spark, directory, scratch / "commit_state.sqlite")
+    finally:
+        spark.stop()
+    print(first.summary())
+    print(f"again: {again.status.value}, {again.records_written} records written")
+    print(f"output in {directory}:")
+    for path in sorted(directory.iterdir()):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        print(f"  {path.name}: {len(lines)} record(s)")
+    return 0
+
+
+# --8<-- [end:spark]
+
+
 if __name__ == "__main__":
+    if "--spark" in sys.argv:
+        sys.exit(main_on_spark([arg for arg in sys.argv if arg != "--spark"]))
     sys.exit(main(sys.argv))
