@@ -66,7 +66,9 @@ class MultiLineFailureSink(RecordingSink):
 def test_on_spark_the_error_carries_every_line_and_the_worker_traceback(
     spark, translator, tmp_path
 ):
-    df = spark.range(1000).selectExpr("id", "cast(id % 7 as string) as key", "cast(id as double) as value")
+    df = spark.range(1000).selectExpr(
+        "id", "cast(id % 7 as string) as key", "cast(id as double) as value"
+    )
     with pytest.raises(SinkWriterError) as caught:
         translator.apply(df.repartition(2), MultiLineFailureSink(tmp_path / "out"), sink_id="ml")
     message = str(caught.value)
