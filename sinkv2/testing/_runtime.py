@@ -49,6 +49,7 @@ from sinkv2._capabilities import SinkCapabilities, inspect_sink
 from sinkv2._context import BasicSinkWriterContext, BasicWriterInitContext
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._messages import END_OF_INPUT
+from sinkv2._pickling import find_unpicklable
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2._text import short_repr
 from sinkv2.errors import CommitError, SerializationError, SinkConfigurationError
@@ -290,10 +291,17 @@ class LocalRuntime:
         try:
             self._shipped = cloudpickle.loads(cloudpickle.dumps(self.sink))
         except Exception as error:
+            found = find_unpicklable(self.sink, cloudpickle.dumps)
+            culprit = (
+                f" ({found[0]}, of type {type(found[1]).__name__}, does not pickle)"
+                if found is not None
+                else ""
+            )
             raise self.fail(
                 f"the sink {type(self.sink).__qualname__} does not survive a cloudpickle round "
-                f"trip, as Spark ships it to executors: {type(error).__name__}: {error}. Keep "
-                "sinks plain data: open connections, clients and files in writers and committers"
+                f"trip, as Spark ships it to executors{culprit}: {type(error).__name__}: "
+                f"{error}. Keep sinks plain data: open connections, clients and files in "
+                "writers and committers"
             ) from error
         restored = self.completed[-1] if self.completed else None
         keep = (

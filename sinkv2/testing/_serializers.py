@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from sinkv2._capabilities import inspect_sink
 from sinkv2._delivery import DeliveryGuarantee
+from sinkv2._pickling import find_unpicklable
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2._text import short_repr
 from sinkv2.errors import SerializationError
@@ -43,9 +44,15 @@ def check_pickles(what: str, value: object, *, compare: bool) -> None:
     try:
         back = cloudpickle.loads(cloudpickle.dumps(value))
     except Exception as error:
+        found = find_unpicklable(value, cloudpickle.dumps, name="it")
+        culprit = (
+            f"; {found[0]} (of type {type(found[1]).__name__}) is what does not pickle"
+            if found is not None and found[0] != "it"
+            else ""
+        )
         raise AssertionError(
-            f"{what} ({type(value).__qualname__}) does not survive a cloudpickle round trip, "
-            f"and Spark ships it between processes with cloudpickle: {type(error).__name__}: "
+            f"{what} ({type(value).__qualname__}) does not survive a cloudpickle round "
+            f"trip{culprit}, and Spark ships it between processes with cloudpickle: {type(error).__name__}: "
             f"{error}. Keep it plain data: open connections, clients, locks and files in "
             "writers and committers, not in sinks, committables or states"
         ) from error

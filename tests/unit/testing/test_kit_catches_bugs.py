@@ -174,6 +174,7 @@ def test_a_sink_that_cannot_be_cloudpickled_is_caught() -> None:
     message = str(caught.value)
     assert "the sink (LockedSink) does not survive a cloudpickle round trip" in message
     assert "cannot pickle '_thread.lock' object" in message
+    assert "it.lock (of type lock) is what does not pickle" in message  # the attribute, named
     assert "open connections, clients, locks and files in writers and committers" in message
 
 
