@@ -52,9 +52,10 @@ def check_pickles(what: str, value: object, *, compare: bool) -> None:
         )
         raise AssertionError(
             f"{what} ({type(value).__qualname__}) does not survive a cloudpickle round "
-            f"trip{culprit}, and Spark ships it between processes with cloudpickle: {type(error).__name__}: "
-            f"{error}. Keep it plain data: open connections, clients, locks and files in "
-            "writers and committers, not in sinks, committables or states"
+            f"trip{culprit}, and Spark ships it between processes with cloudpickle: "
+            f"{type(error).__name__}: {error}. Keep it plain data: open connections, "
+            "clients, locks and files in writers and committers, not in sinks, committables "
+            "or states"
         ) from error
     if compare and not same(back, value):
         raise AssertionError(
