@@ -3,9 +3,12 @@
 - `short_repr`: a repr cut to a bounded length;
 - `describe`: that repr plus the type name (``0 of type int``), for "got ..." parts;
 - `missing_extra`: the ImportError naming the extra that installs a missing
-  optional dependency (``pip install 'sinkv2[http]'``).
+  optional dependency (``pip install 'sinkv2[http]'``);
+- `find_unpicklable`: the attribute path (``sink.client._lock``) of the part of an
+  object that keeps it from pickling, for "does not pickle" errors.
 """
 
+from sinkv2._pickling import find_unpicklable
 from sinkv2._text import describe, missing_extra, short_repr
 
-__all__ = ["describe", "missing_extra", "short_repr"]
+__all__ = ["describe", "find_unpicklable", "missing_extra", "short_repr"]

@@ -15,7 +15,7 @@ import pickle
 from typing import TYPE_CHECKING, Any, Final
 
 from sinkv2 import SinkCapabilities, SinkConfigurationError
-from sinkv2.text import short_repr
+from sinkv2.text import find_unpicklable, short_repr
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -48,8 +48,6 @@ def check_shippable(sink: Any, capabilities: SinkCapabilities) -> bytes:
     from pyspark import cloudpickle  # noqa: PLC0415  # the pickler Spark ships tasks with
 
     dumps: Callable[[object], bytes] = cloudpickle.dumps
-
-    from sinkv2._pickling import find_unpicklable  # noqa: PLC0415  # only on failure paths
 
     parts: list[tuple[str, object]] = [("sink", sink)]
     if capabilities.committer:
