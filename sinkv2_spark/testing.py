@@ -248,6 +248,9 @@ def check_sink_on_spark(
                 f"after apply() with task failures {schedule or 'none'} "
                 f"(subtask, attempt) -> element; {result.committed} committed"
             )
+            changed = visible.describe_value_changes(wanted)
+            if changed:
+                raise AssertionError(f"{guarantee.name} violated {described}: {changed}")
             lost = wanted.describe_excess(visible, "expected", "visible")
             if lost:
                 raise AssertionError(

@@ -126,3 +126,30 @@ def test_the_retry_budget_comes_from_the_master(master, max_failures, retries):
 def test_a_master_without_retries_is_refused(master):
     with pytest.raises(SinkConfigurationError, match=r"use e\.g\. local\[2,4\]"):
         task_retries(master, None)
+
+
+def test_a_sink_that_changes_values_on_spark_gets_a_diff(spark):
+    def make() -> SinkUnderTest:
+        directory = Path(tempfile.mkdtemp(prefix="kit-parquet-"))
+        # the bug: every key comes back changed (a "!" appended)
+        return SinkUnderTest(
+            ParquetSink(directory, arrow=True),
+            read_back=lambda: [
+                {**row, "key": row["key"] + "!"} for row in read_parquet_files(directory)
+            ],
+            close=lambda: shutil.rmtree(directory, ignore_errors=True),
+        )
+
+    with pytest.raises(AssertionError) as caught:
+        check_sink_on_spark(
+            spark,
+            make,
+            guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+            data=data(spark),
+            expected=EXPECTED,
+            examples=1,
+            always=[{}],
+        )
+    message = str(caught.value)
+    assert "EXACTLY_ONCE violated" in message
+    assert "field 'key'" in message
