@@ -32,7 +32,6 @@ from sinkv2.errors import (
 from sinkv2.runtime._sink_lock import Holder, describe_holder, drop_lock
 from sinkv2.runtime._sqlite_schema import COLUMNS
 from sinkv2.runtime._store import (
-    MAX_INT64,
     TRANSITIONS,
     EpochRecord,
     EpochStatus,
@@ -40,6 +39,7 @@ from sinkv2.runtime._store import (
     Transition,
     check_epoch,
     check_name,
+    check_pending,
     default_checkpoint_id,
 )
 
@@ -137,29 +137,13 @@ class SqliteSinkLease:
         checkpoint_id: int | None = None,
     ) -> EpochRecord:
         """Record ``epoch`` as pending with its committables; durable on return."""
-        check_epoch(epoch)
-        if checkpoint_id is not None:
-            check_epoch(checkpoint_id, name="checkpoint_id")
-        if not isinstance(explicit, bool):
-            raise SinkConfigurationError(
-                f"'explicit' must be a bool (got {describe(explicit)}); True when the user "
-                "chose the checkpoint id, False when it was assigned"
-            )
-        if (
-            not isinstance(serializer_version, int)
-            or isinstance(serializer_version, bool)
-            or not 0 <= serializer_version <= MAX_INT64
-        ):
-            raise SinkConfigurationError(
-                f"'serializer_version' must be a non-negative int (got "
-                f"{describe(serializer_version)}); pass the committable serializer's "
-                "get_version()"
-            )
-        if not isinstance(payload, bytes):
-            raise SinkConfigurationError(
-                f"'payload' must be bytes (got {describe(payload)}); frame the committables "
-                "with SimpleVersionedSerialization first"
-            )
+        check_pending(
+            epoch,
+            explicit=explicit,
+            serializer_version=serializer_version,
+            payload=payload,
+            checkpoint_id=checkpoint_id,
+        )
         return self._move(
             epoch,
             EpochStatus.PENDING,

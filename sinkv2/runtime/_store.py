@@ -76,6 +76,7 @@ __all__ = [
     "Transition",
     "check_epoch",
     "check_name",
+    "check_pending",
     "default_checkpoint_id",
 ]
 
@@ -406,6 +407,42 @@ def check_name(name: str, value: object, hint: str) -> None:
     raise SinkConfigurationError(
         f"{name!r} must be a non-empty str of valid unicode (got {describe(value)}); {hint}"
     )
+
+
+def check_pending(
+    epoch: object,
+    *,
+    explicit: object,
+    serializer_version: object,
+    payload: object,
+    checkpoint_id: object,
+) -> None:
+    """Raise `SinkConfigurationError` unless `SinkLease.record_pending`'s arguments are valid.
+
+    Every store checks them the same way, before it opens a transaction.
+    """
+    check_epoch(epoch)
+    if checkpoint_id is not None:
+        check_epoch(checkpoint_id, name="checkpoint_id")
+    if not isinstance(explicit, bool):
+        raise SinkConfigurationError(
+            f"'explicit' must be a bool (got {describe(explicit)}); True when the user "
+            "chose the checkpoint id, False when it was assigned"
+        )
+    if (
+        not isinstance(serializer_version, int)
+        or isinstance(serializer_version, bool)
+        or not 0 <= serializer_version <= MAX_INT64
+    ):
+        raise SinkConfigurationError(
+            f"'serializer_version' must be a non-negative int (got "
+            f"{describe(serializer_version)}); pass the committable serializer's get_version()"
+        )
+    if not isinstance(payload, bytes):
+        raise SinkConfigurationError(
+            f"'payload' must be bytes (got {describe(payload)}); frame the committables "
+            "with SimpleVersionedSerialization first"
+        )
 
 
 def check_epoch(epoch: object, *, name: str = "epoch") -> None:
