@@ -46,7 +46,13 @@ from sinkv2._committer import Committer
 from sinkv2._context import BasicCommitterInitContext
 from sinkv2._messages import END_OF_INPUT
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
-from sinkv2.errors import IllegalLifecycleError, SerializationError, SinkConfigurationError
+from sinkv2.errors import (
+    CommitStateError,
+    IllegalLifecycleError,
+    SerializationError,
+    SinkConfigurationError,
+    StaleFencingTokenError,
+)
 from sinkv2.runtime._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
 from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._seam import (
@@ -295,15 +301,24 @@ class CommitCoordinator:
         """This job's epochs are committed (or it gave up writing): remove all it staged.
 
         Calls ``clean_up_attempts(job_id, ())``, forgets the job, releases the sink
-        id. If the clean-up fails, a warning is logged and the job stays recorded:
-        the next run of the sink id removes what it staged. Do not call it while an
-        epoch of the job is pending and may be committed by a later run: `close`
-        instead, and the next run cleans up after committing it.
+        id. If the clean-up (or forgetting the job) fails, a warning is logged and
+        the job stays recorded: the next run of the sink id removes what it staged.
+        Do not call it while an epoch of the job is pending and may be committed by
+        a later run: `close` instead, and the next run cleans up after committing it.
         """
         self._check_open("finish the job")
         try:
             if self._clean_up_dead_job(self.job_id, frozenset()):
                 self.lease.finish_job(self.job_id)
+        except (CommitStateError, StaleFencingTokenError) as error:
+            # The epoch is committed; a job left recorded is only cleaned up again.
+            logger.warning(
+                "sink %r: job %s could not be marked finished (%s); the next run of the "
+                "sink id cleans up after it again",
+                self.sink_id,
+                self.job_id,
+                error,
+            )
         finally:
             self.close()
 

@@ -27,6 +27,7 @@ from sinkv2 import (
     BasicSinkWriterContext,
     BasicWriterInitContext,
     CommitFailedError,
+    CommitStateError,
     Committer,
     ConcurrentCommitError,
     IllegalLifecycleError,
@@ -429,5 +430,22 @@ def test_a_clean_up_that_fails_after_the_commit_warns_and_the_next_run_retries_i
     assert f"could not remove what job {result.job_id!r} staged" in caplog.text
     assert len(sink.staged()) == 0  # the committer moved the files; cleanup found nothing
     failing["on"] = False
+    again = run(sink, store, [[6]], checkpoint_id=8)
+    assert again.cleaned_jobs == (result.job_id,)
+
+
+def test_a_store_that_cannot_forget_the_job_after_the_commit_only_warns(sink, store, caplog):
+    job = coordinator(sink, store)
+    recovery = job.open()
+    result = job.run_epoch(writer_stage(sink, DATA), checkpoint_id=7, recovery=recovery)
+
+    def refuse(job_id):
+        raise CommitStateError("disk full")
+
+    job.lease.finish_job = refuse
+    job.finish()  # the commit stands; no error
+    assert job.state is CoordinatorState.CLOSED
+    assert result.status is CommitStatus.COMMITTED
+    assert "could not be marked finished" in caplog.text
     again = run(sink, store, [[6]], checkpoint_id=8)
     assert again.cleaned_jobs == (result.job_id,)
