@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, NoReturn, final
 
+import attrs
 from typing_extensions import Self
 
 from sinkv2._context import INITIAL_CHECKPOINT_ID
@@ -135,6 +136,7 @@ class SqliteSinkLease:
         serializer_version: int,
         payload: bytes,
         checkpoint_id: int | None = None,
+        writer_states: bytes = b"",
     ) -> EpochRecord:
         """Record ``epoch`` as pending with its committables; durable on return."""
         check_pending(
@@ -143,6 +145,7 @@ class SqliteSinkLease:
             serializer_version=serializer_version,
             payload=payload,
             checkpoint_id=checkpoint_id,
+            writer_states=writer_states,
         )
         return self._move(
             epoch,
@@ -151,6 +154,7 @@ class SqliteSinkLease:
             serializer_version=serializer_version,
             payload=payload,
             checkpoint_id=checkpoint_id,
+            writer_states=writer_states,
         )
 
     def mark_committed(self, epoch: int) -> EpochRecord:
@@ -162,6 +166,67 @@ class SqliteSinkLease:
         """Mark pending ``epoch`` aborted; an aborted one is returned unchanged."""
         check_epoch(epoch)
         return self._move(epoch, EpochStatus.ABORTED)
+
+    def replace_writer_states(self, epoch: int, writer_states: bytes) -> EpochRecord:
+        """Replace the writer states of committed ``epoch``; durable on return."""
+        check_epoch(epoch)
+        if not isinstance(writer_states, bytes):
+            raise SinkConfigurationError(
+                f"'writer_states' must be bytes (got {describe(writer_states)}); encode the "
+                "writers' states with sinkv2.runtime.WriterStates.encode() first"
+            )
+        action = f"replace the writer states of epoch {epoch}"
+        with self._writing(action) as connection:
+            row = connection.execute(
+                f"SELECT {COLUMNS} FROM pending_sink_state WHERE sink_id = ? AND epoch = ?",
+                (self._sink_id, epoch),
+            ).fetchone()
+            current = None if row is None else self._record(row)
+            if current is None or current.status is not EpochStatus.COMMITTED:
+                status = "absent" if current is None else current.status.value
+                raise IllegalLifecycleError(
+                    f"epoch {epoch} of sink {self._sink_id!r} is {status}; only a committed "
+                    "epoch's writer states can be replaced (a pending epoch may still be "
+                    "committed with the states recorded for it)"
+                )
+            record = attrs.evolve(
+                current,
+                writer_states=writer_states,
+                fencing_token=self._token,
+                job_id=self._job_id,
+                updated_at=time.time(),
+            )
+            connection.execute(
+                "UPDATE pending_sink_state SET writer_states = ?, fencing_token = ?, "
+                "job_id = ?, updated_at = ? WHERE sink_id = ? AND epoch = ?",
+                (writer_states, self._token, self._job_id, record.updated_at, self._sink_id, epoch),
+            )
+            return record
+
+    def prune(self, below: int) -> int:
+        """Forget committed and aborted epochs below ``below``; durable on return."""
+        check_epoch(below, name="below")
+        with self._writing(f"prune epochs below {below}") as connection:
+            cursor = connection.execute(
+                "DELETE FROM pending_sink_state WHERE sink_id = ? AND epoch < ? "
+                "AND status IN ('committed', 'aborted')",
+                (self._sink_id, below),
+            )
+            return int(cursor.rowcount)
+
+    def bind_origin(self, origin: str) -> str:
+        """Bind the sink id to ``origin`` unless bound; returns the bound origin."""
+        check_name("origin", origin, "pass the stream's identity, e.g. its checkpoint location")
+        with self._writing(f"bind origin {origin!r}") as connection:
+            connection.execute(
+                "INSERT INTO sink_origin (sink_id, origin, bound_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (sink_id) DO NOTHING",
+                (self._sink_id, origin, time.time()),
+            )
+            (bound,) = connection.execute(
+                "SELECT origin FROM sink_origin WHERE sink_id = ?", (self._sink_id,)
+            ).fetchone()
+            return str(bound)
 
     def record_job(self) -> None:
         """Record this lease's job as running; durable on return. Idempotent."""
@@ -302,6 +367,7 @@ class SqliteSinkLease:
         serializer_version: int = 0,
         payload: bytes = b"",
         checkpoint_id: int | None = None,
+        writer_states: bytes = b"",
     ) -> EpochRecord:
         action = f"record epoch {epoch} as {target.value}"
         with self._writing(action) as connection:
@@ -320,6 +386,7 @@ class SqliteSinkLease:
                 serializer_version = current.serializer_version
                 payload = current.payload
                 checkpoint_id = current.checkpoint_id
+                writer_states = current.writer_states
             if checkpoint_id is None:
                 checkpoint_id = default_checkpoint_id(epoch, explicit=explicit)
             record = EpochRecord(
@@ -333,15 +400,16 @@ class SqliteSinkLease:
                 job_id=self._job_id,
                 updated_at=time.time(),
                 checkpoint_id=checkpoint_id,
+                writer_states=writer_states,
             )
             connection.execute(
                 f"INSERT INTO pending_sink_state ({COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (sink_id, epoch) DO UPDATE SET status = excluded.status, "
                 "explicit = excluded.explicit, serializer_version = excluded.serializer_version, "
                 "payload = excluded.payload, fencing_token = excluded.fencing_token, "
                 "job_id = excluded.job_id, updated_at = excluded.updated_at, "
-                "checkpoint_id = excluded.checkpoint_id",
+                "checkpoint_id = excluded.checkpoint_id, writer_states = excluded.writer_states",
                 (
                     record.sink_id,
                     record.epoch,
@@ -353,12 +421,13 @@ class SqliteSinkLease:
                     record.job_id,
                     record.updated_at,
                     record.checkpoint_id,
+                    record.writer_states,
                 ),
             )
             return record
 
     def _record(self, row: tuple[object, ...]) -> EpochRecord:
-        sink_id, epoch, status, explicit, version, payload, token, job_id, updated_at, cid = row
+        sink_id, epoch, status, explicit, version, payload, token, job_id, updated_at, cid, ws = row
         try:
             return EpochRecord(
                 sink_id=str(sink_id),
@@ -375,6 +444,7 @@ class SqliteSinkLease:
                     if cid is None
                     else _as_int(cid)
                 ),
+                writer_states=bytes(ws),  # type: ignore[call-overload]  # a BLOB column
             )
         except (TypeError, ValueError) as error:
             raise CommitStateError(

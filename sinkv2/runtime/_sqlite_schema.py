@@ -16,7 +16,7 @@ from sinkv2.runtime._sink_lock import Holder
 
 __all__ = ["BUSY_TIMEOUT_S", "COLUMNS", "SCHEMA_VERSION", "advance_fence", "connect"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The table layout this release writes and reads, kept in ``PRAGMA user_version``."""
 
 BUSY_TIMEOUT_S: Final = 30.0
@@ -31,15 +31,28 @@ _JOB_TABLE: Final = """
     )
     """
 
+_ORIGIN_TABLE: Final = """
+    CREATE TABLE sink_origin (
+        sink_id TEXT PRIMARY KEY NOT NULL,
+        origin TEXT NOT NULL,
+        bound_at REAL NOT NULL
+    )
+    """
+
 _MIGRATIONS: Final = {
     1: (
         "ALTER TABLE pending_sink_state ADD COLUMN checkpoint_id INTEGER",
         _JOB_TABLE,
     ),
+    2: (
+        "ALTER TABLE pending_sink_state ADD COLUMN writer_states BLOB NOT NULL DEFAULT x''",
+        _ORIGIN_TABLE,
+    ),
 }
 """Statements that take layout N to N + 1, run in one transaction when a store opens.
 
-Layout 1 rows get ``checkpoint_id`` NULL, read as `default_checkpoint_id`."""
+Layout 1 rows get ``checkpoint_id`` NULL, read as `default_checkpoint_id`; layout 2
+rows get empty ``writer_states``."""
 
 _SCHEMA: Final = (
     """
@@ -54,6 +67,7 @@ _SCHEMA: Final = (
         job_id TEXT NOT NULL,
         updated_at REAL NOT NULL,
         checkpoint_id INTEGER,
+        writer_states BLOB NOT NULL DEFAULT x'',
         PRIMARY KEY (sink_id, epoch)
     )
     """,
@@ -65,11 +79,12 @@ _SCHEMA: Final = (
     )
     """,
     _JOB_TABLE,
+    _ORIGIN_TABLE,
 )
 
 COLUMNS: Final = (
     "sink_id, epoch, status, explicit, serializer_version, payload, fencing_token, job_id, "
-    "updated_at, checkpoint_id"
+    "updated_at, checkpoint_id, writer_states"
 )
 
 

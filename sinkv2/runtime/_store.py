@@ -118,6 +118,8 @@ class EpochRecord:
         fencing_token: The token of the lease that last wrote this row.
         job_id: The job that last wrote this row.
         updated_at: When this row was last written, in unix seconds.
+        writer_states: The writers' states at this checkpoint (streaming), framed by
+            the caller; opaque to the store. Empty for batch runs.
     """
 
     sink_id: str
@@ -130,6 +132,8 @@ class EpochRecord:
     job_id: str
     updated_at: float
     checkpoint_id: int = attrs.field()
+
+    writer_states: bytes = attrs.field(default=b"", repr=_payload_repr, kw_only=True)
 
     @checkpoint_id.default
     def _checkpoint_id_default(self) -> int:
@@ -253,6 +257,7 @@ class SinkLease(Protocol):
         serializer_version: int,
         payload: bytes,
         checkpoint_id: int | None = None,
+        writer_states: bytes = b"",
     ) -> EpochRecord:
         """Record ``epoch`` as pending with its committables, before they are committed.
 
@@ -267,6 +272,8 @@ class SinkLease(Protocol):
             payload: The epoch's committables, as bytes.
             checkpoint_id: The checkpoint id the committables carry; defaults to
                 `default_checkpoint_id` of the epoch.
+            writer_states: The writers' states at this checkpoint, as bytes; written
+                in the same transaction as the committables.
 
         Returns:
             The record as written.
@@ -309,6 +316,55 @@ class SinkLease(Protocol):
             SinkConfigurationError: ``epoch`` is not a positive int.
             IllegalLifecycleError: The epoch is absent or committed; or the lease was
                 released, or is used in another process. Nothing was written.
+            StaleFencingTokenError: A newer lease took over the sink id. Nothing was written.
+            CommitStateError: The database refused the write. Nothing was written.
+        """
+        ...
+
+    def replace_writer_states(self, epoch: int, writer_states: bytes) -> EpochRecord:
+        """Replace the writer states of committed ``epoch`` (a draining stop sent them).
+
+        Durable when this returns.
+
+        Raises:
+            SinkConfigurationError: An argument has the wrong type or range.
+            IllegalLifecycleError: The epoch is not committed; or the lease was
+                released, or is used in another process. Nothing was written.
+            StaleFencingTokenError: A newer lease took over the sink id. Nothing was written.
+            CommitStateError: The database refused the write. Nothing was written.
+        """
+        ...
+
+    def prune(self, below: int) -> int:
+        """Forget committed and aborted epochs below ``below``; pending ones stay.
+
+        A stream's history grows by one epoch per micro-batch; only the latest
+        ones can be replayed, so the older ones are pruned to keep the store flat.
+
+        Returns:
+            How many epochs were forgotten.
+
+        Raises:
+            SinkConfigurationError: ``below`` is not a positive int.
+            IllegalLifecycleError: The lease was released, or is used in another process.
+            StaleFencingTokenError: A newer lease took over the sink id. Nothing was written.
+            CommitStateError: The database refused the write. Nothing was written.
+        """
+        ...
+
+    def bind_origin(self, origin: str) -> str:
+        """Bind the sink id to ``origin`` (the stream that numbers its epochs), once.
+
+        The first call for a sink id records ``origin``; every later call returns
+        the origin recorded first, so the caller can refuse a second stream whose
+        checkpoint ids would collide with the first one's. Durable when this returns.
+
+        Returns:
+            The sink id's origin: ``origin``, or the one bound before.
+
+        Raises:
+            SinkConfigurationError: ``origin`` is not a non-empty str.
+            IllegalLifecycleError: The lease was released, or is used in another process.
             StaleFencingTokenError: A newer lease took over the sink id. Nothing was written.
             CommitStateError: The database refused the write. Nothing was written.
         """
@@ -416,6 +472,7 @@ def check_pending(
     serializer_version: object,
     payload: object,
     checkpoint_id: object,
+    writer_states: object = b"",
 ) -> None:
     """Raise `SinkConfigurationError` unless `SinkLease.record_pending`'s arguments are valid.
 
@@ -442,6 +499,11 @@ def check_pending(
         raise SinkConfigurationError(
             f"'payload' must be bytes (got {describe(payload)}); frame the committables "
             "with SimpleVersionedSerialization first"
+        )
+    if not isinstance(writer_states, bytes):
+        raise SinkConfigurationError(
+            f"'writer_states' must be bytes (got {describe(writer_states)}); encode the "
+            "writers' states with sinkv2.runtime.WriterStates.encode() first"
         )
 
 

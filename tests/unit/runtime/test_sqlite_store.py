@@ -535,6 +535,9 @@ def test_the_lease_has_every_member_of_the_protocol(store, lease):
         "record_job",
         "unfinished_jobs",
         "finish_job",
+        "replace_writer_states",
+        "prune",
+        "bind_origin",
         "release",
     }
     for name in (*members, "__enter__", "__exit__"):
@@ -672,7 +675,7 @@ def test_the_layout_is_the_documented_one(store):
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         columns = {
             table: [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
-            for table in ("pending_sink_state", "sink_fence", "sink_job")
+            for table in ("pending_sink_state", "sink_fence", "sink_job", "sink_origin")
         }
     assert columns == {
         "pending_sink_state": [
@@ -686,9 +689,11 @@ def test_the_layout_is_the_documented_one(store):
             "job_id",
             "updated_at",
             "checkpoint_id",
+            "writer_states",
         ],
         "sink_fence": ["sink_id", "fencing_token", "holder"],
         "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
+        "sink_origin": ["sink_id", "origin", "bound_at"],
     }
 
 
@@ -723,6 +728,7 @@ def test_a_layout_1_file_is_migrated_and_its_rows_keep_their_meaning(store):
         explicit, assigned = lease.epochs()
         assert (explicit.payload, explicit.checkpoint_id) == (b"three", 3)
         assert (assigned.payload, assigned.checkpoint_id) == (b"four", END_OF_INPUT)
+        assert explicit.writer_states == b""
         assert lease.fencing_token == 2
         lease.record_job()
         assert lease.mark_committed(3).checkpoint_id == 3
@@ -949,3 +955,60 @@ def test_the_store_always_equals_a_model_of_what_was_recorded(tmp_path):
         lambda: StoreAgainstModel(next(paths)),
         settings=settings(stateful_step_count=25),
     )
+
+
+def test_writer_states_are_recorded_with_the_committables_and_kept_when_committed(lease):
+    lease.record_pending(
+        1, explicit=True, serializer_version=1, payload=b"c", writer_states=b"states"
+    )
+    assert lease.get(1).writer_states == b"states"
+    assert lease.mark_committed(1).writer_states == b"states"
+    assert lease.get(1).writer_states == b"states"
+    assert "writer_states=<6 bytes>" in repr(lease.get(1))  # summarised, as the payload
+
+
+def test_bad_writer_states_are_refused_before_anything_is_written(lease):
+    with pytest.raises(SinkConfigurationError, match="'writer_states' must be bytes"):
+        lease.record_pending(
+            1, explicit=True, serializer_version=1, payload=b"c", writer_states="s"
+        )
+    assert lease.get(1) is None
+
+
+def test_only_a_committed_epochs_writer_states_can_be_replaced(lease):
+    with pytest.raises(IllegalLifecycleError, match="epoch 1 of sink 'orders' is absent"):
+        lease.replace_writer_states(1, b"x")
+    lease.record_pending(1, explicit=True, serializer_version=1, payload=b"c", writer_states=b"a")
+    with pytest.raises(IllegalLifecycleError, match="is pending; only a committed"):
+        lease.replace_writer_states(1, b"x")
+    assert lease.get(1).writer_states == b"a"
+    lease.mark_committed(1)
+    replaced = lease.replace_writer_states(1, b"drained")
+    assert replaced.writer_states == b"drained"
+    assert lease.get(1) == replaced
+    assert (replaced.payload, replaced.status) == (b"c", EpochStatus.COMMITTED)
+
+
+def test_prune_forgets_settled_epochs_below_the_bound_and_keeps_pending_ones(lease):
+    for epoch in range(1, 6):
+        lease.record_pending(epoch, explicit=True, serializer_version=1, payload=b"c")
+    lease.mark_committed(1)
+    lease.mark_aborted(2)
+    lease.mark_committed(4)
+    assert lease.prune(4) == 2
+    assert [r.epoch for r in lease.epochs()] == [3, 4, 5]
+    assert lease.prune(4) == 0
+    with pytest.raises(SinkConfigurationError, match="'below' must be a positive int"):
+        lease.prune(0)
+
+
+def test_a_sink_id_is_bound_to_the_first_origin_for_good(store):
+    with store.acquire("orders", job_id="a") as lease:
+        assert lease.bind_origin("query-1") == "query-1"
+        assert lease.bind_origin("query-1") == "query-1"
+    with store.acquire("orders", job_id="b") as lease:
+        assert lease.bind_origin("query-2") == "query-1"
+        with pytest.raises(SinkConfigurationError, match="'origin' must be a non-empty str"):
+            lease.bind_origin("")
+    with store.acquire("other", job_id="c") as lease:
+        assert lease.bind_origin("query-2") == "query-2"
