@@ -6,6 +6,9 @@ machinery out of ``connector.sink2``:
 
 - `CommitCoordinator`: one job's use of a sink id - record the job, recover what
   dead jobs left, pre-commit, record Pending, commit, record Committed, clean up;
+- `CheckpointRunner`: a stream's checkpoints on the coordinator - writer states
+  restored and redistributed, recorded with the committables, commits in order
+  (optionally on a commit thread while the next checkpoint writes);
 - the commit state store contract (`CommitStateStore`, `SinkLease`, `EpochRecord`,
   `EpochStatus`) and `SqliteCommitStateStore`;
 - `commit_with_retries`: Flink's commit semantics, with `CommitRetryPolicy`;
@@ -16,6 +19,7 @@ machinery out of ``connector.sink2``:
 ``import sinkv2.runtime`` loads neither pyspark nor pyarrow.
 """
 
+from sinkv2.runtime._checkpoints import DEFAULT_RETAIN, CheckpointRunner, state_name
 from sinkv2.runtime._commit import (
     CommitOutcome,
     CommitRequestImpl,
@@ -30,7 +34,9 @@ from sinkv2.runtime._seam import (
     CommittableStreams,
     EpochCommit,
     Recovery,
+    Restore,
     StageListener,
+    StreamWriterStage,
     WriterStage,
     WriterStageOutput,
 )
@@ -42,12 +48,15 @@ from sinkv2.runtime._sqlite_store import (
     default_state_store_path,
 )
 from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
+from sinkv2.runtime._writer_states import SubtaskStates, WriterStates, redistribute
 
 __all__ = [
     "DEFAULT_FILE_NAME",
+    "DEFAULT_RETAIN",
     "SCHEMA_VERSION",
     "STAGE_EVENTS",
     "STATE_DIR_ENV",
+    "CheckpointRunner",
     "CommitCoordinator",
     "CommitOutcome",
     "CommitRequestImpl",
@@ -61,12 +70,18 @@ __all__ = [
     "EpochRecord",
     "EpochStatus",
     "Recovery",
+    "Restore",
     "SinkLease",
     "SinkResult",
     "SqliteCommitStateStore",
     "StageListener",
+    "StreamWriterStage",
+    "SubtaskStates",
     "WriterStage",
     "WriterStageOutput",
+    "WriterStates",
     "commit_with_retries",
     "default_state_store_path",
+    "redistribute",
+    "state_name",
 ]

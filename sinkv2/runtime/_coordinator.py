@@ -33,6 +33,7 @@ from __future__ import annotations
 import enum
 import logging
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -64,6 +65,7 @@ from sinkv2.runtime._seam import (
     WriterStageOutput,
 )
 from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
+from sinkv2.runtime._writer_states import WriterStates
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -137,7 +139,7 @@ class CommitCoordinator:
         self._input_schema = input_schema
         self._lease: SinkLease | None = None
         self._state = CoordinatorState.NEW
-        self.stage_seconds: dict[str, float] = {}
+        self._timings = threading.local()
         caps = self.capabilities
         self._committables: SimpleVersionedSerializer[Any] | None = (
             self.sink.get_committable_serializer() if caps.committer else None
@@ -145,6 +147,10 @@ class CommitCoordinator:
         self._write_results: SimpleVersionedSerializer[Any] | None = (
             self.sink.get_write_result_serializer() if caps.pre_commit_topology else None
         )
+
+    def report_stage(self, event: str, epoch: int) -> None:
+        """Report a `STAGE_EVENTS` event of ``epoch`` (INFO log, then the listener)."""
+        self._on_stage(event, epoch)
 
     def _on_stage(self, event: str, epoch: int) -> None:
         """Log the event (INFO, ``sinkv2.coordinator``), then tell the listener."""
@@ -158,6 +164,18 @@ class CommitCoordinator:
             seconds,
         )
         self._listener(event, epoch)
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        """Wall time per stage, added up by `timed`; one dict per thread.
+
+        A decoupled streaming commit runs on its own thread while the next
+        checkpoint writes; each keeps its own timings.
+        """
+        seconds: dict[str, float] | None = getattr(self._timings, "seconds", None)
+        if seconds is None:
+            seconds = self._timings.seconds = {}
+        return seconds
 
     @property
     def state(self) -> CoordinatorState:
@@ -195,7 +213,13 @@ class CommitCoordinator:
 
     # --- the job ---------------------------------------------------------------------------
 
-    def open(self, *, keep_attempt_tokens: Collection[str] = ()) -> Recovery:
+    def open(
+        self,
+        *,
+        keep_attempt_tokens: Collection[str] = (),
+        origin: str | None = None,
+        keep_restorable: bool = False,
+    ) -> Recovery:
         """Acquire the sink id, record this job, and finish what dead jobs left.
 
         Pending epochs are taken in epoch order: one with a checkpoint id (its data
@@ -206,13 +230,21 @@ class CommitCoordinator:
         ``clean_up_attempts(job_id, keep_attempt_tokens)``.
 
         Args:
-            keep_attempt_tokens: Attempts whose staged output a restored writer state
-                still refers to (streaming restores); none for batch runs.
+            keep_attempt_tokens: Attempts whose staged output must survive the
+                clean-up of dead jobs.
+            origin: The stream that numbers this sink id's checkpoints (streaming):
+                bound to the sink id by its first stream, checked by every later one
+                before anything is recovered or written.
+            keep_restorable: Also keep the staged output that the writer states of
+                the latest recorded epoch refer to: a stream's next checkpoint
+                restores them.
 
         Returns:
             What was recovered.
 
         Raises:
+            SinkConfigurationError: ``origin`` differs from the sink id's, or the sink
+                id has a history of runs that were not this stream's.
             ConcurrentCommitError: Another live driver holds the sink id.
             CommitError: A pending epoch failed to commit; it stays pending, and the
                 next run tries again. Nothing of this job was written.
@@ -226,12 +258,49 @@ class CommitCoordinator:
         self._lease = self._store.acquire(self.sink_id, job_id=self.job_id)
         self._state = CoordinatorState.OPEN
         try:
+            if origin is not None:
+                self._bind(origin)
             self._lease.record_job()
             self._on_stage("job-recorded", 0)
-            return self._recover(frozenset(keep_attempt_tokens))
+            keep = frozenset(keep_attempt_tokens)
+            if keep_restorable:
+                keep |= self._restorable_attempts()
+            return self._recover(keep)
         except BaseException:
             self.close()
             raise
+
+    def _bind(self, origin: str) -> None:
+        lease = self.lease
+        bound = lease.origin()
+        if bound is None and lease.next_epoch() > 1:
+            raise SinkConfigurationError(
+                f"sink id {self.sink_id!r} already has epochs of batch runs in this commit "
+                "state store; a stream numbering its checkpoints from 1 would take them for "
+                "its own and skip its data. Give the stream a sink_id of its own"
+            )
+        if bound is not None and bound != origin:
+            raise SinkConfigurationError(
+                f"sink id {self.sink_id!r} belongs to another stream ({bound}), not to this "
+                f"one ({origin}); two streams numbering one sink id's checkpoints would "
+                "skip each other's data as already committed. Give this stream its own "
+                "sink_id (also when its checkpoint location was moved or reset: the old "
+                "checkpoint ids do not carry over)"
+            )
+        if bound is None:
+            lease.bind_origin(origin)
+
+    def _restorable_attempts(self) -> frozenset[str]:
+        records = self.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
+        if not records:
+            return frozenset()
+        try:
+            states = WriterStates.decode(
+                records[-1].writer_states, what=f"sink {self.sink_id!r} epoch {records[-1].epoch}"
+            )
+        except SerializationError:
+            return frozenset()  # the restore reports it, before anything is written
+        return states.referenced_attempts() if states is not None else frozenset()
 
     def _recover(self, keep: frozenset[str]) -> Recovery:
         lease = self.lease
@@ -252,8 +321,9 @@ class CommitCoordinator:
         cleaned = []
         for job_id in lease.unfinished_jobs():
             if self._clean_up_dead_job(job_id, keep):
-                lease.finish_job(job_id)
                 cleaned.append(job_id)
+                if not any(token.startswith(f"{job_id}-") for token in keep):
+                    lease.finish_job(job_id)  # else the next run removes what was kept
         if recommitted or aborted or cleaned:
             logger.info(
                 "sink %r job %s: recovered what earlier jobs left: committed pending epochs "
@@ -297,18 +367,25 @@ class CommitCoordinator:
             with self.timed("clean up attempts"):
                 self.sink.clean_up_attempts(job_id, kept)
 
-    def finish(self) -> None:
-        """This job's epochs are committed (or it gave up writing): remove all it staged.
+    def finish(self, *, keep_attempt_tokens: Collection[str] = ()) -> None:
+        """This job's epochs are committed (or it gave up writing): remove what it staged.
 
-        Calls ``clean_up_attempts(job_id, ())``, forgets the job, releases the sink
-        id. If the clean-up (or forgetting the job) fails, a warning is logged and
-        the job stays recorded: the next run of the sink id removes what it staged.
-        Do not call it while an epoch of the job is pending and may be committed by
-        a later run: `close` instead, and the next run cleans up after committing it.
+        Calls ``clean_up_attempts(job_id, keep_attempt_tokens)``, forgets the job
+        unless something was kept, releases the sink id. If the clean-up (or
+        forgetting the job) fails, a warning is logged and the job stays recorded:
+        the next run of the sink id removes what it staged. Do not call it while an
+        epoch of the job is pending and may be committed by a later run: `close`
+        instead, and the next run cleans up after committing it.
+
+        Args:
+            keep_attempt_tokens: Attempts whose staged output the last checkpoint's
+                writer states refer to (a stopped stream); the job then stays
+                recorded, and the run that restores those states removes them.
         """
         self._check_open("finish the job")
+        keep = frozenset(keep_attempt_tokens)
         try:
-            if self._clean_up_dead_job(self.job_id, frozenset()):
+            if self._clean_up_dead_job(self.job_id, keep) and not keep:
                 self.lease.finish_job(self.job_id)
         except (CommitStateError, StaleFencingTokenError) as error:
             # The epoch is committed; a job left recorded is only cleaned up again.
@@ -484,7 +561,13 @@ class CommitCoordinator:
         )
 
     def record_pending(
-        self, epoch: int, checkpoint_id: int, committables: Sequence[Any], *, explicit: bool
+        self,
+        epoch: int,
+        checkpoint_id: int,
+        committables: Sequence[Any],
+        *,
+        explicit: bool,
+        writer_states: WriterStates | None = None,
     ) -> EpochRecord:
         """Make the epoch's committables durable as Pending, before any of them commits.
 
@@ -494,6 +577,8 @@ class CommitCoordinator:
             committables: Everything to commit for the epoch.
             explicit: Whether a later run must commit the epoch if this job dies
                 (``True``: its data is not written again) or abort it (``False``).
+            writer_states: The writers' states at the checkpoint (streaming),
+                recorded in the same transaction.
         """
         payload, version = b"", 0
         if self._committables is not None:
@@ -508,6 +593,7 @@ class CommitCoordinator:
                 serializer_version=version,
                 payload=payload,
                 checkpoint_id=checkpoint_id,
+                writer_states=writer_states.encode() if writer_states is not None else b"",
             )
         self._on_stage("pending-recorded", epoch)
         return record

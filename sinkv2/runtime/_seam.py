@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 import attrs
 
 from sinkv2.runtime._commit import CommitOutcome
+from sinkv2.runtime._writer_states import WriterStates
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,7 +25,9 @@ __all__ = [
     "CommittableStreams",
     "EpochCommit",
     "Recovery",
+    "Restore",
     "StageListener",
+    "StreamWriterStage",
     "WriterStage",
     "WriterStageOutput",
 ]
@@ -80,6 +83,8 @@ class WriterStageOutput:
         subtasks: Writer subtasks that ran.
         metrics: Writer metrics over all subtasks, by Flink's names.
         stage_seconds: Wall time of engine stages (e.g. the pre-write topology).
+        states: The writers' ``snapshot_state(checkpoint_id)`` (streaming), with
+            every subtask present; ``None`` for batch runs and stateless sinks.
     """
 
     table: pa.Table
@@ -88,10 +93,34 @@ class WriterStageOutput:
     subtasks: int = 0
     metrics: Mapping[str, float] = attrs.field(factory=dict)
     stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
+    states: WriterStates | None = None
 
 
 WriterStage = Callable[[str, int], WriterStageOutput]
 """Runs every writer of one epoch: called with (job id, checkpoint id)."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Restore:
+    """What a checkpoint's writers resume from: the checkpoint before it.
+
+    Attributes:
+        checkpoint_id: The restored checkpoint; writers report it as
+            ``get_restored_checkpoint_id()``.
+        states: Its writer states, checked readable; ``None`` if the sink keeps no
+            writer state. Redistribute them with `WriterStates.redistribute` once
+            the number of writers is known.
+    """
+
+    checkpoint_id: int
+    states: WriterStates | None = None
+
+
+StreamWriterStage = Callable[[str, int, "Restore | None"], WriterStageOutput]
+"""Runs every writer of one streaming checkpoint: called with (job id, checkpoint id,
+what to restore or ``None`` for a stream's first checkpoint). Each writer ends the
+checkpoint with ``flush(False)`` -> ``prepare_commit()`` -> ``snapshot_state(id)``."""
 
 
 @final

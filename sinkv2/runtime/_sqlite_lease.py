@@ -214,19 +214,31 @@ class SqliteSinkLease:
             )
             return int(cursor.rowcount)
 
-    def bind_origin(self, origin: str) -> str:
-        """Bind the sink id to ``origin`` unless bound; returns the bound origin."""
-        check_name("origin", origin, "pass the stream's identity, e.g. its checkpoint location")
-        with self._writing(f"bind origin {origin!r}") as connection:
-            connection.execute(
-                "INSERT INTO sink_origin (sink_id, origin, bound_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (sink_id) DO NOTHING",
-                (self._sink_id, origin, time.time()),
-            )
-            (bound,) = connection.execute(
+    def origin(self) -> str | None:
+        """The stream the sink id is bound to, or ``None``."""
+        with self._reading("read the origin") as connection:
+            row = connection.execute(
                 "SELECT origin FROM sink_origin WHERE sink_id = ?", (self._sink_id,)
             ).fetchone()
-            return str(bound)
+        return None if row is None else str(row[0])
+
+    def bind_origin(self, origin: str) -> None:
+        """Bind the sink id to ``origin``; durable on return. Idempotent."""
+        check_name("origin", origin, "pass the stream's identity, e.g. its checkpoint location")
+        with self._writing(f"bind origin {origin!r}") as connection:
+            row = connection.execute(
+                "SELECT origin FROM sink_origin WHERE sink_id = ?", (self._sink_id,)
+            ).fetchone()
+            if row is not None and row[0] != origin:
+                raise IllegalLifecycleError(
+                    f"sink {self._sink_id!r} is bound to the stream {row[0]!r}, not to "
+                    f"{origin!r}; give the other stream a sink id of its own"
+                )
+            if row is None:
+                connection.execute(
+                    "INSERT INTO sink_origin (sink_id, origin, bound_at) VALUES (?, ?, ?)",
+                    (self._sink_id, origin, time.time()),
+                )
 
     def record_job(self) -> None:
         """Record this lease's job as running; durable on return. Idempotent."""

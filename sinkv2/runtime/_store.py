@@ -352,19 +352,26 @@ class SinkLease(Protocol):
         """
         ...
 
-    def bind_origin(self, origin: str) -> str:
-        """Bind the sink id to ``origin`` (the stream that numbers its epochs), once.
+    def origin(self) -> str | None:
+        """The stream the sink id is bound to (`bind_origin`), or ``None`` if none is.
 
-        The first call for a sink id records ``origin``; every later call returns
-        the origin recorded first, so the caller can refuse a second stream whose
-        checkpoint ids would collide with the first one's. Durable when this returns.
+        Raises:
+            IllegalLifecycleError: The lease was released, or is used in another process.
+            CommitStateError: The database could not be read.
+        """
+        ...
 
-        Returns:
-            The sink id's origin: ``origin``, or the one bound before.
+    def bind_origin(self, origin: str) -> None:
+        """Bind the sink id to ``origin``, the stream that numbers its checkpoints.
+
+        A sink id is bound once, by its first stream, so that a second stream
+        (whose checkpoint ids would collide with the first one's) can be refused.
+        Idempotent for the bound origin; durable when this returns.
 
         Raises:
             SinkConfigurationError: ``origin`` is not a non-empty str.
-            IllegalLifecycleError: The lease was released, or is used in another process.
+            IllegalLifecycleError: The sink id is bound to another origin; or the
+                lease was released, or is used in another process. Nothing was written.
             StaleFencingTokenError: A newer lease took over the sink id. Nothing was written.
             CommitStateError: The database refused the write. Nothing was written.
         """

@@ -1,0 +1,425 @@
+"""`CheckpointRunner`: a stream's checkpoints on the commit coordinator.
+
+The streaming flavour of the epoch protocol (seed 002), for any engine that cuts
+its input into numbered, replayable checkpoints (Spark's micro-batches). Per
+checkpoint N, in this order:
+
+1. a commit of an earlier checkpoint that failed on the commit thread fails the
+   stream here, at the boundary (decoupled commits only);
+2. every Pending epoch below N that is not being committed right now is committed,
+   in epoch order (a driver died after recording it; the engine will not replay it);
+3. N Committed: nothing is written (a replay of a checkpoint that was committed);
+4. N Pending: its stored committables are committed, nothing is rewritten;
+5. otherwise: writers restored from the checkpoint before N (its writer states,
+   redistributed if the number of writers changed) write N and end it with
+   ``flush(False)`` -> ``prepare_commit()`` -> ``snapshot_state(N)``; committables
+   and states are recorded Pending in one transaction; then N is committed -
+   inline, or on the commit thread while N + 1 writes (``decoupled``), always
+   strictly in epoch order.
+
+Committed epochs older than the newest ``retain`` are pruned from the store, so
+its size stays flat over any number of checkpoints: an engine replays at most its
+latest checkpoints, and the newest epoch keeps the states to restore.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, final
+
+import attrs
+
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime._coordinator import CommitCoordinator
+from sinkv2.runtime._result import CommitStatus, SinkResult
+from sinkv2.runtime._seam import EpochCommit, Restore, StreamWriterStage, WriterStageOutput
+from sinkv2.runtime._store import EpochRecord, EpochStatus
+from sinkv2.runtime._writer_states import WriterStates
+
+__all__ = ["DEFAULT_RETAIN", "CheckpointRunner", "state_name"]
+
+logger = logging.getLogger("sinkv2.coordinator")
+
+DEFAULT_RETAIN: Final = 100
+"""Committed epochs kept per streaming sink id (as Spark's ``minBatchesToRetain``)."""
+
+_PRUNE_EVERY: Final = 10
+
+
+def state_name(sink: object) -> str:
+    """The name a sink's writer states are recorded under: its class path.
+
+    Flink records writer states under a state name, and a sink restores states
+    of another name only if `WithCompatibleState` lists it.
+    """
+    cls = type(sink)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+ResultListener = Callable[[SinkResult], None]
+
+
+@final
+class CheckpointRunner:
+    """Runs a stream's checkpoints on an open `CommitCoordinator`.
+
+    Args:
+        coordinator: Opened with the stream's origin (``open(origin=...,
+            keep_restorable=True)``); the runner does not close it.
+        decoupled: Commit checkpoint N on a commit thread while N + 1 writes.
+        retain: Committed epochs kept in the store (the rest are pruned).
+        on_result: Called with each checkpoint's `SinkResult` once it is committed
+            (on the commit thread when ``decoupled``).
+    """
+
+    def __init__(
+        self,
+        coordinator: CommitCoordinator,
+        *,
+        decoupled: bool = False,
+        retain: int = DEFAULT_RETAIN,
+        on_result: ResultListener | None = None,
+    ) -> None:
+        if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
+            raise SinkConfigurationError(
+                f"retain must be a positive int (got {retain!r}); it is how many committed "
+                "checkpoints the commit state store keeps"
+            )
+        self._coordinator = coordinator
+        self._decoupled = decoupled
+        self._retain = retain
+        self._on_result = on_result or (lambda result: None)
+        self._state_name = state_name(coordinator.sink)
+        self._lock = threading.Lock()
+        self._in_flight: dict[int, frozenset[str]] = {}
+        self._failure: BaseException | None = None
+        self._executor = (
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"sinkv2-commit-{coordinator.sink_id}"
+            )
+            if decoupled
+            else None
+        )
+        self._last_restore: Restore | None = None
+
+    @property
+    def decoupled(self) -> bool:
+        """Whether commits run on the commit thread."""
+        return self._decoupled
+
+    @property
+    def last_restore(self) -> Restore | None:
+        """What the last checkpoint that wrote restored (its attempts are still needed)."""
+        return self._last_restore
+
+    # --- one checkpoint ---------------------------------------------------------------------
+
+    def run(self, write: StreamWriterStage, checkpoint_id: int) -> SinkResult | None:
+        """Skip, finish, or write and commit checkpoint ``checkpoint_id`` (see module doc).
+
+        Returns:
+            The checkpoint's result; ``None`` when its commit was handed to the
+            commit thread (the result then goes to ``on_result``).
+
+        Raises:
+            CommitError: This checkpoint's commit failed (it stays pending), or, when
+                decoupled, an earlier one's did.
+            SinkWriterError: A writer failed; nothing of the checkpoint is recorded.
+            SerializationError: A recorded writer state does not read.
+            SinkConfigurationError: The recorded states belong to another sink.
+        """
+        self.raise_commit_failure()
+        coordinator = self._coordinator
+        lease = coordinator.lease
+        epoch = checkpoint_id
+        coordinator.stage_seconds.clear()
+        recommitted = self._finish_pending_below(epoch)
+        base = SinkResult(
+            sink_id=coordinator.sink_id,
+            epoch=epoch,
+            checkpoint_id=checkpoint_id,
+            status=CommitStatus.ALREADY_COMMITTED,
+            job_id=coordinator.job_id,
+            recommitted_epochs=recommitted,
+        )
+        existing = lease.get(epoch)
+        if existing is not None and existing.status is EpochStatus.COMMITTED:
+            result = attrs.evolve(base, stage_seconds=dict(coordinator.stage_seconds))
+            self._on_result(result)
+            return result
+        if existing is not None and existing.status is EpochStatus.PENDING:
+            commit = coordinator.commit_pending(
+                epoch,
+                checkpoint_id,
+                coordinator.stored_committables(existing),
+                recovering=True,
+            )
+            result = _result(
+                base, CommitStatus.RECOMMITTED, commit, None, dict(coordinator.stage_seconds)
+            )
+            self._on_result(result)
+            return result
+
+        restore = self.restore_point(epoch)
+        self._last_restore = restore
+        kept = self._kept(restore)
+        start = time.perf_counter()
+        try:
+            written = write(coordinator.job_id, checkpoint_id, restore)
+        except BaseException:
+            coordinator.clean_up_attempts(kept)  # nothing of this checkpoint is committed
+            raise
+        engine_seconds = dict(written.stage_seconds)
+        coordinator.stage_seconds.update(engine_seconds)
+        coordinator.stage_seconds["write"] = (
+            time.perf_counter() - start - sum(engine_seconds.values())
+        )
+        coordinator.clean_up_attempts(kept | written.attempt_tokens)
+        coordinator.report_stage("writers-finished", epoch)
+        try:
+            committables = coordinator.pre_commit(written.table)
+        except BaseException:
+            coordinator.clean_up_attempts(kept)
+            raise
+        states = (
+            attrs.evolve(written.states, state_name=self._state_name)
+            if written.states is not None
+            else None
+        )
+        coordinator.record_pending(
+            epoch, checkpoint_id, committables, explicit=True, writer_states=states
+        )
+        write_seconds = dict(coordinator.stage_seconds)
+        if self._executor is None:
+            return self._commit(epoch, committables, base, write_seconds, written)
+        with self._lock:
+            self._in_flight[epoch] = written.attempt_tokens
+        self._executor.submit(self._commit, epoch, committables, base, write_seconds, written)
+        return None
+
+    def _commit(
+        self,
+        epoch: int,
+        committables: Sequence[Any],
+        base: SinkResult,
+        write_seconds: dict[str, float],
+        written: WriterStageOutput,
+    ) -> SinkResult | None:
+        """Commit ``epoch`` (Pending); on the commit thread when decoupled."""
+        coordinator = self._coordinator
+        try:
+            if self._failure is not None:
+                return None  # an earlier epoch failed: this one stays pending, in order
+            coordinator.stage_seconds.clear()
+            commit = coordinator.commit_pending(epoch, epoch, committables)
+            self._prune(epoch)
+            seconds = dict(write_seconds)
+            for stage, spent in coordinator.stage_seconds.items():
+                seconds[stage] = seconds.get(stage, 0.0) + spent
+            result = _result(base, CommitStatus.COMMITTED, commit, written, seconds)
+        except BaseException as error:
+            if self._executor is None:
+                raise
+            logger.error(
+                "sink %r job %s: the commit of checkpoint %d failed on the commit thread; "
+                "it stays pending, and the stream fails at its next checkpoint: %s",
+                coordinator.sink_id,
+                coordinator.job_id,
+                epoch,
+                error,
+            )
+            self._failure = error
+            return None
+        finally:
+            with self._lock:
+                self._in_flight.pop(epoch, None)
+        self._on_result(result)
+        return result
+
+    def _finish_pending_below(self, epoch: int) -> tuple[int, ...]:
+        coordinator = self._coordinator
+        with self._lock:
+            in_flight = set(self._in_flight)
+        done = []
+        for record in coordinator.lease.epochs(EpochStatus.PENDING):
+            if record.epoch >= epoch or record.epoch in in_flight:
+                continue
+            coordinator.commit_pending(
+                record.epoch,
+                record.checkpoint_id,
+                coordinator.stored_committables(record),
+                recovering=True,
+            )
+            done.append(record.epoch)
+        return tuple(done)
+
+    def _kept(self, restore: Restore | None) -> frozenset[str]:
+        """Attempts of this job whose staged output must survive a clean-up now."""
+        with self._lock:
+            kept = frozenset().union(*self._in_flight.values())
+        if restore is not None and restore.states is not None:
+            kept |= restore.states.referenced_attempts()
+        return kept
+
+    def _prune(self, epoch: int) -> None:
+        below = epoch - self._retain + 1
+        if below > 1 and epoch % _PRUNE_EVERY == 0:
+            with self._coordinator.timed("commit"):
+                self._coordinator.lease.prune(below)
+
+    # --- restoring --------------------------------------------------------------------------
+
+    def restore_point(self, epoch: int) -> Restore | None:
+        """What checkpoint ``epoch``'s writers restore: the latest recorded epoch below it.
+
+        Raises:
+            SerializationError: A recorded writer state does not read with the sink's
+                serializer (named with sink id, epoch and subtask).
+            CorruptDataError: The recorded states are not sinkv2's.
+            SinkConfigurationError: The states were written by another sink that this
+                one does not declare compatible.
+        """
+        record = self._latest_below(epoch)
+        if record is None:
+            return None
+        return Restore(checkpoint_id=record.checkpoint_id, states=self._states_of(record))
+
+    def _latest_below(self, epoch: int) -> EpochRecord | None:
+        lease = self._coordinator.lease
+        if epoch > 1:
+            record = lease.get(epoch - 1)
+            if record is not None and record.status is not EpochStatus.ABORTED:
+                return record
+        candidates = [
+            r for r in lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED) if r.epoch < epoch
+        ]
+        return candidates[-1] if candidates else None
+
+    def _states_of(self, record: EpochRecord) -> WriterStates | None:
+        coordinator = self._coordinator
+        what = f"sink {coordinator.sink_id!r} epoch {record.epoch}"
+        states = WriterStates.decode(record.writer_states, what=what)
+        capabilities = coordinator.capabilities
+        if states is None or states.count == 0:
+            return states if capabilities.writer_state else None
+        if not capabilities.writer_state:
+            raise SinkConfigurationError(
+                f"{what} recorded {states.count} writer state(s) of {states.state_name}, but "
+                f"{capabilities.sink_type} does not implement SupportsWriterState: restoring "
+                "would drop them. Deploy a sink that restores them, or start over under a "
+                "new sink id"
+            )
+        if states.state_name != self._state_name:
+            compatible: frozenset[str] = frozenset()
+            if capabilities.compatible_state:
+                compatible = frozenset(coordinator.sink.get_compatible_writer_state_names())
+            if states.state_name not in compatible:
+                raise SinkConfigurationError(
+                    f"{what} recorded writer states of {states.state_name}, but the sink is "
+                    f"{self._state_name}; it restores them only if it reads them: implement "
+                    "SupportsWriterState.WithCompatibleState and return "
+                    f"[{states.state_name!r}] from get_compatible_writer_state_names(), or "
+                    "start over under a new sink id"
+                )
+        states.check_readable(coordinator.sink.get_writer_state_serializer(), what=what)
+        return states
+
+    def latest(self) -> EpochRecord | None:
+        """The newest pending or committed epoch (what a restart would restore from)."""
+        records = self._coordinator.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
+        return records[-1] if records else None
+
+    # --- ending -----------------------------------------------------------------------------
+
+    def drain(self, drain_writers: Callable[[str, Restore], WriterStates | None]) -> int:
+        """Send what the newest checkpoint's writer states still hold (a draining stop).
+
+        The newest epoch is committed first if it is pending. ``drain_writers`` restores
+        a writer per recorded subtask, ends its input (``flush(True)``) and returns
+        what is left (states of what could not be sent, or ``None``); those replace the
+        epoch's states, so a later run restores only what was not sent.
+
+        Returns:
+            How many states were drained.
+
+        Raises:
+            SinkConfigurationError: The sink has a committer: what its writers emit at
+                end of input would need a checkpoint of its own; stop without draining,
+                and the next run of the stream restores the states.
+        """
+        self.wait()
+        self.raise_commit_failure()
+        record = self.latest()
+        if record is None:
+            return 0
+        self._finish_pending_below(record.epoch + 1)
+        restore = self.restore_point(record.epoch + 1)
+        if restore is None or restore.states is None or restore.states.count == 0:
+            return 0
+        coordinator = self._coordinator
+        if coordinator.capabilities.committer:
+            raise SinkConfigurationError(
+                f"a draining stop sends buffered writer states of sinks without a committer "
+                f"(such as async sinks); {coordinator.capabilities.sink_type} has one, so what "
+                "its writers emit at end of input would need a checkpoint of its own. Stop "
+                "without drain: the next run of the stream restores the states"
+            )
+        left = drain_writers(coordinator.job_id, restore)
+        encoded = (
+            attrs.evolve(left, state_name=self._state_name).encode() if left is not None else b""
+        )
+        with coordinator.timed("drain"):
+            coordinator.lease.replace_writer_states(record.epoch, encoded)
+        return restore.states.count - (left.count if left is not None else 0)
+
+    def raise_commit_failure(self) -> None:
+        """Raise the error of a commit that failed on the commit thread, if one did."""
+        if self._failure is not None:
+            raise self._failure
+
+    def wait(self) -> None:
+        """Wait for every commit handed to the commit thread."""
+        if self._executor is None:
+            return
+        self._executor.submit(lambda: None).result()
+
+    def close(self) -> None:
+        """Wait for the commit thread and stop it. Idempotent; does not raise failures."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    def referenced_attempts(self) -> frozenset[str]:
+        """Attempts the newest epoch's writer states refer to (kept when a stream stops)."""
+        record = self.latest()
+        if record is None:
+            return frozenset()
+        states = WriterStates.decode(
+            record.writer_states, what=f"sink {self._coordinator.sink_id!r} epoch {record.epoch}"
+        )
+        return states.referenced_attempts() if states is not None else frozenset()
+
+
+def _result(
+    base: SinkResult,
+    status: CommitStatus,
+    commit: EpochCommit,
+    written: WriterStageOutput | None,
+    stage_seconds: dict[str, float],
+) -> SinkResult:
+    outcome = commit.outcome
+    return attrs.evolve(
+        base,
+        status=status,
+        stage_seconds=stage_seconds,
+        committed=len(outcome.committed),
+        already_committed=len(outcome.already_committed),
+        failed_with_known_reason=len(outcome.failed_with_known_reason),
+        retries=outcome.retries,
+        records_written=written.records if written else 0,
+        subtasks=written.subtasks if written else 0,
+        writer_metrics=dict(written.metrics) if written else {},
+    )

@@ -1,0 +1,187 @@
+"""Writer states of one checkpoint: how they are stored, checked and handed out again.
+
+A streaming engine snapshots every writer at the end of each checkpoint (micro-batch)
+and the coordinator records the states in the same transaction as the checkpoint's
+committables. The next checkpoint's writers are restored from them. If the number
+of writers changed (a rescale), states are redistributed as Flink redistributes
+operator list state (``RoundRobinOperatorStateRepartitioner``):
+
+- same number of writers: each subtask gets back exactly the states it snapshotted;
+- otherwise: all states, in old subtask order, are cut into contiguous runs, one
+  per new subtask, the first ``total % new`` runs one state longer than the rest.
+
+Every state travels framed by the sink's serializer (Flink's version + length
+framing), so a newer or corrupt state is caught, with its subtask, before any
+writer starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, final
+
+import attrs
+import msgpack
+
+from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
+from sinkv2.errors import CorruptDataError, SerializationError, UnsupportedVersionError
+
+__all__ = ["SubtaskStates", "WriterStates", "redistribute"]
+
+_FORMAT: Final = 1
+"""The layout of `WriterStates.encode`'s bytes; bumped if it ever changes."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SubtaskStates:
+    """What one writer subtask snapshotted at a checkpoint.
+
+    Attributes:
+        subtask_id: The writer's subtask.
+        attempt_token: The task attempt that produced the states; staged output it
+            names must survive until the next checkpoint restores them.
+        states: Each state framed by the sink's writer-state serializer.
+    """
+
+    subtask_id: int
+    attempt_token: str
+    states: tuple[bytes, ...] = ()
+
+
+@final
+@attrs.frozen(kw_only=True)
+class WriterStates:
+    """Every writer's states at one checkpoint, as recorded with the epoch.
+
+    Attributes:
+        state_name: Whose states they are: the sink class that wrote them (Flink's
+            state name); a sink restores them if it is that class or names it in
+            ``get_compatible_writer_state_names()``.
+        number_of_subtasks: Writers at the checkpoint.
+        subtasks: One entry per writer, by subtask id.
+    """
+
+    state_name: str
+    number_of_subtasks: int
+    subtasks: tuple[SubtaskStates, ...] = ()
+
+    @property
+    def count(self) -> int:
+        """How many states there are, over all subtasks."""
+        return sum(len(s.states) for s in self.subtasks)
+
+    def referenced_attempts(self) -> frozenset[str]:
+        """Attempts whose states are not empty: their staged output may still be needed."""
+        return frozenset(s.attempt_token for s in self.subtasks if s.states)
+
+    def redistribute(self, parallelism: int) -> list[list[bytes]]:
+        """The framed states each of ``parallelism`` new writers restores (see module doc)."""
+        if parallelism == self.number_of_subtasks:
+            by_subtask: list[list[bytes]] = [[] for _ in range(parallelism)]
+            for subtask in self.subtasks:
+                by_subtask[subtask.subtask_id].extend(subtask.states)
+            return by_subtask
+        ordered = sorted(self.subtasks, key=lambda s: s.subtask_id)
+        return redistribute([state for s in ordered for state in s.states], parallelism)
+
+    def encode(self) -> bytes:
+        """The bytes the store keeps (msgpack, versioned by a leading format number)."""
+        packed: bytes = msgpack.packb(
+            [
+                _FORMAT,
+                self.state_name,
+                self.number_of_subtasks,
+                [[s.subtask_id, s.attempt_token, list(s.states)] for s in self.subtasks],
+            ]
+        )
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes, *, what: str) -> WriterStates | None:
+        """The states in ``data`` (`encode`'s bytes); ``None`` for empty bytes (no states).
+
+        Args:
+            data: What the store returned.
+            what: Names the epoch in errors, e.g. "sink 'orders' epoch 7".
+
+        Raises:
+            CorruptDataError: ``data`` is not what `encode` writes.
+        """
+        if not data:
+            return None
+        try:
+            version, name, number, subtasks = msgpack.unpackb(data)
+            if version != _FORMAT:
+                raise ValueError(
+                    f"format {version!r}; this release reads format {_FORMAT} (a newer "
+                    "sinkv2 wrote it: upgrade sinkv2 to read it)"
+                )
+            return cls(
+                state_name=str(name),
+                number_of_subtasks=int(number),
+                subtasks=tuple(
+                    SubtaskStates(
+                        subtask_id=int(subtask), attempt_token=str(token), states=tuple(states)
+                    )
+                    for subtask, token, states in subtasks
+                ),
+            )
+        except (ValueError, TypeError, msgpack.UnpackException) as error:
+            raise CorruptDataError(
+                f"the writer states recorded for {what} do not read: {error}. The commit "
+                "state store was changed by something other than sinkv2, or by a newer "
+                "release; nothing was committed",
+                serializer="sinkv2 writer states",
+            ) from error
+
+    def check_readable(self, serializer: SimpleVersionedSerializer[Any], *, what: str) -> None:
+        """Deserialize every state once, so a bad one fails here, naming its subtask.
+
+        Raises:
+            SerializationError: A state does not read (corrupt, or of a version the
+                serializer does not know); the message names ``what`` and the subtask.
+        """
+        for subtask in self.subtasks:
+            for index, framed in enumerate(subtask.states):
+                try:
+                    SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
+                except SerializationError as error:
+                    raise _restated(
+                        error,
+                        f"writer state {index} of subtask {subtask.subtask_id} recorded for "
+                        f"{what} cannot be restored: {error}. Nothing was written or "
+                        "committed; deploy a sink whose writer-state serializer reads it, or "
+                        "start over under a new sink id",
+                    ) from error
+
+
+def _restated(error: SerializationError, message: str) -> SerializationError:
+    """``error``'s kind, with ``message``."""
+    if isinstance(error, UnsupportedVersionError):
+        return UnsupportedVersionError(
+            message, serializer=error.serializer, version=error.version, supported=error.supported
+        )
+    if isinstance(error, CorruptDataError):
+        return CorruptDataError(message, serializer=error.serializer, version=error.version)
+    return SerializationError(message, serializer=error.serializer)
+
+
+def redistribute(states: Sequence[bytes], parallelism: int) -> list[list[bytes]]:
+    """``states`` cut into ``parallelism`` contiguous runs, as Flink splits list state.
+
+    The first ``len(states) % parallelism`` runs hold one state more than the others.
+
+    Raises:
+        ValueError: ``parallelism`` is not positive.
+    """
+    if parallelism < 1:
+        raise ValueError(f"parallelism must be at least 1 (got {parallelism})")
+    base, extra = divmod(len(states), parallelism)
+    runs: list[list[bytes]] = []
+    start = 0
+    for subtask in range(parallelism):
+        size = base + (1 if subtask < extra else 0)
+        runs.append(list(states[start : start + size]))
+        start += size
+    return runs
