@@ -1,11 +1,19 @@
 """Run Flink Sink V2 sinks on Apache Spark.
 
 Needs ``pip install 'sinkv2[spark]'``. The entry point is
-`SinkTopologyTranslator`; the committable stream and its helpers are in
+`SinkTopologyTranslator` (batch DataFrames, and streaming ones, which return a
+`SinkStreamingQuery`); the committable stream and its helpers are in
 ``sinkv2_spark.committables``.
 """
 
 from sinkv2.runtime import CommitStatus, SinkResult, StageListener
+from sinkv2_spark._streaming import SinkStreamingQuery
 from sinkv2_spark._translator import SinkTopologyTranslator
 
-__all__ = ["CommitStatus", "SinkResult", "SinkTopologyTranslator", "StageListener"]
+__all__ = [
+    "CommitStatus",
+    "SinkResult",
+    "SinkStreamingQuery",
+    "SinkTopologyTranslator",
+    "StageListener",
+]

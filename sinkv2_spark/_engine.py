@@ -23,11 +23,12 @@ import msgpack
 import pyarrow as pa
 
 from sinkv2 import SinkCapabilities, SinkConfigurationError
-from sinkv2.runtime import WriterStageOutput
+from sinkv2.runtime import Restore, SubtaskStates, WriterStageOutput, WriterStates
 from sinkv2.runtime.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
 from sinkv2_spark._failure import decode_failure
 from sinkv2_spark._writer_stage import (
     KIND_COMMITTABLE,
+    KIND_STATE,
     KIND_SUBTASK,
     WRITER_OUTPUT_SCHEMA,
     WriterTask,
@@ -168,13 +169,42 @@ class SparkWriterStage:
         self._input_schema = input_schema
 
     def __call__(self, job_id: str, checkpoint_id: int) -> WriterStageOutput:
-        """Run every writer; their committables (or write results), framed.
+        """Run every writer of a batch run (a bounded input); their committables, framed.
 
         Raises:
             SinkWriterError: A writer failed (its subtask, position and message).
         """
+        return self._run(job_id, checkpoint_id, None, checkpoint=False)
+
+    def checkpoint(
+        self, job_id: str, checkpoint_id: int, restore: Restore | None
+    ) -> WriterStageOutput:
+        """Run every writer of a stream's checkpoint: a `sinkv2.runtime.StreamWriterStage`.
+
+        Writers resume from ``restore`` (its states redistributed over this
+        micro-batch's partitions) and end with ``snapshot_state(checkpoint_id)``.
+
+        Raises:
+            SinkWriterError: A writer failed (its subtask, position and message).
+        """
+        return self._run(job_id, checkpoint_id, restore, checkpoint=True)
+
+    def _run(
+        self, job_id: str, checkpoint_id: int, restore: Restore | None, *, checkpoint: bool
+    ) -> WriterStageOutput:
         describe_jobs(self._source.sparkSession, f"sinkv2 {self._sink_id}: writers")
         source, number_of_subtasks = _executed_once(self._source)
+        restored_states = None
+        if restore is not None and self._capabilities.writer_state:
+            states = restore.states
+            restored_states = tuple(
+                tuple(run)
+                for run in (
+                    states.redistribute(number_of_subtasks)
+                    if states is not None
+                    else [[] for _ in range(number_of_subtasks)]
+                )
+            )
         task = WriterTask(
             sink=self._sink,
             capabilities=self._capabilities,
@@ -183,6 +213,9 @@ class SparkWriterStage:
             number_of_subtasks=number_of_subtasks,
             emits_write_results=self._capabilities.pre_commit_topology,
             input_schema=self._input_schema,
+            checkpoint=checkpoint,
+            restored_checkpoint_id=restore.checkpoint_id if restore is not None else None,
+            restored_states=restored_states,
         )
         logger.info(
             "sink %r job %s: writer stage of %d subtask(s)",
@@ -195,7 +228,7 @@ class SparkWriterStage:
             table = source.mapInArrow(task, _WRITER_DDL).toArrow()
         except Exception as error:
             raise _writer_error(error) from error
-        output = _split(table, number_of_subtasks)
+        output = _split(table, number_of_subtasks, with_states=checkpoint)
         _warn_if_tiny(self._sink_id, output, time.perf_counter() - started)
         return output
 
@@ -225,8 +258,8 @@ def _warn_if_tiny(sink_id: str, output: WriterStageOutput, seconds: float) -> No
     )
 
 
-def _split(table: pa.Table, number_of_subtasks: int) -> WriterStageOutput:
-    """The writer stage's rows, split into committables and per-subtask counters."""
+def _split(table: pa.Table, number_of_subtasks: int, *, with_states: bool) -> WriterStageOutput:
+    """The writer stage's rows, split into committables, states and per-subtask counters."""
     table = table.cast(WRITER_OUTPUT_SCHEMA)
     kinds = table.column("kind").to_pylist()
     subtask_rows = [i for i, kind in enumerate(kinds) if kind == KIND_SUBTASK]
@@ -274,6 +307,35 @@ def _split(table: pa.Table, number_of_subtasks: int) -> WriterStageOutput:
         records=sum(subtasks["records"]),
         subtasks=len(subtask_rows),
         metrics=metrics,
+        states=_states(table, kinds, subtasks, number_of_subtasks) if with_states else None,
+    )
+
+
+def _states(
+    table: pa.Table, kinds: list[str], subtasks: dict[str, list[Any]], number_of_subtasks: int
+) -> WriterStates:
+    """Every subtask's snapshot, in subtask order (an empty one for a subtask without)."""
+    rows = table.take(pa.array([i for i, k in enumerate(kinds) if k == KIND_STATE], pa.int64()))
+    framed: dict[int, list[tuple[int, bytes]]] = {}
+    for subtask, index, payload in zip(
+        rows.column("subtask_id").to_pylist(),
+        rows.column("index").to_pylist(),
+        rows.column("payload").to_pylist(),
+        strict=True,
+    ):
+        framed.setdefault(subtask, []).append((index, payload))
+    tokens = dict(zip(subtasks["subtask_id"], subtasks["attempt_token"], strict=True))
+    return WriterStates(
+        state_name="",  # the coordinator's runner names them after the sink
+        number_of_subtasks=number_of_subtasks,
+        subtasks=tuple(
+            SubtaskStates(
+                subtask_id=subtask,
+                attempt_token=tokens[subtask],
+                states=tuple(data for _, data in sorted(framed.get(subtask, []))),
+            )
+            for subtask in range(number_of_subtasks)
+        ),
     )
 
 

@@ -16,7 +16,8 @@ This module holds only the Spark-facing checks; the Spark engine is ``_engine``.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Final, final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final, final, overload
 
 from sinkv2 import END_OF_INPUT, SinkConfigurationError, inspect_sink
 from sinkv2.runtime import (
@@ -34,6 +35,7 @@ from sinkv2_spark._engine import (
     pre_write,
 )
 from sinkv2_spark._preflight import check_loadable, check_shippable
+from sinkv2_spark._streaming import SinkStreamingQuery, start_stream
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -84,13 +86,6 @@ def _check_dataframe(df: object) -> DataFrame:
             "apply() needs a classic (py4j) DataFrame; Spark Connect DataFrames are not "
             "supported yet. Run the job with a classic SparkSession"
         )
-    if df.isStreaming:
-        raise SinkConfigurationError(
-            "apply() got a streaming DataFrame; this release runs batch DataFrames only. "
-            "Use foreachBatch and call apply(batch_df, sink, sink_id=..., "
-            "checkpoint_id=batch_id + 1) inside "
-            "it (Spark numbers micro-batches from 0; checkpoint ids start at 1)"
-        )
     return df
 
 
@@ -111,6 +106,7 @@ class SinkTopologyTranslator:
         state_store: CommitStateStore | None = None,
         retry_policy: CommitRetryPolicy | None = None,
     ) -> None:
+        self._explicit_store = state_store
         self._store = state_store if state_store is not None else SqliteCommitStateStore()
         self._retry_policy = retry_policy or CommitRetryPolicy()
 
@@ -118,6 +114,32 @@ class SinkTopologyTranslator:
     def state_store(self) -> CommitStateStore:
         """The commit state store this translator records epochs in."""
         return self._store
+
+    @overload
+    def apply(
+        self,
+        df: DataFrame,
+        sink: object,
+        *,
+        sink_id: str | None = None,
+        checkpoint_id: int | None = None,
+        on_stage: StageListener | None = None,
+    ) -> SinkResult: ...
+
+    @overload
+    def apply(
+        self,
+        df: DataFrame,
+        sink: object,
+        *,
+        sink_id: str,
+        checkpoint_location: str,
+        trigger: Mapping[str, Any] | None = None,
+        state_store: CommitStateStore | None = None,
+        decoupled_commit: bool = False,
+        query_name: str | None = None,
+        on_stage: StageListener | None = None,
+    ) -> SinkStreamingQuery: ...
 
     def apply(
         self,
@@ -127,39 +149,158 @@ class SinkTopologyTranslator:
         sink_id: str | None = None,
         checkpoint_id: int | None = None,
         on_stage: StageListener | None = None,
-    ) -> SinkResult:
+        checkpoint_location: str | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        state_store: CommitStateStore | None = None,
+        decoupled_commit: bool = False,
+        query_name: str | None = None,
+    ) -> SinkResult | SinkStreamingQuery:
         """Write ``df`` into ``sink`` and commit it, exactly once per epoch.
 
+        A batch DataFrame is one epoch, written and committed before this returns.
+        A streaming DataFrame starts a query (``foreachBatch``) and returns its
+        handle; each micro-batch is a checkpoint (micro-batch ``b`` is checkpoint
+        ``b + 1``), committed exactly once, with writer states carried from one to
+        the next.
+
         Args:
-            df: A batch DataFrame. Each partition (after the sink's pre-write
-                topology) is one writer subtask.
+            df: A batch or streaming DataFrame. Each partition (after the sink's
+                pre-write topology) is one writer subtask.
             sink: Any Sink V2 sink.
-            sink_id: The stable name of this sink's commit history. Defaults to the
-                sink's class path; set it whenever one class writes to more than one
-                destination. Required with ``checkpoint_id``.
-            checkpoint_id: Makes the run idempotent: if this epoch of ``sink_id`` is
-                committed, nothing is written again; if a run of it died after
-                recording its committables (Pending), they are committed without
-                rewriting. Without it, each run is a new epoch. (Any run of the sink
-                id first commits the pending epochs that dead runs with a checkpoint
-                id left, aborts those without one, and removes what dead runs staged.)
+            sink_id: The stable name of this sink's commit history. Batch: defaults
+                to the sink's class path; set it whenever one class writes to more
+                than one destination; required with ``checkpoint_id``. Streaming:
+                required, and one stream's own.
+            checkpoint_id: Batch only. Makes the run idempotent: if this epoch of
+                ``sink_id`` is committed, nothing is written again; if a run of it
+                died after recording its committables (Pending), they are committed
+                without rewriting. Without it, each run is a new epoch. (Any run of
+                the sink id first commits the pending epochs that dead runs with a
+                checkpoint id left, aborts those without one, and removes what dead
+                runs staged.)
             on_stage: Progress callback, see `StageListener`.
+            checkpoint_location: Streaming only, required: Spark's checkpoint
+                location for the query. The commit state store lives in its
+                ``sinkv2/`` directory unless ``state_store`` is given (required
+                when the location is not a local path).
+            trigger: Streaming only: one keyword of ``DataStreamWriter.trigger`` as
+                a dict, e.g. ``{"availableNow": True}``; Spark's default otherwise.
+            state_store: Streaming only: where epochs are recorded, instead of next
+                to the checkpoint (or the translator's store, if it was given one).
+            decoupled_commit: Streaming only: commit micro-batch N on a driver
+                thread while N + 1 writes, still in order; a failed commit fails the
+                query at the next micro-batch, and a restart finishes it.
+            query_name: Streaming only: Spark's query name.
 
         Returns:
-            What was written and committed.
+            Batch: what was written and committed. Streaming: the started query.
 
         Raises:
             SinkDefinitionError: The sink does not implement what it claims.
             SinkConfigurationError: An argument is invalid; or the sink does not
                 pickle (the message names the attribute), or Spark's Python workers
-                cannot load it (the message says how to ship its module).
-            ConcurrentCommitError: Another driver is running this sink id.
+                cannot load it (the message says how to ship its module); or
+                (streaming) the checkpoint location belongs to another sink id, or
+                the sink id to another stream.
+            ConcurrentCommitError: Another driver (or query) is running this sink id.
             SinkWriterError: A writer failed; nothing was committed. (A failure outside
                 the writers, such as executors lost beyond Spark's retry budget, reaches
                 the caller as Spark's own exception; nothing is committed then either.)
             CommitError: The commit failed; the epoch stays pending, and the next run
                 of the sink id commits it (or, without a ``checkpoint_id``, aborts it).
         """
+        if getattr(df, "isStreaming", False) is True:
+            return self._apply_stream(
+                df,
+                sink,
+                sink_id=sink_id,
+                checkpoint_id=checkpoint_id,
+                on_stage=on_stage,
+                checkpoint_location=checkpoint_location,
+                trigger=trigger,
+                state_store=state_store,
+                decoupled_commit=decoupled_commit,
+                query_name=query_name,
+            )
+        streaming_only = {
+            "checkpoint_location": checkpoint_location,
+            "trigger": trigger,
+            "state_store": state_store,
+            "query_name": query_name,
+        }
+        given = [name for name, value in streaming_only.items() if value is not None]
+        if decoupled_commit:
+            given.append("decoupled_commit")
+        if given:
+            raise SinkConfigurationError(
+                f"{', '.join(given)} apply to streaming DataFrames only, and this DataFrame "
+                "is a batch one; drop them, or read the input with spark.readStream"
+            )
+        return self._apply_batch(
+            df, sink, sink_id=sink_id, checkpoint_id=checkpoint_id, on_stage=on_stage
+        )
+
+    def _apply_stream(
+        self,
+        df: DataFrame,
+        sink: object,
+        *,
+        sink_id: str | None,
+        checkpoint_id: int | None,
+        on_stage: StageListener | None,
+        checkpoint_location: str | None,
+        trigger: Mapping[str, Any] | None,
+        state_store: CommitStateStore | None,
+        decoupled_commit: bool,
+        query_name: str | None,
+    ) -> SinkStreamingQuery:
+        capabilities = inspect_sink(sink)
+        df = _check_dataframe(df)
+        if checkpoint_id is not None:
+            raise SinkConfigurationError(
+                "checkpoint_id is for batch runs; a stream's checkpoint ids are its "
+                "micro-batch ids plus one. Drop checkpoint_id"
+            )
+        if sink_id is None:
+            raise SinkConfigurationError(
+                "a streaming apply() needs sink_id: the stable name of the stream's commit "
+                "history, e.g. sink_id='orders-to-iceberg'"
+            )
+        name = _check_sink_id(sink_id, sink)
+        if checkpoint_location is None:
+            raise SinkConfigurationError(
+                "a streaming apply() needs checkpoint_location, as Spark's writeStream does: "
+                "name a durable directory, e.g. checkpoint_location='/data/checkpoints/orders'"
+            )
+        if not isinstance(decoupled_commit, bool):
+            raise SinkConfigurationError(
+                f"decoupled_commit must be a bool (got {decoupled_commit!r})"
+            )
+        shipped = check_shippable(sink, capabilities)
+        check_loadable(df.sparkSession, sink, capabilities, shipped)
+        return start_stream(
+            df,
+            sink,
+            capabilities,
+            sink_id=name,
+            checkpoint_location=checkpoint_location,
+            trigger=trigger,
+            state_store=state_store if state_store is not None else self._explicit_store,
+            retry_policy=self._retry_policy,
+            on_stage=on_stage,
+            decoupled_commit=decoupled_commit,
+            query_name=query_name,
+        )
+
+    def _apply_batch(
+        self,
+        df: DataFrame,
+        sink: object,
+        *,
+        sink_id: str | None,
+        checkpoint_id: int | None,
+        on_stage: StageListener | None,
+    ) -> SinkResult:
         capabilities = inspect_sink(sink)
         df = _check_dataframe(df)
         checkpoint = _check_checkpoint_id(checkpoint_id)

@@ -1,10 +1,16 @@
 """The writer stage: what runs inside each Spark task, one task per subtask.
 
 The driver ships a `WriterTask` to ``DataFrame.mapInArrow``. Each task creates the
-sink's writer, feeds it its partition, runs Flink's end-of-input sequence
-(``flush(True)`` -> ``prepare_commit()`` -> ``snapshot_state(END_OF_INPUT)``), closes
-it, and returns metadata only: serialized committables, serialized states, and one
-row describing the subtask. Rows never leave the task.
+sink's writer (or, in a stream, restores it from the previous checkpoint's states),
+feeds it its partition, and ends it as Flink's operator does:
+
+- a batch run is a bounded input: ``flush(True)`` -> ``prepare_commit()`` ->
+  ``snapshot_state(END_OF_INPUT)``;
+- a micro-batch is a checkpoint: ``flush(False)`` -> ``prepare_commit()`` ->
+  ``snapshot_state(checkpoint_id)``, and the states restore the next one's writers.
+
+Then it closes the writer and returns metadata only: serialized committables,
+serialized states, and one row describing the subtask. Rows never leave the task.
 
 Spark keeps the output of the first successful attempt of each task; every other
 attempt's side effects stay behind in staging named by its attempt token.
@@ -92,6 +98,11 @@ class WriterTask:
         emits_write_results: The sink has a pre-commit topology, so writers emit
             write results (serialized with the write-result serializer).
         input_schema: The Arrow schema of the rows, for ``get_input_schema()``.
+        checkpoint: ``True`` for a stream's checkpoint (``flush(False)``,
+            ``snapshot_state(checkpoint_id)``), ``False`` for a bounded batch.
+        restored_checkpoint_id: The checkpoint the writers resume from, if any.
+        restored_states: Per subtask, the framed writer states it restores (already
+            redistributed); ``None`` to create writers with ``create_writer``.
     """
 
     sink: Any
@@ -101,6 +112,9 @@ class WriterTask:
     number_of_subtasks: int
     emits_write_results: bool
     input_schema: pa.Schema | None = None
+    checkpoint: bool = False
+    restored_checkpoint_id: int | None = None
+    restored_states: tuple[tuple[bytes, ...], ...] | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Run one subtask's writer over its partition and yield its metadata rows."""
@@ -120,6 +134,7 @@ class WriterTask:
             attempt_token=token,
             processing_time_service=timers,
             input_schema=self.input_schema,
+            restored_checkpoint_id=self.restored_checkpoint_id,
         )
         run = _WriterRun(self, context, timers)
         committables, states, records = run.execute(batches)
@@ -229,26 +244,26 @@ class _WriterRun:
 
     def execute(self, batches: Iterable[pa.RecordBatch]) -> tuple[list[Any], list[Any], int]:
         """Create, feed, finish and close the writer; returns committables, states, count."""
-        capabilities = self.task.capabilities
-        try:
-            writer = self.task.sink.create_writer(self.context)
-            capabilities.check_writer(writer)
-        except Exception as error:
-            raise self._fail("create_writer", error) from error
+        task = self.task
+        capabilities = task.capabilities
+        writer = self._create()
+        end_of_input = not task.checkpoint
+        snapshot_id = END_OF_INPUT if end_of_input else task.checkpoint_id
+        snapshot_name = "END_OF_INPUT" if end_of_input else str(snapshot_id)
         failed = True
         try:
             self._feed(writer, batches)
-            stage = "flush(end_of_input=True)"
+            stage = f"flush(end_of_input={end_of_input})"
             try:
-                writer.flush(True)
+                writer.flush(end_of_input)
                 committables: list[Any] = []
                 if capabilities.committer:
                     stage = "prepare_commit()"
                     committables = list(writer.prepare_commit())
                 states: list[Any] = []
                 if capabilities.writer_state:
-                    stage = "snapshot_state(END_OF_INPUT)"
-                    states = list(writer.snapshot_state(END_OF_INPUT))
+                    stage = f"snapshot_state({snapshot_name})"
+                    states = list(writer.snapshot_state(snapshot_id))
             except Exception as error:
                 raise self._fail(stage, error) from error
             failed = False
@@ -259,6 +274,29 @@ class _WriterRun:
                 if not failed:
                     raise self._fail("close()", error) from error
         return committables, states, self.records
+
+    def _create(self) -> Any:
+        """The subtask's writer: restored from its states in a stream, else created."""
+        task = self.task
+        capabilities = task.capabilities
+        restoring = task.restored_states is not None and capabilities.writer_state
+        call = "restore_writer" if restoring else "create_writer"
+        try:
+            if restoring:
+                assert task.restored_states is not None
+                serializer = task.sink.get_writer_state_serializer()
+                framed = task.restored_states[self.context.get_subtask_id()]
+                states = [
+                    SimpleVersionedSerialization.read_version_and_deserialize(serializer, data)
+                    for data in framed
+                ]
+                writer = task.sink.restore_writer(self.context, states)
+            else:
+                writer = task.sink.create_writer(self.context)
+            capabilities.check_writer(writer)
+        except Exception as error:
+            raise self._fail(call, error) from error
+        return writer
 
     def _feed(self, writer: Any, batches: Iterable[pa.RecordBatch]) -> None:
         element_context = BasicSinkWriterContext()

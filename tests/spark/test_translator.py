@@ -272,10 +272,24 @@ def test_not_a_dataframe_is_a_configuration_error(translator, tmp_path):
         translator.apply([1, 2], RecordingSink(tmp_path / "out"))
 
 
-def test_streaming_dataframe_is_refused_with_the_foreachbatch_recipe(spark, translator, tmp_path):
+def test_a_streaming_dataframe_needs_a_sink_id_and_a_checkpoint_location(
+    spark, translator, tmp_path
+):
     stream = spark.readStream.format("rate").load()
-    with pytest.raises(SinkConfigurationError, match="foreachBatch"):
+    with pytest.raises(SinkConfigurationError, match="a streaming apply\\(\\) needs sink_id"):
         translator.apply(stream, RecordingSink(tmp_path / "out"))
+    with pytest.raises(SinkConfigurationError, match="needs checkpoint_location"):
+        translator.apply(stream, RecordingSink(tmp_path / "out"), sink_id="s")
+
+
+def test_streaming_arguments_on_a_batch_dataframe_are_refused(spark, translator, tmp_path):
+    with pytest.raises(SinkConfigurationError, match="checkpoint_location, trigger apply to"):
+        translator.apply(
+            frame(spark, 3),
+            RecordingSink(tmp_path / "out"),
+            checkpoint_location=str(tmp_path / "c"),
+            trigger={"once": True},
+        )
 
 
 def test_pre_commit_topology_that_loses_committables_is_caught_before_commit(

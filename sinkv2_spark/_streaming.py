@@ -1,0 +1,499 @@
+"""Structured Streaming: a Sink V2 sink behind ``foreachBatch``, exactly once per micro-batch.
+
+Spark numbers micro-batches from 0 and replays the last one whose ``foreachBatch``
+did not return (same id, same input); sinkv2 numbers checkpoints from 1
+(``INITIAL_CHECKPOINT_ID``). Micro-batch ``b`` is checkpoint ``b + 1``, and each is
+one epoch of the sink id, run by `sinkv2.runtime.CheckpointRunner` on one commit
+coordinator held for the query's life::
+
+    apply(streaming_df, ...)      checks; the coordinator opens (binds the stream,
+                                  commits what a dead run left pending); the query starts
+    foreachBatch(df, b)           checkpoint b + 1: skip / recommit / restore writers,
+                                  write, record Pending (+ writer states), commit
+    stop() / awaitTermination()   commits finish; the job's staging is removed
+
+The commit state store defaults to ``<checkpoint_location>/sinkv2/commit_state.sqlite``,
+next to Spark's own checkpoint, so the two are kept, moved and deleted together.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, final
+from urllib.parse import urlparse
+
+from sinkv2 import SinkCapabilities, SinkConfigurationError
+from sinkv2.runtime import (
+    CheckpointRunner,
+    CommitCoordinator,
+    CommitRetryPolicy,
+    CommitStateStore,
+    Restore,
+    SinkResult,
+    SqliteCommitStateStore,
+    StageListener,
+)
+from sinkv2_spark._drain import drain_on_driver
+from sinkv2_spark._engine import (
+    SparkCommittableStreams,
+    SparkWriterStage,
+    arrow_schema,
+    pre_write,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["SinkStreamingQuery", "start_stream"]
+
+logger = logging.getLogger("sinkv2.spark")
+
+RECENT_RESULTS: Final = 100
+"""How many `SinkResult`s a `SinkStreamingQuery` keeps (the oldest are dropped)."""
+
+_STATE_DIR: Final = "sinkv2"
+_BINDING_FILE: Final = "sink.json"
+_TRIGGERS: Final = ("processingTime", "once", "availableNow", "continuous")
+_NOT_REPLAYABLE: Final = ("TextSocket", "socket")
+
+ResultListener = Callable[[SinkResult], None]
+
+
+@final
+class SinkStreamingQuery:
+    """A started streaming query writing into a Sink V2 sink; wraps Spark's `StreamingQuery`.
+
+    The Spark query's own methods are here under their Spark names; on top, the
+    recent `SinkResult`s (one per micro-batch, the newest `RECENT_RESULTS`) and
+    listeners for them. A failure of the sink (a writer, a commit) is reported as
+    the sinkv2 error (`SinkWriterError`, `CommitError`, ...), not only as Spark's
+    ``StreamingQueryException``.
+    """
+
+    def __init__(self, sink_id: str, coordinator: CommitCoordinator) -> None:
+        self._sink_id = sink_id
+        self._runner: CheckpointRunner  # set by start_stream, before the query starts
+        self._coordinator = coordinator
+        self._results: collections.deque[SinkResult] = collections.deque(maxlen=RECENT_RESULTS)
+        self._listeners: list[ResultListener] = []
+        self._lock = threading.Lock()
+        self._query: StreamingQuery | None = None
+        self._error: BaseException | None = None
+        self._ended = False
+        self._drain: Callable[[], int] | None = None
+
+    # --- Spark's StreamingQuery -------------------------------------------------------------
+
+    @property
+    def query(self) -> StreamingQuery:
+        """The Spark query."""
+        assert self._query is not None  # set by start_stream before the handle is returned
+        return self._query
+
+    @property
+    def id(self) -> str:
+        """Spark's query id: the same across restarts from the checkpoint location."""
+        return str(self.query.id)
+
+    @property
+    def runId(self) -> str:  # Spark's name
+        """Spark's id of this run of the query."""
+        return str(self.query.runId)
+
+    @property
+    def name(self) -> str | None:
+        """The query name, if one was given."""
+        return self.query.name
+
+    @property
+    def sink_id(self) -> str:
+        """The sink id the query commits under."""
+        return self._sink_id
+
+    @property
+    def isActive(self) -> bool:  # Spark's name
+        """Whether the query is running."""
+        return bool(self.query.isActive)
+
+    @property
+    def lastProgress(self) -> dict[str, Any] | None:  # Spark's name
+        """Spark's progress report of the last micro-batch."""
+        return self.query.lastProgress
+
+    @property
+    def recentProgress(self) -> list[dict[str, Any]]:  # Spark's name
+        """Spark's recent progress reports."""
+        return list(self.query.recentProgress)
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """Spark's query status."""
+        return dict(self.query.status)
+
+    def processAllAvailable(self) -> None:  # Spark's name
+        """Block until everything available at the source is processed and committed.
+
+        Raises:
+            SinkV2Error: The sink failed (see `exception`).
+        """
+        try:
+            self.query.processAllAvailable()
+        except Exception as error:
+            raise self._sink_error(error) from error
+        self._runner.wait()
+        self._runner.raise_commit_failure()
+
+    def awaitTermination(self, timeout: float | None = None) -> bool | None:
+        """Wait for the query to end (Spark's semantics), then finish the sink's job.
+
+        Returns:
+            With ``timeout``: whether the query ended in time; else ``None``.
+
+        Raises:
+            SinkV2Error: The query failed in the sink (a writer, a commit); the
+                Spark exception is its ``__cause__``.
+            StreamingQueryException: The query failed outside the sink.
+        """
+        try:
+            ended = (
+                self.query.awaitTermination()
+                if timeout is None
+                else self.query.awaitTermination(timeout)  # type: ignore[arg-type]  # seconds
+            )
+        except Exception as error:
+            self._end(failed=True)
+            raise self._sink_error(error) from error
+        if timeout is None or ended:
+            self._end(failed=False)
+            self._runner.raise_commit_failure()
+        return ended
+
+    def stop(self, *, drain: bool = False) -> None:
+        """Stop the query; the micro-batch running now finishes (and commits) first.
+
+        Writer states of the last checkpoint stay in the commit state store and are
+        restored when the query is started again from its checkpoint location: an
+        async sink's buffered requests are sent then. With ``drain=True`` they are
+        sent now: writers are restored from them on the driver, end their input
+        (``flush(True)``), and the states left (requests that could not be sent)
+        replace the recorded ones.
+
+        Raises:
+            SinkConfigurationError: ``drain`` on a sink with a committer.
+        """
+        self.query.stop()
+        if drain and self._drain is not None and self._error is None:
+            self._runner.wait()
+            drained = self._drain()
+            logger.info("sink %r: drained %d writer state(s) on stop", self._sink_id, drained)
+        self._end(failed=self._error is not None)
+
+    def exception(self) -> BaseException | None:
+        """Why the query failed: the sinkv2 error if the sink failed, else Spark's; or ``None``."""
+        if self._error is not None:
+            return self._error
+        return self.query.exception()
+
+    # --- sinkv2 -----------------------------------------------------------------------------
+
+    @property
+    def recent_results(self) -> list[SinkResult]:
+        """The `SinkResult` of each recent micro-batch, oldest first."""
+        with self._lock:
+            return list(self._results)
+
+    @property
+    def last_result(self) -> SinkResult | None:
+        """The newest micro-batch's `SinkResult`, or ``None`` before the first."""
+        with self._lock:
+            return self._results[-1] if self._results else None
+
+    def add_result_listener(self, listener: ResultListener) -> None:
+        """Call ``listener`` with each micro-batch's `SinkResult` once it is committed.
+
+        Listeners run on the driver thread that committed (the commit thread with
+        ``decoupled_commit``); an exception in one is logged, never raised.
+        """
+        if not callable(listener):
+            raise SinkConfigurationError(
+                f"add_result_listener() takes a callable (got {type(listener).__name__}); "
+                "pass a function of one SinkResult"
+            )
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _record(self, result: SinkResult) -> None:
+        with self._lock:
+            self._results.append(result)
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(result)
+            except Exception:
+                logger.exception("sink %r: a result listener failed", self._sink_id)
+
+    def _failed(self, error: BaseException) -> None:
+        self._error = error
+
+    def _sink_error(self, error: BaseException) -> BaseException:
+        return self._error if self._error is not None else error
+
+    def _end(self, *, failed: bool) -> None:
+        """Finish the sink's job once: wait for commits, remove staging, release the id."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        self._runner.close()
+        try:
+            self._runner.raise_commit_failure()
+            if failed:
+                raise RuntimeError("the query failed")
+            keep = self._runner.referenced_attempts()
+        except BaseException:  # noqa: BLE001  # pending epochs: the next run finishes them
+            self._coordinator.close()
+            return
+        self._coordinator.finish(keep_attempt_tokens=keep)
+
+    def __repr__(self) -> str:
+        state = "active" if self._query is not None and self.isActive else "stopped"
+        return f"<SinkStreamingQuery sink_id={self._sink_id!r} {state}>"
+
+
+@final
+class _MicroBatches:
+    """The ``foreachBatch`` function: micro-batch ``b`` is checkpoint ``b + 1``."""
+
+    def __init__(
+        self,
+        handle: SinkStreamingQuery,
+        runner: CheckpointRunner,
+        sink: Any,
+        capabilities: SinkCapabilities,
+        sink_id: str,
+    ) -> None:
+        self._handle = handle
+        self._runner = runner
+        self._sink = sink
+        self._capabilities = capabilities
+        self._sink_id = sink_id
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            started = time.perf_counter()
+            source = pre_write(batch, self._sink, self._capabilities)
+            planned = time.perf_counter() - started
+            stage = SparkWriterStage(
+                source, self._sink, self._capabilities, self._sink_id, arrow_schema(source)
+            )
+
+            def write(job_id: str, checkpoint_id: int, restore: Restore | None) -> Any:
+                output = stage.checkpoint(job_id, checkpoint_id, restore)
+                if not self._capabilities.pre_write_topology:
+                    return output
+                seconds = {"pre-write topology": planned, **output.stage_seconds}
+                return _with_seconds(output, seconds)
+
+            self._runner.run(write, batch_id + 1)
+        except BaseException as error:
+            self._handle._failed(error)
+            raise
+
+
+def _with_seconds(output: Any, seconds: Mapping[str, float]) -> Any:
+    import attrs  # noqa: PLC0415
+
+    return attrs.evolve(output, stage_seconds=dict(seconds))
+
+
+def start_stream(
+    df: DataFrame,
+    sink: Any,
+    capabilities: SinkCapabilities,
+    *,
+    sink_id: str,
+    checkpoint_location: str,
+    trigger: Mapping[str, Any] | None,
+    state_store: CommitStateStore | None,
+    retry_policy: CommitRetryPolicy,
+    on_stage: StageListener | None,
+    decoupled_commit: bool,
+    query_name: str | None,
+) -> SinkStreamingQuery:
+    """Open the coordinator for the stream and start the query (see module doc).
+
+    Raises:
+        SinkConfigurationError: A bad argument, a checkpoint location that belongs to
+            another sink id, or a sink id that belongs to another stream.
+        ConcurrentCommitError: Another running query or job holds the sink id.
+        CommitError: A checkpoint a dead run left pending failed to commit.
+    """
+    location = _check_location(checkpoint_location)
+    trigger_kwargs = _check_trigger(trigger)
+    local = _local_path(location)
+    if state_store is None:
+        if local is None:
+            raise SinkConfigurationError(
+                f"the checkpoint location {location!r} is not a local path, so the commit "
+                "state store cannot live next to it; pass state_store= explicitly (e.g. "
+                "SqliteCommitStateStore('/durable/local/path/commit_state.sqlite'))"
+            )
+        state_store = SqliteCommitStateStore(local / _STATE_DIR / "commit_state.sqlite")
+    origin = f"checkpoint {location}"
+    if local is not None:
+        _claim_location(local, sink_id)
+        origin = f"checkpoint {local} (query {_query_id(local)})"
+    _warn_if_not_replayable(df, sink_id, capabilities)
+    coordinator = CommitCoordinator(
+        sink,
+        sink_id=sink_id,
+        store=state_store,
+        streams=SparkCommittableStreams(df.sparkSession, sink_id),
+        retry_policy=retry_policy,
+        on_stage=on_stage,
+        capabilities=capabilities,
+        input_schema=arrow_schema(df),
+    )
+    coordinator.open(origin=origin, keep_restorable=True)
+    try:
+        handle = SinkStreamingQuery(sink_id, coordinator)
+        runner = CheckpointRunner(coordinator, decoupled=decoupled_commit, on_result=handle._record)
+        handle._runner = runner
+        handle._drain = lambda: runner.drain(
+            lambda job_id, restore: drain_on_driver(sink, capabilities, job_id, restore)
+        )
+        writer = df.writeStream.foreachBatch(
+            _MicroBatches(handle, runner, sink, capabilities, sink_id)
+        ).option("checkpointLocation", location)
+        if trigger_kwargs:
+            writer = writer.trigger(**trigger_kwargs)
+        if query_name is not None:
+            writer = writer.queryName(query_name)
+        handle._query = writer.start()
+    except BaseException:
+        coordinator.close()
+        raise
+    logger.info(
+        "sink %r: streaming query %s started (checkpoint location %s, job %s)",
+        sink_id,
+        handle.id,
+        location,
+        coordinator.job_id,
+    )
+    return handle
+
+
+def _check_location(location: object) -> str:
+    if not isinstance(location, str) or not location.strip():
+        raise SinkConfigurationError(
+            f"checkpoint_location must be a non-empty str (got {location!r}); a streaming "
+            "apply() needs one, as Spark's writeStream does: name a durable directory, e.g. "
+            "'/data/checkpoints/orders'"
+        )
+    return location
+
+
+def _check_trigger(trigger: object) -> dict[str, Any]:
+    if trigger is None:
+        return {}
+    if not isinstance(trigger, Mapping) or len(trigger) != 1:
+        raise SinkConfigurationError(
+            f"trigger takes one keyword of DataStreamWriter.trigger as a dict (got "
+            f"{trigger!r}); e.g. {{'processingTime': '10 seconds'}} or {{'availableNow': True}}"
+        )
+    (name,) = trigger
+    if name not in _TRIGGERS:
+        raise SinkConfigurationError(
+            f"unknown trigger {name!r}; use one of {', '.join(_TRIGGERS[:3])}"
+        )
+    if name == "continuous":
+        raise SinkConfigurationError(
+            "the continuous trigger has no micro-batches, so there are no checkpoints to "
+            "commit exactly once; use {'processingTime': ...} or {'availableNow': True}"
+        )
+    return dict(trigger)
+
+
+def _local_path(location: str) -> Path | None:
+    parsed = urlparse(location)
+    if parsed.scheme in {"", "file"} and not (parsed.scheme == "" and parsed.netloc):
+        path = parsed.path if parsed.scheme == "file" else location
+        return Path(os.path.abspath(os.path.expanduser(path)))
+    if len(parsed.scheme) == 1:  # a Windows drive letter
+        return Path(os.path.abspath(location))
+    return None
+
+
+def _claim_location(local: Path, sink_id: str) -> None:
+    """Refuse a checkpoint location that another sink id's stream uses."""
+    marker = local / _STATE_DIR / _BINDING_FILE
+    if marker.exists():
+        try:
+            claimed = json.loads(marker.read_text())["sink_id"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise SinkConfigurationError(
+                f"{str(marker)!r} does not read ({error}); it names the sink id that uses the "
+                "checkpoint location. Restore it, or use a new checkpoint location"
+            ) from error
+        if claimed != sink_id:
+            raise SinkConfigurationError(
+                f"the checkpoint location {str(local)!r} belongs to the stream of sink id "
+                f"{claimed!r}, not {sink_id!r}; Spark's offsets there would make this query "
+                "skip or replay the other one's input. Give each query its own checkpoint "
+                "location"
+            )
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    temporary = marker.with_suffix(f".{uuid.uuid4().hex}.tmp")
+    temporary.write_text(json.dumps({"sink_id": sink_id}))
+    os.replace(temporary, marker)
+
+
+def _query_id(local: Path) -> str:
+    """Spark's query id for the checkpoint location, written first by us on a new one.
+
+    Spark keeps the id in ``<checkpoint>/metadata`` and reuses it on every restart;
+    a new one means a new query (the checkpoint was reset), whose micro-batch ids
+    start again at 0. Binding the sink id to it refuses such a reset, which would
+    otherwise take the new query's batches for committed ones.
+    """
+    metadata = local / "metadata"
+    if metadata.exists():
+        try:
+            return str(json.loads(metadata.read_text().splitlines()[0])["id"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+            raise SinkConfigurationError(
+                f"Spark's checkpoint metadata {str(metadata)!r} does not read ({error}); "
+                "restore the checkpoint location, or start over with a new one and a new sink id"
+            ) from error
+    query_id = str(uuid.uuid4())
+    local.mkdir(parents=True, exist_ok=True)
+    temporary = local / f".metadata.{uuid.uuid4().hex}.tmp"
+    temporary.write_text(json.dumps({"id": query_id}) + "\n")
+    os.replace(temporary, metadata)
+    return query_id
+
+
+def _warn_if_not_replayable(df: DataFrame, sink_id: str, capabilities: SinkCapabilities) -> None:
+    try:
+        plan = str(df._jdf.queryExecution().logical().toString())
+    except Exception:  # noqa: BLE001  # best effort: the warning is advice
+        return
+    if any(name in plan for name in _NOT_REPLAYABLE):
+        logger.warning(
+            "sink %r: the stream reads a source Spark cannot replay (a socket); after a "
+            "failure the micro-batch that was being written is lost, so the sink's %s cannot "
+            "hold end to end. Read from a replayable source (files, Kafka, rate) for "
+            "exactly-once",
+            sink_id,
+            "exactly-once" if capabilities.committer else "delivery guarantee",
+        )
