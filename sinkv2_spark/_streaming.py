@@ -86,6 +86,7 @@ class SinkStreamingQuery:
         self._results: collections.deque[SinkResult] = collections.deque(maxlen=RECENT_RESULTS)
         self._listeners: list[ResultListener] = []
         self._lock = threading.Lock()
+        self._batch_lock = threading.Lock()  # held by a running micro-batch
         self._query: StreamingQuery | None = None
         self._error: BaseException | None = None
         self._ended = False
@@ -253,6 +254,10 @@ class SinkStreamingQuery:
             if self._ended:
                 return
             self._ended = True
+        with self._batch_lock:  # a micro-batch still running in a callback finishes first
+            self._finish(failed=failed)
+
+    def _finish(self, *, failed: bool) -> None:
         self._runner.close()
         try:
             self._runner.raise_commit_failure()
@@ -288,6 +293,15 @@ class _MicroBatches:
         self._sink_id = sink_id
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        with self._handle._batch_lock:
+            self._run(batch, batch_id)
+
+    def _run(self, batch: DataFrame, batch_id: int) -> None:
+        if self._handle._ended:
+            raise SinkConfigurationError(
+                f"sink {self._sink_id!r}: micro-batch {batch_id} arrived after the query's "
+                "handle was stopped; start the query again with apply()"
+            )
         try:
             started = time.perf_counter()
             source = pre_write(batch, self._sink, self._capabilities)
