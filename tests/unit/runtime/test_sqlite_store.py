@@ -537,6 +537,7 @@ def test_the_lease_has_every_member_of_the_protocol(store, lease):
         "finish_job",
         "replace_writer_states",
         "prune",
+        "origin",
         "bind_origin",
         "release",
     }
@@ -1004,11 +1005,16 @@ def test_prune_forgets_settled_epochs_below_the_bound_and_keeps_pending_ones(lea
 
 def test_a_sink_id_is_bound_to_the_first_origin_for_good(store):
     with store.acquire("orders", job_id="a") as lease:
-        assert lease.bind_origin("query-1") == "query-1"
-        assert lease.bind_origin("query-1") == "query-1"
+        assert lease.origin() is None
+        lease.bind_origin("query-1")
+        lease.bind_origin("query-1")  # idempotent
+        assert lease.origin() == "query-1"
     with store.acquire("orders", job_id="b") as lease:
-        assert lease.bind_origin("query-2") == "query-1"
+        with pytest.raises(IllegalLifecycleError, match="is bound to the stream 'query-1'"):
+            lease.bind_origin("query-2")
+        assert lease.origin() == "query-1"
         with pytest.raises(SinkConfigurationError, match="'origin' must be a non-empty str"):
             lease.bind_origin("")
     with store.acquire("other", job_id="c") as lease:
-        assert lease.bind_origin("query-2") == "query-2"
+        lease.bind_origin("query-2")
+        assert lease.origin() == "query-2"
