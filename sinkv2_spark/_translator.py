@@ -19,7 +19,13 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, final, overload
 
-from sinkv2 import END_OF_INPUT, SinkConfigurationError, inspect_sink
+from sinkv2 import (
+    END_OF_INPUT,
+    DeliveryGuarantee,
+    SinkCapabilities,
+    SinkConfigurationError,
+    inspect_sink,
+)
 from sinkv2.runtime import (
     CommitCoordinator,
     CommitRetryPolicy,
@@ -89,6 +95,29 @@ def _check_dataframe(df: object) -> DataFrame:
     return df
 
 
+def _check_guarantee(guarantee: object, capabilities: SinkCapabilities) -> None:
+    if guarantee is None:
+        return
+    if not isinstance(guarantee, DeliveryGuarantee):
+        raise SinkConfigurationError(
+            f"guarantee must be a DeliveryGuarantee (got {guarantee!r}); e.g. "
+            "guarantee=DeliveryGuarantee.EXACTLY_ONCE"
+        )
+    order = [
+        DeliveryGuarantee.NONE,
+        DeliveryGuarantee.AT_LEAST_ONCE,
+        DeliveryGuarantee.EXACTLY_ONCE,
+    ]
+    offered = capabilities.delivery_guarantee
+    if order.index(guarantee) > order.index(offered):
+        raise SinkConfigurationError(
+            f"{capabilities.sink_type} cannot give {guarantee.name}: without a committer "
+            "(SupportsCommitter) its writers make data visible as they write, so a replayed "
+            f"micro-batch is written twice; it gives {offered.name} at best. Use a sink "
+            "with a committer, or ask for a weaker guarantee"
+        )
+
+
 @final
 class SinkTopologyTranslator:
     """Compiles a Sink V2 sink onto Spark stages and runs it (batch).
@@ -138,6 +167,7 @@ class SinkTopologyTranslator:
         state_store: CommitStateStore | None = None,
         decoupled_commit: bool = False,
         query_name: str | None = None,
+        guarantee: DeliveryGuarantee | None = None,
         on_stage: StageListener | None = None,
     ) -> SinkStreamingQuery: ...
 
@@ -154,6 +184,7 @@ class SinkTopologyTranslator:
         state_store: CommitStateStore | None = None,
         decoupled_commit: bool = False,
         query_name: str | None = None,
+        guarantee: DeliveryGuarantee | None = None,
     ) -> SinkResult | SinkStreamingQuery:
         """Write ``df`` into ``sink`` and commit it, exactly once per epoch.
 
@@ -191,6 +222,10 @@ class SinkTopologyTranslator:
                 thread while N + 1 writes, still in order; a failed commit fails the
                 query at the next micro-batch, and a restart finishes it.
             query_name: Streaming only: Spark's query name.
+            guarantee: Streaming only: the guarantee the query needs; refused before
+                the query starts if the sink's shape cannot give it (exactly-once
+                needs a committer). The source must be replayable too: a socket
+                source is reported with a warning.
 
         Returns:
             Batch: what was written and committed. Streaming: the started query.
@@ -221,12 +256,14 @@ class SinkTopologyTranslator:
                 state_store=state_store,
                 decoupled_commit=decoupled_commit,
                 query_name=query_name,
+                guarantee=guarantee,
             )
         streaming_only = {
             "checkpoint_location": checkpoint_location,
             "trigger": trigger,
             "state_store": state_store,
             "query_name": query_name,
+            "guarantee": guarantee,
         }
         given = [name for name, value in streaming_only.items() if value is not None]
         if decoupled_commit:
@@ -253,8 +290,10 @@ class SinkTopologyTranslator:
         state_store: CommitStateStore | None,
         decoupled_commit: bool,
         query_name: str | None,
+        guarantee: DeliveryGuarantee | None,
     ) -> SinkStreamingQuery:
         capabilities = inspect_sink(sink)
+        _check_guarantee(guarantee, capabilities)
         df = _check_dataframe(df)
         if checkpoint_id is not None:
             raise SinkConfigurationError(
