@@ -398,3 +398,32 @@ def test_a_sink_without_a_committer_runs_and_reports_its_writer_metrics(spark, t
     assert result.records_written == 1_000
     assert result.committed == 0
     assert result.writer_metrics["numRecordsSend"] == 1_000
+
+
+def test_a_stream_that_needs_exactly_once_refuses_a_sink_without_a_committer(
+    spark, translator, tmp_path
+):
+    from sinkv2 import DeliveryGuarantee
+
+    class Plain:
+        def create_writer(self, context):
+            raise AssertionError("no writer may start")
+
+    stream = spark.readStream.format("rate").load()
+    with pytest.raises(SinkConfigurationError, match="cannot give EXACTLY_ONCE: without a"):
+        translator.apply(
+            stream,
+            Plain(),
+            sink_id="plain",
+            checkpoint_location=str(tmp_path / "ckpt"),
+            guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+        )
+    with pytest.raises(SinkConfigurationError, match="guarantee must be a DeliveryGuarantee"):
+        translator.apply(
+            stream,
+            Plain(),
+            sink_id="plain",
+            checkpoint_location=str(tmp_path / "ckpt"),
+            guarantee="exactly-once",
+        )
+    assert not (tmp_path / "ckpt").exists()  # refused before anything was written
