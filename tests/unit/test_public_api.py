@@ -88,9 +88,11 @@ EXTENSIONS = {
 }
 RUNTIME = {
     "DEFAULT_FILE_NAME",
+    "DEFAULT_RETAIN",
     "SCHEMA_VERSION",
     "STAGE_EVENTS",
     "STATE_DIR_ENV",
+    "CheckpointRunner",
     "CommitCoordinator",
     "CommitOutcome",
     "CommitRequestImpl",
@@ -104,14 +106,20 @@ RUNTIME = {
     "EpochRecord",
     "EpochStatus",
     "Recovery",
+    "Restore",
     "SinkLease",
     "SinkResult",
     "SqliteCommitStateStore",
     "StageListener",
+    "StreamWriterStage",
+    "SubtaskStates",
     "WriterStage",
     "WriterStageOutput",
+    "WriterStates",
     "commit_with_retries",
     "default_state_store_path",
+    "redistribute",
+    "state_name",
 }
 MOVED_TO_RUNTIME = {
     "CommitOutcome",
