@@ -147,6 +147,9 @@ class CheckpointRunner:
             recommitted_epochs=recommitted,
         )
         existing = lease.get(epoch)
+        if existing is not None and existing.status is EpochStatus.PENDING:
+            self._settle()  # epochs on the commit thread commit first: strictly in order
+            existing = lease.get(epoch)
         if existing is not None and existing.status is EpochStatus.COMMITTED:
             result = attrs.evolve(base, stage_seconds=dict(coordinator.stage_seconds))
             self._on_result(result)
@@ -244,10 +247,18 @@ class CheckpointRunner:
         coordinator = self._coordinator
         with self._lock:
             in_flight = set(self._in_flight)
+        stranded = [
+            record
+            for record in coordinator.lease.epochs(EpochStatus.PENDING)
+            if record.epoch < epoch and record.epoch not in in_flight
+        ]
+        if stranded and self._executor is not None:
+            # Not this runner's normal flow (a checkpoint failed after recording it, or a
+            # commit failed just now): the commit thread's epochs go first, in order.
+            self._settle()
+            stranded = [r for r in coordinator.lease.epochs(EpochStatus.PENDING) if r.epoch < epoch]
         done = []
-        for record in coordinator.lease.epochs(EpochStatus.PENDING):
-            if record.epoch >= epoch or record.epoch in in_flight:
-                continue
+        for record in stranded:
             coordinator.commit_pending(
                 record.epoch,
                 record.checkpoint_id,
@@ -256,6 +267,12 @@ class CheckpointRunner:
             )
             done.append(record.epoch)
         return tuple(done)
+
+    def _settle(self) -> None:
+        """Wait for the commit thread's epochs; raise if one of them failed."""
+        if self._executor is not None:
+            self.wait()
+            self.raise_commit_failure()
 
     def _kept(self, restore: Restore | None) -> frozenset[str]:
         """Attempts of this job whose staged output must survive a clean-up now."""

@@ -122,12 +122,12 @@ class WriterStates:
                 number_of_subtasks=int(number),
                 subtasks=tuple(
                     SubtaskStates(
-                        subtask_id=int(subtask), attempt_token=str(token), states=tuple(states)
+                        subtask_id=int(subtask), attempt_token=str(token), states=_framed(states)
                     )
                     for subtask, token, states in subtasks
                 ),
             )
-        except (ValueError, TypeError, msgpack.UnpackException) as error:
+        except (ValueError, TypeError, OverflowError, msgpack.UnpackException) as error:
             raise CorruptDataError(
                 f"the writer states recorded for {what} do not read: {error}. The commit "
                 "state store was changed by something other than sinkv2, or by a newer "
@@ -154,6 +154,13 @@ class WriterStates:
                         "committed; deploy a sink whose writer-state serializer reads it, or "
                         "start over under a new sink id",
                     ) from error
+
+
+def _framed(states: object) -> tuple[bytes, ...]:
+    """``states`` as decoded from `WriterStates.encode`'s bytes: a list of framed states."""
+    if not isinstance(states, list) or not all(isinstance(s, bytes) for s in states):
+        raise TypeError(f"a subtask's states must be a list of bytes (got {states!r:.80})")
+    return tuple(states)
 
 
 def _restated(error: SerializationError, message: str) -> SerializationError:
