@@ -33,7 +33,9 @@ from typing import Any, Final, final
 
 import attrs
 
+from sinkv2._context import INITIAL_CHECKPOINT_ID
 from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime._commit import CommitOutcome
 from sinkv2.runtime._coordinator import CommitCoordinator
 from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._seam import EpochCommit, Restore, StreamWriterStage, WriterStageOutput
@@ -61,6 +63,10 @@ def state_name(sink: object) -> str:
 
 
 ResultListener = Callable[[SinkResult], None]
+
+
+class _KeyCollisionError(SinkConfigurationError):
+    """A destination reported a fresh checkpoint committed: its key is another history's."""
 
 
 @final
@@ -105,6 +111,7 @@ class CheckpointRunner:
             else None
         )
         self._last_restore: Restore | None = None
+        self._closed = False
 
     @property
     def decoupled(self) -> bool:
@@ -167,6 +174,7 @@ class CheckpointRunner:
             self._on_result(result)
             return result
 
+        guarded = epoch == INITIAL_CHECKPOINT_ID or self._recorded(epoch - 1)
         restore = self.restore_point(epoch)
         self._last_restore = restore
         kept = self._kept(restore)
@@ -198,10 +206,12 @@ class CheckpointRunner:
         )
         write_seconds = dict(coordinator.stage_seconds)
         if self._executor is None:
-            return self._commit(epoch, committables, base, write_seconds, written)
+            return self._commit(epoch, committables, base, write_seconds, written, guarded=guarded)
         with self._lock:
             self._in_flight[epoch] = written.attempt_tokens
-        self._executor.submit(self._commit, epoch, committables, base, write_seconds, written)
+        self._executor.submit(
+            self._commit, epoch, committables, base, write_seconds, written, guarded=guarded
+        )
         return None
 
     def _commit(
@@ -211,14 +221,33 @@ class CheckpointRunner:
         base: SinkResult,
         write_seconds: dict[str, float],
         written: WriterStageOutput,
+        *,
+        guarded: bool = False,
     ) -> SinkResult | None:
-        """Commit ``epoch`` (Pending); on the commit thread when decoupled."""
+        """Commit ``epoch`` (Pending); on the commit thread when decoupled.
+
+        ``guarded``: this store holds the stream's whole history up to ``epoch``, so
+        the destination cannot have committed these freshly written committables
+        before; if it says so on the first commit call, its idempotency key
+        belongs to another history (see `_collision`).
+        """
         coordinator = self._coordinator
         try:
             if self._failure is not None:
                 return None  # an earlier epoch failed: this one stays pending, in order
             coordinator.stage_seconds.clear()
-            commit = coordinator.commit_pending(epoch, epoch, committables)
+            try:
+                commit = coordinator.commit_pending(
+                    epoch,
+                    epoch,
+                    committables,
+                    check_outcome=(lambda outcome: self._collision(epoch, outcome))
+                    if guarded
+                    else None,
+                )
+            except _KeyCollisionError:
+                coordinator.abort_pending(epoch, committables)  # nothing was made visible
+                raise
             self._prune(epoch)
             seconds = dict(write_seconds)
             for stage, spent in coordinator.stage_seconds.items():
@@ -267,6 +296,34 @@ class CheckpointRunner:
             )
             done.append(record.epoch)
         return tuple(done)
+
+    def _recorded(self, epoch: int) -> bool:
+        record = self._coordinator.lease.get(epoch)
+        return record is not None and record.status is not EpochStatus.ABORTED
+
+    def _collision(self, epoch: int, outcome: CommitOutcome[Any]) -> None:
+        """Refuse a fresh checkpoint the destination says it committed before.
+
+        The committables were written by this checkpoint's writers just now, and
+        this store recorded every checkpoint of the stream before it, so no run of
+        this stream committed them. A destination that still reports them
+        committed (on the first commit call: a retry may find its own lost
+        success) keys its idempotency guard by something another history used too
+        - say an Iceberg table's ``sink_id`` reused by a new stream whose
+        checkpoint ids start again at 1. Recording the checkpoint committed would
+        drop its data silently.
+        """
+        if outcome.already_committed and not outcome.committed and outcome.commit_calls == 1:
+            sink = self._coordinator.capabilities.sink_type
+            raise _KeyCollisionError(
+                f"sink {self._coordinator.sink_id!r} checkpoint {epoch}: {sink}'s committer "
+                f"reports the {len(outcome.already_committed)} committable(s) this checkpoint "
+                "just wrote as already committed, but no run of this stream committed them: "
+                "the destination's own idempotency key (e.g. IcebergSink's sink_id) is shared "
+                "with another history whose checkpoint ids this stream repeats. Nothing was "
+                "made visible and the checkpoint was aborted. Give the sink's destination key "
+                "a name of its own for this stream (and a new sink_id)"
+            )
 
     def _settle(self) -> None:
         """Wait for the commit thread's epochs; raise if one of them failed."""
@@ -399,13 +456,22 @@ class CheckpointRunner:
             raise self._failure
 
     def wait(self) -> None:
-        """Wait for every commit handed to the commit thread."""
-        if self._executor is None:
+        """Wait for every commit handed to the commit thread.
+
+        After `close` there is nothing to wait for (``close`` waited): returns at
+        once, rather than failing to hand the stopped thread a marker task.
+        """
+        if self._executor is None or self._closed:
             return
-        self._executor.submit(lambda: None).result()
+        try:
+            self._executor.submit(lambda: None).result()
+        except RuntimeError:  # closed meanwhile, and close() waited
+            if not self._closed:
+                raise
 
     def close(self) -> None:
         """Wait for the commit thread and stop it. Idempotent; does not raise failures."""
+        self._closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 

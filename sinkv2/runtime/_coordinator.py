@@ -313,10 +313,7 @@ class CommitCoordinator:
                     record.epoch, record.checkpoint_id, committables, recovering=True
                 )
             else:
-                with self.timed("abort stale epochs"):
-                    if self.capabilities.abort:
-                        self.sink.abort(self.stored_committables(record))
-                    lease.mark_aborted(record.epoch)
+                self.abort_pending(record.epoch, self.stored_committables(record))
                 aborted.append(record.epoch)
         cleaned = []
         for job_id in lease.unfinished_jobs():
@@ -606,12 +603,15 @@ class CommitCoordinator:
         *,
         recovering: bool = False,
         wrap_committer: Callable[[Committer[Any]], Committer[Any]] | None = None,
+        check_outcome: Callable[[CommitOutcome[Any]], None] | None = None,
     ) -> EpochCommit:
         """Commit a pending epoch, run the post-commit topology, record it committed.
 
         The post-commit topology runs before Committed is recorded, as in Flink: if
         it fails, the epoch stays pending and the next run commits it again
-        (idempotently) and re-runs the topology.
+        (idempotently) and re-runs the topology. ``check_outcome``, if given, sees
+        what the committer did before anything is recorded; what it raises
+        propagates, and the epoch stays pending.
 
         Raises:
             CommitError: The commit failed; the epoch stays pending.
@@ -623,6 +623,8 @@ class CommitCoordinator:
             what=f"sink {self.sink_id!r} epoch {epoch}",
             wrap_committer=wrap_committer,
         )
+        if check_outcome is not None:
+            check_outcome(outcome)
         self._on_stage("committer-finished", epoch)
         if self.run_post_commit(outcome.successful, checkpoint_id):
             self._on_stage("post-commit-finished", epoch)
@@ -638,6 +640,17 @@ class CommitCoordinator:
         )
         self._on_stage("committed-recorded", epoch)
         return EpochCommit(epoch=epoch, checkpoint_id=checkpoint_id, outcome=outcome)
+
+    def abort_pending(self, epoch: int, committables: Sequence[Any]) -> None:
+        """Abort pending ``epoch``: ``SupportsAbort.abort(committables)``, then record it.
+
+        Its committables are never committed afterwards; its data is written again
+        by whoever re-runs the epoch.
+        """
+        with self.timed("abort stale epochs"):
+            if self.capabilities.abort:
+                self.sink.abort(list(committables))
+            self.lease.mark_aborted(epoch)
 
     def run_committer(
         self,

@@ -336,6 +336,7 @@ class Engine:
         self.capabilities = inspect_sink(sink)
         self.ran: list[int] = []
         self.attempts = itertools.count()
+        self.store_lost = False
 
     def stage(self, partitions: list[list[int]], *, crash_at: int | None = None):
         sink, capabilities = self.sink, self.capabilities
@@ -345,8 +346,12 @@ class Engine:
             parallelism = len(partitions)
             if restore is not None:  # Spark replays micro-batches in order: N restores N - 1
                 assert restore.checkpoint_id == checkpoint_id - 1, (restore, checkpoint_id)
-            else:  # the first checkpoint, or a batch run
-                assert checkpoint_id in (1, END_OF_INPUT) or not capabilities.writer_state
+            else:  # the first checkpoint, a batch run, or a store that was lost
+                assert (
+                    checkpoint_id in (1, END_OF_INPUT)
+                    or not capabilities.writer_state
+                    or self.store_lost
+                )
             runs: list[list[bytes]] = [[] for _ in partitions]
             if restore is not None and restore.states is not None:
                 runs = restore.states.redistribute(parallelism)
@@ -1303,3 +1308,44 @@ def crash_and_replay(base: Path, checkpoints: list[Any], decoupled: bool) -> Non
     assert len(set(committed)) == len(committed)  # nothing committed twice
     assert sorted(committed + held) == written  # nothing lost
     final.stop()
+
+
+# --- a destination whose idempotency key another history used ------------------------------------
+
+
+class EverythingCommitted(Committer[Txn]):
+    """A destination that says every committable is committed: its key saw them before."""
+
+    def commit(self, requests: Collection[Committer.CommitRequest[Txn]]) -> None:
+        for request in requests:
+            request.signal_already_committed()
+
+    def close(self) -> None:
+        pass
+
+
+class CollidingSink(HoldingSink):
+    def create_committer(self, context: Any) -> EverythingCommitted:
+        return EverythingCommitted()
+
+
+def test_a_fresh_checkpoint_the_destination_calls_committed_is_aborted_not_dropped(scratch, store):
+    sink = CollidingSink(scratch / "out")
+    stream = open_stream(sink, store)
+    with pytest.raises(SinkConfigurationError, match="just wrote as already committed"):
+        stream.run(Engine(sink).stage([[1, 2, 3]]), 1)
+    assert stream.statuses() == {1: EpochStatus.ABORTED}  # never recorded as committed
+    assert sink.ledger.elements() == []
+    stream.died()
+
+
+def test_a_replay_after_the_store_was_lost_may_find_its_checkpoint_committed(scratch, store):
+    sink = CollidingSink(scratch / "out")
+    stream = open_stream(sink, store)  # the store knows nothing of checkpoints 1..4
+    engine = Engine(sink)
+    engine.store_lost = True
+    result = stream.run(engine.stage([[1, 2, 3]]), 5)
+    assert result is not None
+    assert (result.status, result.already_committed) == (CommitStatus.COMMITTED, 1)
+    assert stream.statuses() == {5: EpochStatus.COMMITTED}
+    stream.stop()
