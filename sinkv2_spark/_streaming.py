@@ -22,6 +22,7 @@ import collections
 import json
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -36,6 +37,8 @@ from sinkv2.runtime import (
     CommitCoordinator,
     CommitRetryPolicy,
     CommitStateStore,
+    EpochStatus,
+    Recovery,
     Restore,
     SinkResult,
     SqliteCommitStateStore,
@@ -63,7 +66,9 @@ RECENT_RESULTS: Final = 100
 _STATE_DIR: Final = "sinkv2"
 _BINDING_FILE: Final = "sink.json"
 _TRIGGERS: Final = ("processingTime", "once", "availableNow", "continuous")
-_NOT_REPLAYABLE: Final = ("TextSocket", "socket")
+_NOT_REPLAYABLE: Final = re.compile(r"TextSocket|(?i:format: socket\b)")
+"""Spark's socket source in a logical plan: by its class, or unresolved by its short
+name. Not any "socket" in the plan, which names columns and file paths too."""
 
 ResultListener = Callable[[SinkResult], None]
 
@@ -90,7 +95,9 @@ class SinkStreamingQuery:
         self._query: StreamingQuery | None = None
         self._error: BaseException | None = None
         self._ended = False
+        self._stopping = False  # set by stop(): a micro-batch it cuts short is no failure
         self._drain: Callable[[], int] | None = None
+        self._recovery = Recovery()
 
     # --- Spark's StreamingQuery -------------------------------------------------------------
 
@@ -179,7 +186,12 @@ class SinkStreamingQuery:
         return ended
 
     def stop(self, *, drain: bool = False) -> None:
-        """Stop the query; the micro-batch running now finishes (and commits) first.
+        """Stop the query; a micro-batch running now is cut short, not failed.
+
+        Spark cancels the Spark jobs of a micro-batch it stops, so that micro-batch
+        is not committed in Spark's checkpoint and the next run replays it (its
+        epoch is then skipped, recommitted or written, exactly once). Stopping is
+        not a failure of the query: `exception` stays ``None``.
 
         Writer states of the last checkpoint stay in the commit state store and are
         restored when the query is started again from its checkpoint location: an
@@ -188,23 +200,66 @@ class SinkStreamingQuery:
         (``flush(True)``), and the states left (requests that could not be sent)
         replace the recorded ones.
 
+        The drain waits for a micro-batch still running in its callback, as the end
+        of the job does. If it fails, the job ends as failed and the recorded states
+        stay for the next run.
+
         Raises:
-            SinkConfigurationError: ``drain`` on a sink with a committer.
+            SinkConfigurationError: ``drain`` on a sink with a committer, or after
+                `awaitTermination` finished the sink's job (its commit coordinator is
+                closed then): to drain a query that ends by itself (``availableNow``),
+                call `processAllAvailable` and then ``stop(drain=True)``.
         """
+        self._stopping = True
         self.query.stop()
-        if drain and self._drain is not None and self._error is None:
-            self._runner.wait()
-            drained = self._drain()
-            logger.info("sink %r: drained %d writer state(s) on stop", self._sink_id, drained)
+        if not drain or self._drain is None:
+            self._end(failed=self._error is not None)
+            return
+        with self._lock:
+            ended = self._ended
+        if ended:
+            raise SinkConfigurationError(
+                f"sink {self._sink_id!r}: stop(drain=True) after awaitTermination() finished "
+                "the sink's job cannot drain; the writer states stay recorded and the next run "
+                "of the query sends them. To drain a query that ends by itself, call "
+                "processAllAvailable() and then stop(drain=True)"
+            )
+        try:
+            with self._batch_lock:  # a micro-batch still running in a callback finishes first
+                if self._error is None:
+                    self._runner.wait()
+                    drained = self._drain()
+                    logger.info(
+                        "sink %r: drained %d writer state(s) on stop", self._sink_id, drained
+                    )
+        except BaseException:
+            self._end(failed=True)
+            raise
         self._end(failed=self._error is not None)
 
     def exception(self) -> BaseException | None:
-        """Why the query failed: the sinkv2 error if the sink failed, else Spark's; or ``None``."""
+        """Why the query failed: the sinkv2 error if the sink failed, else Spark's; or ``None``.
+
+        A decoupled commit that failed after the last micro-batch is the sink's
+        failure too (``awaitTermination`` raises it), though Spark saw no error.
+        """
         if self._error is not None:
             return self._error
+        try:
+            self._runner.raise_commit_failure()
+        except BaseException as error:  # noqa: BLE001  # reported, not raised
+            return error
         return self.query.exception()
 
     # --- sinkv2 -----------------------------------------------------------------------------
+
+    @property
+    def recovery(self) -> Recovery:
+        """What starting the query finished of earlier runs.
+
+        Pending checkpoints it committed, and dead jobs whose staging it removed.
+        """
+        return self._recovery
 
     @property
     def recent_results(self) -> list[SinkResult]:
@@ -258,11 +313,21 @@ class SinkStreamingQuery:
             self._finish(failed=failed)
 
     def _finish(self, *, failed: bool) -> None:
+        """Finish the job, or only close it if an epoch is left pending.
+
+        A micro-batch cut short by `stop` may have left its epoch pending (recorded,
+        not committed); its staged output must survive for the next run, which
+        commits it. So the job is finished (its staging removed) only when no
+        epoch is pending and nothing failed (checked again here: a micro-batch
+        may have failed while `_end` waited for it).
+        """
         self._runner.close()
         try:
             self._runner.raise_commit_failure()
-            if failed:
+            if failed or self._error is not None:
                 raise RuntimeError("the query failed")
+            if self._coordinator.lease.epochs(EpochStatus.PENDING):
+                raise RuntimeError("an epoch is pending")
             keep = self._runner.referenced_attempts()
         except BaseException:  # noqa: BLE001  # pending epochs: the next run finishes them
             self._coordinator.close()
@@ -319,7 +384,17 @@ class _MicroBatches:
 
             self._runner.run(write, batch_id + 1)
         except BaseException as error:
-            self._handle._failed(error)
+            if self._handle._stopping:
+                # Spark cancelled the micro-batch's jobs: not committed, replayed next run.
+                logger.info(
+                    "sink %r: micro-batch %d was cut short by stop() (%s); the next run of "
+                    "the query replays it",
+                    self._sink_id,
+                    batch_id,
+                    type(error).__name__,
+                )
+            else:
+                self._handle._failed(error)
             raise
 
 
@@ -365,7 +440,9 @@ def start_stream(
     origin = f"checkpoint {location}"
     if local is not None:
         _claim_location(local, sink_id)
-        origin = f"checkpoint {local} (query {_query_id(local)})"
+        # Spark's query id moves with the checkpoint directory and changes when it is
+        # reset (micro-batch ids start again at 0): the stream's identity.
+        origin = f"spark query {_query_id(local)}"
     _warn_if_not_replayable(df, sink_id, capabilities)
     coordinator = CommitCoordinator(
         sink,
@@ -377,9 +454,10 @@ def start_stream(
         capabilities=capabilities,
         input_schema=arrow_schema(df),
     )
-    coordinator.open(origin=origin, keep_restorable=True)
+    recovery = coordinator.open(origin=origin, keep_restorable=True)
     try:
         handle = SinkStreamingQuery(sink_id, coordinator)
+        handle._recovery = recovery
         runner = CheckpointRunner(coordinator, decoupled=decoupled_commit, on_result=handle._record)
         handle._runner = runner
         handle._drain = lambda: runner.drain(
@@ -502,7 +580,7 @@ def _warn_if_not_replayable(df: DataFrame, sink_id: str, capabilities: SinkCapab
         plan = str(df._jdf.queryExecution().logical().toString())
     except Exception:  # noqa: BLE001  # best effort: the warning is advice
         return
-    if any(name in plan for name in _NOT_REPLAYABLE):
+    if _NOT_REPLAYABLE.search(plan):
         logger.warning(
             "sink %r: the stream reads a source Spark cannot replay (a socket); after a "
             "failure the micro-batch that was being written is lost, so the sink's %s cannot "

@@ -284,8 +284,8 @@ class CommitCoordinator:
                 f"sink id {self.sink_id!r} belongs to another stream ({bound}), not to this "
                 f"one ({origin}); two streams numbering one sink id's checkpoints would "
                 "skip each other's data as already committed. Give this stream its own "
-                "sink_id (also when its checkpoint location was moved or reset: the old "
-                "checkpoint ids do not carry over)"
+                "sink_id (also when its checkpoint location was reset: the new stream's "
+                "checkpoint ids start again at 1)"
             )
         if bound is None:
             lease.bind_origin(origin)
