@@ -194,6 +194,8 @@ class SparkWriterStage:
     ) -> WriterStageOutput:
         describe_jobs(self._source.sparkSession, f"sinkv2 {self._sink_id}: writers")
         source, number_of_subtasks = _executed_once(self._source)
+        if checkpoint and number_of_subtasks == 0:
+            source, number_of_subtasks = _executed_once(_one_empty_partition(self._source))
         restored_states = None
         if restore is not None and self._capabilities.writer_state:
             states = restore.states
@@ -356,6 +358,20 @@ def _executed_once(df: DataFrame) -> tuple[DataFrame, int]:
     jvm_session = df.sparkSession._jsparkSession  # the classic session's JVM handle
     executed = jvm_session.internalCreateDataFrame(rows, jdf.schema(), False)
     return DataFrame(executed, df.sparkSession), int(rows.getNumPartitions())
+
+
+def _one_empty_partition(df: DataFrame) -> DataFrame:
+    """An empty DataFrame of ``df``'s schema in one partition.
+
+    A micro-batch can have no partitions at all (Spark's file source over an
+    empty file). Its checkpoint still needs a writer: only a writer restores the
+    previous checkpoint's states and snapshots them again (an async sink's
+    buffered requests), so without one they would be lost, or, restored onto no
+    subtask, fail every replay of the micro-batch. One writer over no rows keeps
+    them and may send what is due.
+    """
+    spark = df.sparkSession
+    return spark.createDataFrame(spark.sparkContext.parallelize([], 1), df.schema)
 
 
 def _writer_error(error: Exception) -> Exception:
