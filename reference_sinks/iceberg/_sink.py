@@ -134,6 +134,7 @@ class IcebergSink(
         )
         self.commit_attempts = _positive("commit_attempts", commit_attempts)
         self.snapshot_properties = dict(snapshot_properties or {})
+        self._committed_attempts: dict[str, set[str]] = {}  # see clean_up_attempts
         try:
             catalog.load_table(table)
         except NoSuchTableError as error:
@@ -336,6 +337,12 @@ class IcebergSink(
         _, filesystem, _, root = self._data_location()
         return filesystem, self._files_under(filesystem, root)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What is pickled: the configuration, without the driver's memo of committed attempts."""
+        state = dict(self.__dict__)
+        state["_committed_attempts"] = {}
+        return state
+
     def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
         """Delete data files staged by attempts of ``job_id`` other than the kept ones.
 
@@ -351,22 +358,38 @@ class IcebergSink(
         Cost: one listing of the data location; the table's manifests are read only
         when there is a candidate, and only until every candidate is found
         referenced (the newest snapshot's manifests first).
+
+        A stream calls this after every micro-batch with one job id, so each call
+        would find every file the job committed so far a candidate again, and read
+        every manifest of the job to clear them: a cost growing with the stream's
+        age. This instance therefore remembers, for the job it last cleaned up
+        after, the attempts whose files it found all referenced (committed: a
+        committed attempt never writes again) and skips them; the memo holds only
+        attempts whose files are still listed, and is not pickled. It only ever
+        spares files, so it cannot delete a referenced one.
         """
         kept = frozenset(kept_attempt_tokens)
+        committed = self._committed_attempts.get(job_id, set())
         table, filesystem, data_uri, root = self._data_location()
-        files = self._files_under(filesystem, root)
-        candidates = {
-            _location_key(_uri_of(info.path, root, data_uri)): info.path
-            for info in files
-            if (token := attempt_token_of(info.base_name)) is not None
-            and token.startswith(f"{job_id}-")
-            and token not in kept
-        }
-        if not candidates:
-            return
-        for path in _unreferenced(table, candidates):
+        candidates: dict[str, str] = {}
+        token_of: dict[str, str] = {}
+        listed: set[str] = set()
+        for info in self._files_under(filesystem, root):
+            token = attempt_token_of(info.base_name)
+            if token is None or not token.startswith(f"{job_id}-"):
+                continue
+            listed.add(token)
+            if token not in kept and token not in committed:
+                candidates[_location_key(_uri_of(info.path, root, data_uri))] = info.path
+                token_of[info.path] = token
+        unreferenced = _unreferenced(table, candidates) if candidates else []
+        for path in unreferenced:
             with contextlib.suppress(FileNotFoundError):
                 filesystem.delete_file(path)
+        committed = (committed & listed) | (
+            set(token_of.values()) - {token_of[path] for path in unreferenced}
+        )
+        self._committed_attempts = {job_id: committed}
 
     def abort(self, committables: Collection[IcebergCommittable]) -> None:
         """Delete the staged files of committables that will never be committed.
