@@ -74,7 +74,8 @@ def test_buffered_records_carry_over_in_key_order_despite_failures_and_restarts(
     for key, ids in got.items():  # a prefix of each key's records: in order, none twice
         assert ids == everything[key][: len(ids)], key
     assert sum(map(len, got.values())) < 30  # the last micro-batch left some in its state
-    assert all(len(got[k]) >= len(v) for k, v in ids_by_key(range(2)).items())
+    # (How much of the earlier micro-batches has arrived by now depends on the server's
+    # failures and the retries' backoff timing: only the end state below is exact.)
 
     write_json_file(source, 3, keyed_rows(3))
     query = start(translator, spark, sink, tmp_path, {"processingTime": "100 milliseconds"})
