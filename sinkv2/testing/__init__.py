@@ -11,11 +11,14 @@ Engine-free and usable without pytest::
         elements=st.fixed_dictionaries({"id": st.integers()}),
     )
 
-`SinkContractTests` gives the same checks as a pytest test class; the pytest plugin
-(registered as ``sinkv2``) adds ``--sinkv2-examples``. The Spark-level scenario
-runner is ``sinkv2_spark.testing.check_sink_on_spark``; it, and any engine's kit,
-compares what a destination shows with `Multiset` and honours the examples setting
-through `resolve_examples`.
+`check_sink` runs three stages: serializers, the lifecycle state machine, and
+`check_streaming` - streams of checkpoints through the real streaming runtime
+(`sinkv2.runtime.CheckpointRunner`), with restarts, rescales and crashes. Each is
+callable on its own. `SinkContractTests` gives the same checks as a pytest test
+class; the pytest plugin (registered as ``sinkv2``) adds ``--sinkv2-examples``. The
+Spark-level scenario runner is ``sinkv2_spark.testing.check_sink_on_spark``; it, and
+any engine's kit, compares what a destination shows with `Multiset` and honours the
+examples setting through `resolve_examples`.
 
 The kit crashes a job between the calls it makes into a sink, never inside one:
 mark the places inside your own multi-step calls (a commit that renames files one
@@ -36,7 +39,7 @@ from sinkv2._text import missing_extra
 
 if TYPE_CHECKING:
     from sinkv2.runtime.committables import LocalCommittableStream
-    from sinkv2.testing._check import check_sink
+    from sinkv2.testing._check import check_sink, check_streaming
     from sinkv2.testing._crash_points import crash_point
     from sinkv2.testing._multiset import Multiset
     from sinkv2.testing._settings import resolve_examples
@@ -49,6 +52,7 @@ __all__ = [
     "SinkContractTests",
     "SinkUnderTest",
     "check_sink",
+    "check_streaming",
     "crash_point",
     "resolve_examples",
 ]
@@ -59,6 +63,7 @@ _HOMES: Final = {
     "SinkContractTests": "sinkv2.testing._suite",
     "SinkUnderTest": "sinkv2.testing._sut",
     "check_sink": "sinkv2.testing._check",
+    "check_streaming": "sinkv2.testing._check",
     "crash_point": "sinkv2.testing._crash_points",
     "resolve_examples": "sinkv2.testing._settings",
 }

@@ -17,8 +17,10 @@ operators (and ``sinkv2_spark``'s translator) do, without any engine:
 - crashes at any step, and restore from the last completed checkpoint into fresh
   writers at any parallelism: the coordinator commits the pending checkpoints and
   cleans up after the dead job (``clean_up_attempts(dead job, ...)``), states are
-  redistributed round-robin, and the elements written after the checkpoint are
-  replayed;
+  redistributed by Flink's rule, as the Spark engine does (`sinkv2.runtime.redistribute`:
+  at the same parallelism each subtask gets its own states back, otherwise all states in
+  subtask order are cut into contiguous runs), and the elements written after the
+  checkpoint are replayed;
 - crashes inside the sink's own calls, at each `crash_point` it marks: the call does
   not finish, the job fails where it stands (`LocalRuntime.crashed`);
 - the sinkv2 extension hooks: ``clean_up_attempts(job_id, kept tokens)`` when a
@@ -58,6 +60,9 @@ from sinkv2.runtime import (
     CommitOutcome,
     CommitRetryPolicy,
     SqliteCommitStateStore,
+    SubtaskStates,
+    WriterStates,
+    state_name,
 )
 from sinkv2.testing._crash_points import CrashPoints, KitCrash
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
@@ -67,9 +72,17 @@ from sinkv2.testing._sut import SinkUnderTest
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Captured", "LocalRuntime", "Phase", "same"]
+__all__ = [
+    "ZERO_BACKOFF",
+    "Captured",
+    "LocalRuntime",
+    "LocalStreams",
+    "Phase",
+    "same",
+    "scratch_dir",
+]
 
-_ZERO_BACKOFF: Final = CommitRetryPolicy(
+ZERO_BACKOFF: Final = CommitRetryPolicy(
     max_retries=3, initial_backoff_s=0.0, max_backoff_s=0.0, jitter=0.0
 )
 _LOG_TAIL: Final = 40
@@ -92,7 +105,7 @@ def _caller(crash: KitCrash) -> str:
     return caller
 
 
-def _scratch_dir() -> str | None:
+def scratch_dir() -> str | None:
     """Memory-backed scratch space if there is some: the kit's store is thrown away."""
     shm = "/dev/shm"  # a private mkdtemp inside it, removed by close()
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
@@ -144,7 +157,7 @@ class _Writer:
     since_checkpoint: list[object] = attrs.field(factory=list)
 
 
-class _LocalStreams:
+class LocalStreams:
     """The kit's committable streams: `LocalCommittableStream`s, for the coordinator."""
 
     def to_stream(self, table: pa.Table) -> Any:
@@ -174,7 +187,7 @@ class _Checkpoint:
     epoch: int
     checkpoint_id: int
     committables: list[Any]
-    states: list[bytes]
+    states: WriterStates
     covered: list[object]
     job_id: str
     tokens: frozenset[str]
@@ -226,7 +239,7 @@ class LocalRuntime:
         self._to_abort: list[Any] = []
         self._replay: list[object] = []
         self._rng = random.Random(0)
-        self._state_dir = Path(tempfile.mkdtemp(prefix="sinkv2-kit-", dir=_scratch_dir()))
+        self._state_dir = Path(tempfile.mkdtemp(prefix="sinkv2-kit-", dir=scratch_dir()))
         self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
         self._coordinator: CommitCoordinator | None = None
         self.abandoned: list[Any] = []
@@ -315,9 +328,9 @@ class LocalRuntime:
             self.sink,
             sink_id="kit",
             store=self._store,
-            streams=_LocalStreams(),
+            streams=LocalStreams(),
             job_id=self._job_id,
-            retry_policy=_ZERO_BACKOFF,
+            retry_policy=ZERO_BACKOFF,
             capabilities=self.capabilities,
             sleep=lambda seconds: None,
             rng=self._rng,
@@ -431,16 +444,25 @@ class LocalRuntime:
 
     def _run_checkpoint(
         self, checkpoint_id: int, writers: Sequence[_Writer], *, end_of_input: bool
-    ) -> tuple[list[tuple[int, int, bytes]], list[bytes]]:
+    ) -> tuple[list[tuple[int, int, bytes]], WriterStates]:
         """Every writer's checkpoint sequence; (subtask, index, framed) outputs, states."""
         outputs: list[tuple[int, int, bytes]] = []
-        states: list[bytes] = []
+        subtasks: list[SubtaskStates] = []
         for writer in writers:
             produced, snapshot = self._finish_writer(
                 writer, checkpoint_id, end_of_input=end_of_input
             )
             outputs.extend((writer.subtask, i, framed) for i, framed in enumerate(produced))
-            states.extend(snapshot)
+            subtasks.append(
+                SubtaskStates(
+                    subtask_id=writer.subtask, attempt_token=writer.token, states=tuple(snapshot)
+                )
+            )
+        states = WriterStates(
+            state_name=state_name(self.sink),
+            number_of_subtasks=len(writers),
+            subtasks=tuple(subtasks),
+        )
         return outputs, states
 
     def _pre_commit(
@@ -483,7 +505,7 @@ class LocalRuntime:
         return committables
 
     def _complete(
-        self, checkpoint_id: int, outputs: list[tuple[int, int, bytes]], states: list[bytes]
+        self, checkpoint_id: int, outputs: list[tuple[int, int, bytes]], states: WriterStates
     ) -> _Checkpoint:
         """The checkpoint is complete: pre-commit it and record it Pending in the store."""
         covered = [e for w in self.writers for e in w.since_checkpoint]
@@ -504,7 +526,7 @@ class LocalRuntime:
             self.committed.add(covered)
         self.note(
             f"{checkpoint.label} completed: covers {len(covered)} element(s), "
-            f"{len(committables)} committable(s), {len(states)} writer state(s), "
+            f"{len(committables)} committable(s), {states.count} writer state(s), "
             "recorded pending"
         )
         return checkpoint
@@ -755,16 +777,20 @@ class LocalRuntime:
             self.coordinator.finish()
             self.phase = Phase.FINISHED
             return
-        states: list[Any] = []
+        runs: list[list[Any]] = [[] for _ in range(parallelism)]
         if restored is not None and self._state_serializer is not None:
-            states = [self._unship(self._state_serializer, framed) for framed in restored.states]
+            serializer = self._state_serializer
+            runs = [  # as the Spark engine hands them out (see the module doc)
+                [self._unship(serializer, framed) for framed in run]
+                for run in restored.states.redistribute(parallelism)
+            ]
         self.writers = []
         for i in range(parallelism):  # one by one: a crash in a factory drops those made
             self.writers.append(
                 self._create_writer(
                     i,
                     parallelism,
-                    states=states[i::parallelism],
+                    states=runs[i],
                     restored=restored.checkpoint_id if restored else None,
                 )
             )

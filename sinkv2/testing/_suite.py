@@ -8,7 +8,7 @@ from typing import ClassVar
 from hypothesis import strategies as st
 
 from sinkv2._delivery import DeliveryGuarantee
-from sinkv2.testing._check import check_lifecycle, check_serializer_properties
+from sinkv2.testing._check import check_lifecycle, check_serializer_properties, check_streaming
 from sinkv2.testing._sut import SinkUnderTest
 
 __all__ = ["SinkContractTests"]
@@ -80,6 +80,16 @@ class SinkContractTests:
     def test_lifecycle_keeps_the_delivery_guarantee(self) -> None:
         """Stage 2: the lifecycle state machine with crashes, restores and rescales."""
         check_lifecycle(
+            self.make_sink,
+            guarantee=self._guarantee(),
+            elements=self.elements(),
+            max_examples=self.max_examples,
+            max_parallelism=self.max_parallelism,
+        )
+
+    def test_streaming_checkpoints_keep_the_delivery_guarantee(self) -> None:
+        """Stage 3: streams of checkpoints through the real runtime, with restarts."""
+        check_streaming(
             self.make_sink,
             guarantee=self._guarantee(),
             elements=self.elements(),

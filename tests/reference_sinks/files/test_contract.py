@@ -6,6 +6,10 @@ scale-down lost one of two in-progress files of a partition; batches with the sa
 columns in another order failed to share a Parquet file; and it showed that resuming
 in-progress JSON-lines files across checkpoints cannot survive ``clean_up_attempts``
 of a crashed job, which is why FileSink now always rolls on checkpoint.
+
+`check_sink` includes the streaming stage (`check_streaming`, 20 streams at 200
+examples): micro-batches through the real `CheckpointRunner`, with restarts,
+rescales, replays and drivers dying at each coordinator step.
 """
 
 import json

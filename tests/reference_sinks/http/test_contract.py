@@ -3,7 +3,9 @@
 Each example resets the real local server (one process for the session), which
 sends about one record in ten back for retry, and reads back what it stored.
 Crashes drop writers with or without ``close()``; restores replay from the last
-checkpoint, so duplicates are expected and allowed.
+checkpoint, so duplicates are expected and allowed. `check_sink`'s streaming stage
+(`check_streaming`) carries the buffered requests in writer state from micro-batch to
+micro-batch, across restarts and rescales, and ends each stream with a draining stop.
 """
 
 from hypothesis import strategies as st

@@ -3,7 +3,9 @@
 Examples: 200 (``$SINKV2_KIT_EXAMPLES`` or ``--sinkv2-examples`` override it). The kit
 found two real bugs here: a batch whose column was null in every row had no type
 for pyiceberg, and batches mixing ``string`` and ``large_string`` could not share a
-Parquet file.
+Parquet file. `check_sink`'s streaming stage (`check_streaming`, 20 streams) commits
+micro-batches through the real `CheckpointRunner`, with restarts that replay the
+interrupted micro-batch and drivers dying at each coordinator step.
 """
 
 import os

@@ -7,6 +7,9 @@ re-delivered element overwrites its own key and shows up once, which is exactly
 what idempotent writes promise. ``XADD`` with ids from Redis appends every
 delivery; the kit sees the duplicates and accepts them.
 
+`check_sink`'s streaming stage (`check_streaming`) carries the buffered entries in
+writer state from micro-batch to micro-batch, across restarts and rescales, and
+ends each stream with a draining stop.
 """
 
 import itertools

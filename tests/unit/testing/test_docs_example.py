@@ -47,7 +47,7 @@ def test_the_example_passes_as_pytest_tests(tmp_path: Path) -> None:
         "--sinkv2-examples", "10", cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 passed" in result.stdout
+    assert "3 passed" in result.stdout  # one test per stage
 
 
 @pytest.fixture

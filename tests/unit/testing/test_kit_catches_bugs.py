@@ -219,7 +219,9 @@ class SharedStagingSink(JsonLinesSink):
 
 
 def test_staging_named_without_the_attempt_token_is_caught() -> None:
-    with pytest.raises(AssertionError, match="violated"):
+    # Attempts overwrite each other's staged file: seen as loss, duplicates, or a commit
+    # repeated that changes what is visible - whichever example hypothesis finds first.
+    with pytest.raises(AssertionError, match=r"violated|removed visible elements"):
         check(SharedStagingSink)
 
 

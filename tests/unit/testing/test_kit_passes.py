@@ -95,6 +95,7 @@ def test_public_surface() -> None:
         "SinkContractTests",
         "SinkUnderTest",
         "check_sink",
+        "check_streaming",
         "crash_point",
         "resolve_examples",
     }
