@@ -54,3 +54,44 @@ def translator(state_store):
         state_store=state_store,
         retry_policy=CommitRetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0),
     )
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server per test run (started only when a test asks for it)."""
+    from tests.servers.postgres_server import LocalPostgresServer
+
+    try:
+        server = LocalPostgresServer.start()
+    except RuntimeError as error:
+        pytest.fail(f"these tests need a PostgreSQL server: {error}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The URL of a fresh, empty database; dropped after the test.
+
+    A test that leaves a prepared transaction behind fails here: prepared transactions
+    hold locks and block vacuum, and no sink may leave one once its run is over.
+    """
+    import uuid
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with postgres_server.connect() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = postgres_server.url.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    with postgres_server.connect() as admin:
+        left = admin.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = %s ORDER BY gid", (name,)
+        ).fetchall()
+        if left:
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as connection:
+                for (gid,) in left:
+                    connection.execute("ROLLBACK PREPARED %s", (gid,))
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    assert not left, f"prepared transactions left behind: {[gid for (gid,) in left]}"

@@ -1,0 +1,204 @@
+"""A throwaway local PostgreSQL server for tests and benchmarks of PostgreSQL sinks.
+
+It lives in the repository's tests, not in the wheel: copy it to test your own sink.
+
+::
+
+    with LocalPostgresServer.start() as server:
+        sink = PostgresSink(server.url, table="events")
+        ...
+
+``initdb`` makes a fresh cluster in a temporary directory, ``pg_ctl`` starts it on a
+free port of 127.0.0.1 with ``max_prepared_transactions`` set (two-phase commit needs
+it), and `stop` ends it by the PID in ``postmaster.pid`` and deletes the directory.
+PostgreSQL refuses to run as root: as root, the cluster belongs to the ``postgres``
+user and every server command runs as that user (``runuser``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, final
+
+__all__ = ["INSTALL", "LocalPostgresServer", "find_server_binary"]
+
+INSTALL: Final = "apt-get install postgresql (Debian/Ubuntu) or brew install postgresql (macOS)"
+_USER: Final = "postgres"
+
+
+def find_server_binary(name: str) -> str:
+    """The path of a PostgreSQL server program (``initdb``, ``pg_ctl``, ``postgres``).
+
+    Debian keeps them off PATH, under ``/usr/lib/postgresql/<major>/bin``; the newest
+    major version installed wins.
+
+    Raises:
+        RuntimeError: no PostgreSQL server is installed (the message says how to).
+    """
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    candidates = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
+        key=lambda path: int(Path(path).parts[-3]) if Path(path).parts[-3].isdigit() else 0,
+    )
+    if not candidates:
+        raise RuntimeError(f"PostgreSQL's {name} was not found: {INSTALL}")
+    return candidates[-1]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _as_server_user(command: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return command
+    return ["runuser", "-u", _USER, "--", *command]
+
+
+@final
+class LocalPostgresServer:
+    """A PostgreSQL cluster in a temporary directory; `url` points at database ``postgres``."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root = root
+        self.data_dir = root / "data"
+        self.port = port
+        self.user = _USER if os.geteuid() == 0 else os.environ.get("USER", _USER)
+        self.url = f"postgresql://{self.user}@127.0.0.1:{port}/postgres"
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        max_prepared_transactions: int = 64,
+        max_connections: int = 100,
+        timeout_s: float = 60.0,
+    ) -> LocalPostgresServer:
+        """Create a cluster and start it; return once it accepts connections.
+
+        Raises:
+            RuntimeError: PostgreSQL is not installed, or it did not start in time (the
+                message carries the server's log).
+        """
+        initdb = find_server_binary("initdb")
+        root = Path(tempfile.mkdtemp(prefix="sinkv2-pg-"))
+        server = cls(root, _free_port())
+        if os.geteuid() == 0:
+            shutil.chown(root, _USER, _USER)
+        command = [initdb, "-D", str(server.data_dir), "-U", server.user]
+        command += ["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"]
+        result = subprocess.run(_as_server_user(command), capture_output=True, text=True)
+        if result.returncode != 0:
+            shutil.rmtree(root, ignore_errors=True)
+            raise RuntimeError(f"initdb failed: {result.stderr.strip()}")
+        settings = {
+            "listen_addresses": "'127.0.0.1'",
+            "port": str(server.port),
+            "unix_socket_directories": f"'{root}'",
+            "max_prepared_transactions": str(max_prepared_transactions),
+            "max_connections": str(max_connections),
+            "fsync": "off",
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "shared_buffers": "128MB",
+            "logging_collector": "off",
+        }
+        with (server.data_dir / "postgresql.conf").open("a") as conf:
+            conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
+        server._pg_ctl("start", "-w", "-t", str(int(timeout_s)), "-l", str(server.log_path))
+        return server
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file."""
+        return self.root / "server.log"
+
+    def pid(self) -> int | None:
+        """The postmaster's PID, or None when the server is not running."""
+        try:
+            first = (self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0]
+        except FileNotFoundError:
+            return None
+        return int(first) if first.strip().isdigit() else None
+
+    def restart(self, *, mode: str = "fast") -> None:
+        """``pg_ctl restart -m <mode>``: prepared transactions survive it."""
+        self._pg_ctl("restart", "-m", mode, "-w", "-l", str(self.log_path))
+
+    def connect(self, **options: Any) -> Any:
+        """A psycopg connection to database ``postgres`` (autocommit unless told otherwise)."""
+        import psycopg
+
+        options.setdefault("autocommit", True)
+        return psycopg.connect(self.url, **options)
+
+    def prepared_transactions(self) -> list[str]:
+        """The gids in ``pg_prepared_xacts``, sorted."""
+        with self.connect() as connection:
+            rows = connection.execute("SELECT gid FROM pg_prepared_xacts ORDER BY gid").fetchall()
+        return [row[0] for row in rows]
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown, by the PID in ``postmaster.pid``); delete its files."""
+        pid = self.pid()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + 30
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _pg_ctl(self, *arguments: str) -> None:
+        command = [find_server_binary("pg_ctl"), "-D", str(self.data_dir), *arguments]
+        result = subprocess.run(
+            _as_server_user(command),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        if result.returncode != 0:
+            log = self.log_path.read_text() if self.log_path.exists() else ""
+            raise RuntimeError(
+                f"pg_ctl {arguments[0]} failed: {result.stderr.strip()}\nserver log:\n{log[-4000:]}"
+            )
+
+    def __enter__(self) -> LocalPostgresServer:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers signal 0; postgres is pg_ctl's child, not ours.
+    return True
