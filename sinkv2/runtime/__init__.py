@@ -10,13 +10,14 @@ machinery out of ``connector.sink2``:
   restored and redistributed, recorded with the committables, commits in order
   (optionally on a commit thread while the next checkpoint writes);
 - the commit state store contract (`CommitStateStore`, `SinkLease`, `EpochRecord`,
-  `EpochStatus`) and `SqliteCommitStateStore`;
+  `EpochStatus`), `SqliteCommitStateStore` (one host) and `PostgresCommitStateStore`
+  (drivers on several hosts; needs psycopg, imported when a store is made);
 - `commit_with_retries`: Flink's commit semantics, with `CommitRetryPolicy`;
 - `SinkResult`: what an epoch did;
 - ``sinkv2.runtime.committables``: the committable table codec (needs pyarrow,
   imported only from there).
 
-``import sinkv2.runtime`` loads neither pyspark nor pyarrow.
+``import sinkv2.runtime`` loads neither pyspark, pyarrow nor psycopg.
 """
 
 from sinkv2.runtime._checkpoints import DEFAULT_RETAIN, CheckpointRunner, state_name
@@ -28,6 +29,7 @@ from sinkv2.runtime._commit import (
     commit_with_retries,
 )
 from sinkv2.runtime._coordinator import CommitCoordinator, CoordinatorState
+from sinkv2.runtime._postgres_store import PostgresCommitStateStore, SinkHolder
 from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._seam import (
     STAGE_EVENTS,
@@ -69,8 +71,10 @@ __all__ = [
     "EpochCommit",
     "EpochRecord",
     "EpochStatus",
+    "PostgresCommitStateStore",
     "Recovery",
     "Restore",
+    "SinkHolder",
     "SinkLease",
     "SinkResult",
     "SqliteCommitStateStore",

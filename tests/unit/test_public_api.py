@@ -105,8 +105,10 @@ RUNTIME = {
     "EpochCommit",
     "EpochRecord",
     "EpochStatus",
+    "PostgresCommitStateStore",
     "Recovery",
     "Restore",
+    "SinkHolder",
     "SinkLease",
     "SinkResult",
     "SqliteCommitStateStore",
@@ -217,10 +219,10 @@ def test_a_name_that_moved_to_the_runtime_says_where_it_went():
         sinkv2.Nope  # noqa: B018  # the attribute access is the test
 
 
-def test_importing_the_runtime_loads_neither_pyspark_nor_pyarrow():
+def test_importing_the_runtime_loads_neither_pyspark_nor_pyarrow_nor_psycopg():
     code = (
-        "import sys, sinkv2.runtime; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow')))"
+        "import sys, sinkv2.runtime; print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('pyspark', 'pyarrow', 'psycopg', 'psycopg_binary')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

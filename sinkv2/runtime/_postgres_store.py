@@ -1,0 +1,550 @@
+"""`PostgresCommitStateStore`: the commit state store in a PostgreSQL schema.
+
+The contract is `sinkv2.runtime.CommitStateStore` (see ``_store``); the tables are
+the SQLite store's layout 3 (see ``_postgres_schema``). Two mechanisms keep two
+drivers from both proceeding on one sink id, wherever they run:
+
+- a session-level advisory lock on `PostgresCommitStateStore.lock_key` of the
+  sink id, taken without waiting by `PostgresCommitStateStore.acquire` and held by
+  the lease's connection: a driver that dies, or loses its connection, lets go;
+- a fencing token per sink id in ``sink_fence``, incremented by every acquire and
+  checked by every write in its own transaction.
+
+Besides the contract, the store answers an operator's questions without acquiring
+anything: which sink ids it knows (`PostgresCommitStateStore.sink_ids`), their
+epochs, jobs and origin, who holds a sink id now (`PostgresCommitStateStore.holder`),
+and it can end a holder's connection (`PostgresCommitStateStore.terminate_holder`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+
+from sinkv2._text import describe
+from sinkv2.errors import CommitStateError, ConcurrentCommitError, SinkConfigurationError
+from sinkv2.runtime._postgres_lease import PostgresSinkLease, record_from_row
+from sinkv2.runtime._postgres_schema import (
+    COLUMNS,
+    CONNECT_DEFAULTS,
+    Connection,
+    ensure_layout,
+    import_psycopg,
+    lock_ids,
+    read_layout,
+    sink_lock_key,
+)
+from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease, check_name
+
+__all__ = ["DEFAULT_SCHEMA", "PostgresCommitStateStore", "SinkHolder"]
+
+DEFAULT_SCHEMA: Final = "sinkv2"
+"""The PostgreSQL schema `PostgresCommitStateStore` keeps its tables in by default."""
+
+_MAX_IDENTIFIER_BYTES: Final = 63
+_HIDDEN: Final = ("password", "passfile", "sslpassword", "sslkey")
+_TERMINATE_WAIT_MS: Final = 5000
+_PRIVILEGES: Final = (
+    "nothing was written. If a privilege is missing, the role needs CREATE on the "
+    "database (or CREATE and USAGE on the schema, if an administrator made it) and access "
+    "to the store's tables"
+)
+_SIGNAL_PRIVILEGES: Final = (
+    "nothing was changed. Terminating another role's backend needs the same role, "
+    "membership in pg_signal_backend, or a superuser"
+)
+
+
+@final
+@attrs.frozen
+class SinkHolder:
+    """Who holds a sink id of a `PostgresCommitStateStore` right now.
+
+    Attributes:
+        sink_id: The sink id.
+        backend_pid: The PostgreSQL backend process whose session holds the sink id's
+            advisory lock (``pg_locks.pid``); what `PostgresCommitStateStore.terminate_holder`
+            ends, and what ``SELECT pg_terminate_backend(backend_pid)`` would end.
+        job_id: The job of the lease, as recorded when it acquired the sink id;
+            ``None`` if the record does not describe this backend (a driver that
+            took the lock an instant ago and has not recorded itself yet).
+        pid: The driver's process id on its host; ``None`` as for ``job_id``.
+        host: The driver's host name; ``None`` as for ``job_id``.
+        since: When the driver acquired the sink id, in unix seconds; ``None`` as for
+            ``job_id``.
+        fencing_token: The lease's fencing token; ``None`` as for ``job_id``.
+    """
+
+    sink_id: str
+    backend_pid: int
+    job_id: str | None
+    pid: int | None
+    host: str | None
+    since: float | None
+    fencing_token: int | None
+
+    @property
+    def is_this_process(self) -> bool:
+        """Whether the holder is the calling process (a lease not released yet)."""
+        return self.pid == os.getpid() and self.host == socket.gethostname()
+
+    def __str__(self) -> str:
+        backend = f"PostgreSQL backend pid {self.backend_pid}"
+        if self.job_id is None or self.pid is None or self.host is None or self.since is None:
+            return f"a driver whose details are not recorded yet ({backend})"
+        from sinkv2.runtime._sink_lock import Holder  # noqa: PLC0415  # its wording, once
+
+        recorded = Holder(job_id=self.job_id, pid=self.pid, host=self.host, since=self.since)
+        return f"{recorded} through {backend}"
+
+
+@final
+class PostgresCommitStateStore:
+    """A `CommitStateStore` in a PostgreSQL schema, for drivers on any number of hosts.
+
+    The store is only settings: it pickles, connects on `acquire` (one connection
+    per lease, held until the lease is released) and for each operator query.
+    psycopg is imported when the store is made, not by ``import sinkv2``.
+
+    On first acquire the store creates its schema (if it does not exist) and its
+    tables, under a transaction-level advisory lock so that concurrent first
+    acquires from several hosts do not race. The role needs CREATE on the
+    database when the schema does not exist yet, or CREATE and USAGE on a schema
+    an administrator made; afterwards, read and write access to the tables it
+    created. `terminate_holder` needs the right to signal the holder's backend
+    (the same role, a member of ``pg_signal_backend``, or a superuser).
+
+    A sink id is held through a session-level advisory lock (``pg_try_advisory_lock``)
+    on `lock_key`, a 64-bit key derived from the schema and the sink id: it lives as
+    long as the lease's connection. The keys are SHA-256 based; another application
+    using bigint advisory locks in the same database would collide with one only by
+    a 2**-64 chance, and a collision only makes an acquire wait for the other lock.
+
+    A lease never reconnects: a lease whose connection is lost (server restart,
+    terminated backend, network failure) raises `CommitStateError` from then on,
+    and its driver must stop and be re-run.
+
+    Args:
+        conninfo: A ``postgresql://`` URL or a libpq ``key=value`` connection
+            string. libpq's ``connect_timeout`` and TCP keepalives get defaults
+            (10 s; about a minute to notice a dead peer) unless it sets them;
+            environment variables (``PGPASSWORD``, ``PGHOST``...) apply as in libpq.
+        schema: The PostgreSQL schema of the tables; ``sinkv2`` by default. Several
+            stores (e.g. test and production) can share a database in different
+            schemas; their sink ids and locks are independent.
+
+    Raises:
+        SinkConfigurationError: ``conninfo`` is not a non-empty str libpq can parse,
+            or ``schema`` not a non-empty identifier of at most 63 bytes.
+        ImportError: psycopg is not installed (``pip install 'sinkv2[postgres]'``).
+    """
+
+    def __init__(self, conninfo: str, *, schema: str = DEFAULT_SCHEMA) -> None:
+        psycopg = import_psycopg()
+        if not isinstance(conninfo, str) or not conninfo.strip():
+            raise SinkConfigurationError(
+                f"'conninfo' must be a non-empty str (got {describe(conninfo)}); pass a "
+                "PostgreSQL URL such as 'postgresql://user@db-host:5432/app', or a libpq "
+                "string such as 'host=db-host dbname=app user=sinkv2'"
+            )
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.ProgrammingError as error:
+            raise SinkConfigurationError(
+                f"'conninfo' is not a connection string libpq can parse: {error}; pass a "
+                "PostgreSQL URL such as 'postgresql://user@db-host:5432/app', or a libpq "
+                "string such as 'host=db-host dbname=app user=sinkv2'"
+            ) from None
+        check_name("schema", schema, f"name a PostgreSQL schema; the default is {DEFAULT_SCHEMA!r}")
+        if len(schema.encode("utf-8")) > _MAX_IDENTIFIER_BYTES or "\0" in schema:
+            raise SinkConfigurationError(
+                f"'schema' must name a PostgreSQL schema, at most {_MAX_IDENTIFIER_BYTES} bytes "
+                f"long and without NUL (got {describe(schema)}); the default is "
+                f"{DEFAULT_SCHEMA!r}"
+            )
+        self._conninfo = conninfo
+        self._schema = schema
+        self._params: dict[str, Any] = {k: v for k, v in params.items() if v is not None}
+
+    @property
+    def conninfo(self) -> str:
+        """The connection string as given (it may hold a password; do not log it)."""
+        return self._conninfo
+
+    @property
+    def schema(self) -> str:
+        """The PostgreSQL schema of the tables."""
+        return self._schema
+
+    @property
+    def target(self) -> str:
+        """Where the store is, for messages: host, port, database, user, schema; no password."""
+        keys = ("host", "hostaddr", "port", "dbname", "user")
+        parts = " ".join(f"{k}={self._params[k]}" for k in keys if self._params.get(k))
+        return (
+            f"PostgreSQL commit state store ({parts or 'libpq defaults'}, schema {self._schema!r})"
+        )
+
+    def lock_key(self, sink_id: str) -> int:
+        """The bigint advisory lock key a lease on ``sink_id`` holds, a signed int64.
+
+        The first 8 bytes, read as a big-endian signed integer, of the SHA-256 of
+        ``"sinkv2 sink"``, the schema and the sink id, UTF-8, joined by NUL bytes.
+        ``pg_locks`` shows the lock with ``locktype = 'advisory'``, ``classid`` its
+        high and ``objid`` its low 32 bits, and ``objsubid = 1``.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        return sink_lock_key(self._schema, sink_id)
+
+    def acquire(self, sink_id: str, *, job_id: str) -> SinkLease:
+        """Take the sink id for this driver, without waiting.
+
+        Connects, creates the tables if they are missing, takes the sink id's
+        advisory lock with ``pg_try_advisory_lock``, then, in one statement,
+        increments its fencing token and records this driver as the holder
+        (job id, pid, host, time and backend pid).
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` or ``job_id`` is not a non-empty str.
+            ConcurrentCommitError: Another live session holds the sink id: another
+                driver, or this process through a lease not released yet. The message
+                names the holder and its backend pid.
+            CommitStateError: The server cannot be reached or refused a statement
+                (e.g. no CREATE privilege), or the schema holds another layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id, the same in every run")
+        check_name("job_id", job_id, "pass this run's id, e.g. the Spark application id")
+        psycopg = import_psycopg()
+        connection = self._connect(f"sinkv2 {job_id}", f"take sink {sink_id!r}")
+        try:
+            with self._errors(f"take sink {sink_id!r}"):
+                ensure_layout(connection, self._schema, self.target)
+                row = connection.execute(
+                    "SELECT pg_try_advisory_lock(%s)", (self.lock_key(sink_id),)
+                ).fetchone()
+                if row is None or row[0] is not True:
+                    holder = self._holder(connection, sink_id)
+                    raise ConcurrentCommitError(self._concurrent_message(sink_id, holder))
+                token_row = connection.execute(
+                    psycopg.sql.SQL(
+                        "INSERT INTO {}.sink_fence (sink_id, fencing_token, holder_job_id, "
+                        "holder_pid, holder_host, holder_since, holder_backend_pid) "
+                        "VALUES (%s, 1, %s, %s, %s, %s, pg_backend_pid()) "
+                        "ON CONFLICT (sink_id) DO UPDATE SET "
+                        "fencing_token = sink_fence.fencing_token + 1, "
+                        "holder_job_id = excluded.holder_job_id, "
+                        "holder_pid = excluded.holder_pid, holder_host = excluded.holder_host, "
+                        "holder_since = excluded.holder_since, "
+                        "holder_backend_pid = excluded.holder_backend_pid "
+                        "RETURNING fencing_token"
+                    ).format(psycopg.sql.Identifier(self._schema)),
+                    (sink_id, job_id, os.getpid(), socket.gethostname(), time.time()),
+                ).fetchone()
+                assert token_row is not None  # RETURNING always returns the row
+            return PostgresSinkLease(
+                where=self.target,
+                schema=self._schema,
+                sink_id=sink_id,
+                job_id=job_id,
+                fencing_token=int(token_row[0]),
+                connection=connection,
+            )
+        except BaseException:
+            connection.close()  # ends the session: the advisory lock, if taken, goes with it
+            raise
+
+    # -- what an operator needs, without a lease -----------------------------------
+
+    def sink_ids(self) -> list[str]:
+        """Every sink id the store has a record of (acquired, epochs, jobs or origin), sorted.
+
+        Read-only; takes no lock, so it works while drivers hold sink ids. An empty
+        list if the store's tables do not exist yet (they are not created).
+
+        Raises:
+            CommitStateError: The server cannot be reached, or the schema holds
+                another layout.
+        """
+        with self._reading("list sink ids") as (connection, sql):
+            if connection is None:
+                return []
+            rows = connection.execute(
+                sql.SQL(
+                    "SELECT sink_id FROM {s}.sink_fence UNION SELECT sink_id FROM "
+                    "{s}.pending_sink_state UNION SELECT sink_id FROM {s}.sink_job UNION "
+                    "SELECT sink_id FROM {s}.sink_origin ORDER BY 1"
+                ).format(s=sql.Identifier(self._schema))
+            ).fetchall()
+        return [str(sink_id) for (sink_id,) in rows]
+
+    def epochs(self, sink_id: str, *statuses: EpochStatus) -> list[EpochRecord]:
+        """The records of ``sink_id`` with one of ``statuses`` (all if none), by epoch.
+
+        What `SinkLease.epochs` returns, read without acquiring the sink id: a
+        snapshot that a driver holding it may change at any moment.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str, or a status
+                is not an `EpochStatus`.
+            CommitStateError: The server cannot be reached, or the schema holds
+                another layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        for status in statuses:
+            if not isinstance(status, EpochStatus):
+                raise SinkConfigurationError(
+                    f"epochs() takes EpochStatus members (got {describe(status)}); pass e.g. "
+                    "EpochStatus.PENDING"
+                )
+        wanted = [s.value for s in statuses or tuple(EpochStatus)]
+        with self._reading(f"list the epochs of sink {sink_id!r}") as (connection, sql):
+            if connection is None:
+                return []
+            rows = connection.execute(
+                sql.SQL(
+                    "SELECT {} FROM {}.pending_sink_state WHERE sink_id = %s "
+                    "AND status = ANY(%s) ORDER BY epoch"
+                ).format(sql.SQL(COLUMNS), sql.Identifier(self._schema)),
+                (sink_id, wanted),
+            ).fetchall()
+        return [record_from_row(row, self.target) for row in rows]
+
+    def jobs(self, sink_id: str) -> list[str]:
+        """Every job recorded for ``sink_id`` and not finished, oldest first.
+
+        Unlike `SinkLease.unfinished_jobs`, the holder's own running job is included.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+            CommitStateError: The server cannot be reached, or the schema holds
+                another layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        with self._reading(f"list the jobs of sink {sink_id!r}") as (connection, sql):
+            if connection is None:
+                return []
+            rows = connection.execute(
+                sql.SQL(
+                    "SELECT job_id FROM {}.sink_job WHERE sink_id = %s ORDER BY started_at, job_id"
+                ).format(sql.Identifier(self._schema)),
+                (sink_id,),
+            ).fetchall()
+        return [str(job_id) for (job_id,) in rows]
+
+    def origin(self, sink_id: str) -> str | None:
+        """The stream ``sink_id`` is bound to (`SinkLease.bind_origin`), or ``None``.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+            CommitStateError: The server cannot be reached, or the schema holds
+                another layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        with self._reading(f"read the origin of sink {sink_id!r}") as (connection, sql):
+            if connection is None:
+                return None
+            row = connection.execute(
+                sql.SQL("SELECT origin FROM {}.sink_origin WHERE sink_id = %s").format(
+                    sql.Identifier(self._schema)
+                ),
+                (sink_id,),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def holder(self, sink_id: str) -> SinkHolder | None:
+        """Who holds ``sink_id`` now, or ``None`` if no session holds its lock.
+
+        Looks the sink id's advisory lock up in ``pg_locks`` (readable by every
+        role) and the holder's details up in ``sink_fence``. A holder whose ``host``
+        is this host and whose ``pid`` is not running any more died while its
+        connection stayed open (rare: its kernel closes the socket when it dies; a
+        host that vanished from the network keeps it until TCP keepalives end it);
+        `terminate_holder` ends such a connection.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+            CommitStateError: The server cannot be reached, or the schema holds
+                another layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        with self._reading(f"find the holder of sink {sink_id!r}") as (connection, _):
+            if connection is None:
+                return None
+            return self._holder(connection, sink_id)
+
+    def terminate_holder(
+        self, sink_id: str, *, backend_pid: int | None = None
+    ) -> SinkHolder | None:
+        """End the session holding ``sink_id``, so that a re-run can acquire it.
+
+        Runs ``pg_terminate_backend`` on the holder's backend and waits (up to 5 s)
+        for it to exit; its advisory lock is gone when this returns. Only for a
+        holder whose driver is dead (see `holder`): terminating a live driver's
+        connection fails its next write with `CommitStateError`, and anything it
+        did not record stays uncommitted until a re-run recovers it - nothing is
+        committed twice, but the job fails.
+
+        Args:
+            sink_id: The sink id to free.
+            backend_pid: If given, terminate only if this backend (as `holder`
+                showed it) still holds the sink id, so that a driver that
+                acquired it since is left alone.
+
+        Returns:
+            The holder that was terminated, or ``None`` if no session held the
+            sink id (or ``backend_pid`` no longer did).
+
+        Raises:
+            SinkConfigurationError: An argument has the wrong type.
+            CommitStateError: The role may not signal that backend, the backend
+                did not exit within 5 s, or the server cannot be reached.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        if backend_pid is not None and (
+            not isinstance(backend_pid, int) or isinstance(backend_pid, bool) or backend_pid <= 0
+        ):
+            raise SinkConfigurationError(
+                f"'backend_pid' must be a positive int or None (got {describe(backend_pid)}); "
+                "pass the backend_pid that holder() returned"
+            )
+        action = f"terminate the holder of sink {sink_id!r}"
+        with self._reading(action, _SIGNAL_PRIVILEGES) as (connection, _):
+            if connection is None:
+                return None
+            holder = self._holder(connection, sink_id)
+            if holder is None or (backend_pid is not None and holder.backend_pid != backend_pid):
+                return None
+            if connection.info.server_version >= 140000:  # it waits since 14
+                row = connection.execute(
+                    "SELECT pg_terminate_backend(%s, %s)", (holder.backend_pid, _TERMINATE_WAIT_MS)
+                ).fetchone()
+            else:
+                row = connection.execute(
+                    "SELECT pg_terminate_backend(%s)", (holder.backend_pid,)
+                ).fetchone()
+            if row is None or row[0] is not True:
+                raise CommitStateError(
+                    f"{self.target}: could not {action}: backend {holder.backend_pid} did not "
+                    f"exit within {_TERMINATE_WAIT_MS / 1000:g} s; try again, or ask the "
+                    "database administrator"
+                )
+        return holder
+
+    # -- internals -------------------------------------------------------------
+
+    def _connect(self, application: str, action: str) -> Connection:
+        psycopg = import_psycopg()
+        params = {**CONNECT_DEFAULTS, "application_name": application[:63], **self._params}
+        try:
+            connection: Connection = psycopg.connect(**params, autocommit=True)
+        except psycopg.Error as error:
+            raise CommitStateError(
+                f"{self.target}: could not {action}: cannot connect: {type(error).__name__}: "
+                f"{str(error).strip()}; check that the server is running and reachable, and "
+                "the connection string"
+            ) from error
+        return connection
+
+    @contextmanager
+    def _errors(self, action: str, hint: str = _PRIVILEGES) -> Iterator[None]:
+        psycopg = import_psycopg()
+        try:
+            yield
+        except psycopg.Error as error:
+            raise CommitStateError(
+                f"{self.target}: could not {action}: {type(error).__name__}: "
+                f"{str(error).strip()}; {hint}"
+            ) from error
+
+    @contextmanager
+    def _reading(
+        self, action: str, hint: str = _PRIVILEGES
+    ) -> Iterator[tuple[Connection | None, Any]]:
+        """A short-lived connection, or ``None`` if the store's tables do not exist."""
+        psycopg = import_psycopg()
+        connection = self._connect("sinkv2 state", action)
+        try:
+            with self._errors(action, hint):
+                if read_layout(connection, self._schema, self.target) is None:
+                    yield None, psycopg.sql
+                else:
+                    yield connection, psycopg.sql
+        finally:
+            connection.close()
+
+    def _holder(self, connection: Connection, sink_id: str) -> SinkHolder | None:
+        psycopg = import_psycopg()
+        classid, objid = lock_ids(self.lock_key(sink_id))
+        locked = connection.execute(
+            "SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_catalog.pg_database "
+            "WHERE datname = current_database()) "
+            "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1",
+            (classid, objid),
+        ).fetchone()
+        if locked is None:
+            return None
+        backend_pid = int(locked[0])
+        fence = None
+        if read_layout(connection, self._schema, self.target) is not None:
+            fence = connection.execute(
+                psycopg.sql.SQL(
+                    "SELECT holder_job_id, holder_pid, holder_host, holder_since, fencing_token "
+                    "FROM {}.sink_fence WHERE sink_id = %s AND holder_backend_pid = %s"
+                ).format(psycopg.sql.Identifier(self._schema)),
+                (sink_id, backend_pid),
+            ).fetchone()
+        if fence is None:
+            return SinkHolder(sink_id, backend_pid, None, None, None, None, None)
+        job_id, pid, host, since, token = fence
+        return SinkHolder(
+            sink_id, backend_pid, str(job_id), int(pid), str(host), float(since), int(token)
+        )
+
+    def _concurrent_message(self, sink_id: str, holder: SinkHolder | None) -> str:
+        if holder is None:
+            return (
+                f"sink {sink_id!r} was held an instant ago, by a driver that has let go "
+                "since; this one stops before writing anything. Re-run it"
+            )
+        message = (
+            f"sink {sink_id!r} is already held, by {holder}. Two drivers must never commit "
+            "one sink at once, so this one stops before writing anything. Wait for that job "
+            "to finish, then re-run; if its driver died, its lock died with its database "
+            "connection and a re-run proceeds. If the driver is gone but its connection "
+            "lingers (a host cut off from the network), end the connection with "
+            f"PostgresCommitStateStore.terminate_holder({sink_id!r}) or "
+            f"SELECT pg_terminate_backend({holder.backend_pid}); store: {self.target}"
+        )
+        if holder.is_this_process:
+            message += (
+                ". The holder is this process: release its lease (or use it in a `with` "
+                "block) before acquiring the sink id again"
+            )
+        return message
+
+    def __repr__(self) -> str:
+        hidden = {k: ("***" if k in _HIDDEN else v) for k, v in self._params.items()}
+        shown = " ".join(f"{k}={v}" for k, v in sorted(hidden.items()))
+        return f"PostgresCommitStateStore({shown!r}, schema={self._schema!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PostgresCommitStateStore):
+            return NotImplemented
+        return (self._conninfo, self._schema) == (other._conninfo, other._schema)
+
+    def __hash__(self) -> int:
+        return hash((PostgresCommitStateStore, self._conninfo, self._schema))
+
+
+if TYPE_CHECKING:
+    _STORE_CONFORMS: type[CommitStateStore] = PostgresCommitStateStore
