@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from reference_sinks.iceberg._catalog import CatalogSpec
 from reference_sinks.iceberg._model import IcebergDataFile, IcebergWriteResult
+from reference_sinks.iceberg._projection import project
 from sinkv2 import CommittingSinkWriter, SinkWriter, WriterInitContext
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
             self._rows = []
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
-        from pyiceberg.io.pyarrow import _to_requested_schema, pyarrow_to_schema  # noqa: PLC0415  # optional extra
+        from pyiceberg.io.pyarrow import pyarrow_to_schema  # noqa: PLC0415  # optional extra
 
         schema = utc_timestamps(batch.schema)
         if any(pa.types.is_null(field.type) for field in schema):
@@ -145,12 +146,10 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
                 downcast_ns_timestamp_to_us=True,
                 format_version=self._metadata.format_version,
             )
-        converted = _to_requested_schema(
+        converted = project(
+            batch,
             requested_schema=self._file_schema,
             file_schema=self._task_schema,
-            batch=batch,
-            downcast_ns_timestamp_to_us=True,
-            include_field_ids=True,
             format_model=self._format,
         )
         if self._file_arrow_schema is None:
