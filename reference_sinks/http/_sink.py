@@ -118,7 +118,8 @@ class HttpSink(AsyncSinkBase[Any, Entry]):
             ``Content-Type: application/json`` unless you set it.
         converter: Turns an element (a row dict on Spark) into a record, a dict that
             JSON and msgpack (the writer state) can store. Default:
-            `JsonSafeConverter` (dates as ISO strings, Decimals as strings...).
+            `JsonSafeConverter` (each Spark type as Spark's JSON writer spells it,
+            except decimals as exact strings; see ``docs/sinks/http.md``).
         body_builder: ``records -> body``: a JSON-serializable object, or ``bytes``
             sent as they are. Default: ``{"records": records}``. Per-record retry
             indices refer to positions in ``records``.
@@ -161,13 +162,25 @@ class HttpSink(AsyncSinkBase[Any, Entry]):
         context: WriterInitContext,
         recovered_state: Collection[BufferedRequestState[Entry]],
     ) -> HttpSinkWriter:
-        """A writer whose buffer starts with the records of ``recovered_state``, in order."""
+        """A writer whose buffer starts with the records of ``recovered_state``, in order.
+
+        With the default converter and an input schema (on Spark), rows are converted
+        by their column types.
+
+        Raises:
+            SinkConfigurationError: a column's type has no JSON spelling (before any
+                row is converted).
+        """
+        converter = self.element_converter
+        schema = context.get_input_schema()
+        if isinstance(converter, JsonSafeConverter) and schema is not None:
+            converter = converter.for_schema(schema)
         return HttpSinkWriter(
             url=self.url,
             headers=self.headers,
             body_builder=self.body_builder,
             dead_letter_handler=self.dead_letter_handler,
-            element_converter=self.element_converter,
+            element_converter=converter,
             context=context,
             configuration=self.configuration,
             states=recovered_state,

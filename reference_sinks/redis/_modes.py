@@ -11,10 +11,17 @@ keeps them across a checkpoint:
 
 Keys and values are encoded to bytes once, in the converter: the entry's size is
 then exact, and what is stored in the state is what is sent.
+
+On Spark, writers know their input schema, and `column_encoders` compiles, per mode,
+how each column's values are spelled (``docs/sinks/redis.md``): the JSON of `SetMode`
+as Spark's JSON writer spells each type (`reference_sinks._json_values`), a hash or
+stream field as Spark's ``CAST(... AS STRING)`` for numbers (``NaN``, ``Infinity``;
+a float column's float32 digits) and as JSON text for arrays, maps and structs.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import decimal
 import functools
@@ -24,7 +31,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
 
 import attrs
+import pyarrow as pa
 
+from reference_sinks._json_values import Encoder, value_encoder
 from sinkv2 import SinkConfigurationError
 from sinkv2.text import describe
 
@@ -34,6 +43,7 @@ __all__ = [
     "RedisMode",
     "SetMode",
     "StreamMode",
+    "column_encoders",
     "encode_value",
     "show_key",
 ]
@@ -103,8 +113,8 @@ def _json_default(value: object) -> object:
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
         return str(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
@@ -112,7 +122,11 @@ def element_as_json(element: Element) -> bytes:
     """The default value of `SetMode`: the element as compact JSON (dates ISO 8601)."""
     try:
         return json.dumps(
-            element, separators=(",", ":"), ensure_ascii=False, default=_json_default
+            element,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+            default=_json_default,
         ).encode()
     except (TypeError, ValueError) as error:
         raise SinkConfigurationError(
@@ -262,11 +276,14 @@ class SetMode:
         _check_function(self.value, "SetMode value", "element -> bytes/str/number")
         _check_ttl(self.ttl_ms, "SetMode")
 
-    def to_entry(self, element: Element) -> list[Any]:
-        """``[key, value]``."""
+    def to_entry(self, element: Element, encoded: Element | None = None) -> list[Any]:
+        """``[key, value]``.
+
+        ``encoded`` is the element with its columns spelled by `column_encoders`.
+        """
         key = self._key(element)
         if self.value is None:
-            return [key, element_as_json(element)]
+            return [key, element_as_json(element if encoded is None else encoded)]
         return [key, encode_value(self.value(element), lambda: f"the value of key {show_key(key)}")]
 
     def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
@@ -311,10 +328,16 @@ class HashMode:
         _check_function(self.fields, "HashMode fields", "element -> mapping")
         _check_ttl(self.ttl_ms, "HashMode")
 
-    def to_entry(self, element: Element) -> list[Any]:
-        """``[key, [field, value, ...]]``."""
+    def to_entry(self, element: Element, encoded: Element | None = None) -> list[Any]:
+        """``[key, [field, value, ...]]``.
+
+        ``encoded`` is the element with its columns spelled by `column_encoders`.
+        """
         key = self._key(element)
-        mapping = element if self.fields is None else self.fields(element)
+        if self.fields is not None:
+            mapping = self.fields(element)
+        else:
+            mapping = element if encoded is None else encoded
         return [key, _flat_fields(mapping, key, "HashMode")]
 
     def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
@@ -367,10 +390,13 @@ class StreamMode:
         _check_function(self.fields, "StreamMode fields", "element -> mapping")
         _check_function(self.id, "StreamMode id", "element -> '<ms>-<seq>'")
 
-    def to_entry(self, element: Element) -> list[Any]:
-        """``[key, [field, value, ...], id or None]``."""
+    def to_entry(self, element: Element, encoded: Element | None = None) -> list[Any]:
+        """``[key, [field, value, ...], id or None]``; ``encoded`` as for `HashMode`."""
         key = self._key(element)
-        mapping = element if self.fields is None else self.fields(element)
+        if self.fields is not None:
+            mapping = self.fields(element)
+        else:
+            mapping = element if encoded is None else encoded
         flat = _flat_fields(mapping, key, "StreamMode")
         if not flat:
             raise SinkConfigurationError(
@@ -408,6 +434,47 @@ def _is_stream_id(raw: str) -> bool:
 
 RedisMode: TypeAlias = "SetMode | HashMode | StreamMode"
 """What `RedisSink` writes: one of the three modes."""
+
+
+def _column_where(field: pa.Field) -> str:
+    return f"RedisSink: column {field.name!r} of type {field.type}"
+
+
+def _as_json_text(encoder: Encoder | None) -> Encoder:
+    def encode(value: Any) -> str:
+        return json.dumps(
+            value if encoder is None else encoder(value),
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+
+    return encode
+
+
+def column_encoders(mode: RedisMode, schema: pa.Schema) -> dict[str, Encoder]:
+    """How ``mode`` spells the columns of rows of ``schema``: column -> encoder of its values.
+
+    `SetMode`'s JSON: each type as Spark's JSON writer spells it. Hash and stream
+    fields: floats as Spark's ``CAST(... AS STRING)`` (``NaN``, ``Infinity``, a float
+    column's float32 digits), arrays, maps and structs as their JSON text; other
+    values as `encode_value` stores them (binary as it is).
+
+    Raises:
+        SinkConfigurationError: a column's type has no such spelling (a day-time
+            interval); the message names the column and its type.
+    """
+    encoders: dict[str, Encoder] = {}
+    for field in schema:
+        encoder = value_encoder(field.type, functools.partial(_column_where, field))
+        if isinstance(mode, SetMode):
+            if encoder is not None:
+                encoders[field.name] = encoder
+        elif pa.types.is_nested(field.type):
+            encoders[field.name] = _as_json_text(encoder)
+        elif pa.types.is_floating(field.type) and encoder is not None:
+            encoders[field.name] = encoder
+    return encoders
 
 
 def check_mode(mode: object) -> RedisMode:

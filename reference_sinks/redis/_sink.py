@@ -8,7 +8,14 @@ from typing import Any, Final, final
 
 import attrs
 
-from reference_sinks.redis._modes import RedisMode, StreamMode, check_mode
+from reference_sinks._json_values import Encoder
+from reference_sinks.redis._modes import (
+    RedisMode,
+    SetMode,
+    StreamMode,
+    check_mode,
+    column_encoders,
+)
 from reference_sinks.redis._writer import RedisWriter
 from sinkv2 import (
     AsyncSinkBase,
@@ -42,12 +49,25 @@ def _entry_key(entry: list[Any]) -> bytes:
 @final
 @attrs.frozen
 class _Converter:
-    """The element converter: the mode's ``to_entry``."""
+    """The element converter: the mode's ``to_entry``, with the columns spelled by type.
+
+    ``encoders`` (column -> encoder, from `column_encoders`) is ``None`` without an
+    input schema; then values are encoded by their Python type.
+    """
 
     mode: RedisMode
+    encoders: Mapping[str, Encoder] | None = None
 
     def apply(self, element: Mapping[str, Any], context: SinkWriter.Context) -> list[Any]:
-        return self.mode.to_entry(element)
+        encoders = self.encoders
+        if not encoders or type(element) is not dict:
+            return self.mode.to_entry(element)
+        encoded = dict(element)
+        for name, encode in encoders.items():
+            value = encoded.get(name)
+            if value is not None:
+                encoded[name] = encode(value)
+        return self.mode.to_entry(element, encoded)
 
 
 def _check_url(url: object) -> str:
@@ -155,11 +175,23 @@ class RedisSink(AsyncSinkBase[Mapping[str, Any], list[Any]]):
     ) -> RedisWriter:
         """A writer whose buffer starts with the recovered entries.
 
+        With an input schema (on Spark) and the mode's default value or fields, the
+        columns are spelled by their types (`column_encoders`).
+
         Raises:
             ImportError: redis-py is not installed (the message has the install line).
+            SinkConfigurationError: a column's type has no spelling in Redis (before
+                any element is converted).
         """
+        converter = self.element_converter
+        schema = context.get_input_schema()
+        uses_columns = (
+            self.mode.value if isinstance(self.mode, SetMode) else self.mode.fields
+        ) is None
+        if schema is not None and uses_columns:
+            converter = _Converter(self.mode, column_encoders(self.mode, schema))
         return RedisWriter(
-            self.element_converter,  # type: ignore[arg-type]  # always a _Converter here
+            converter,  # type: ignore[arg-type]  # always a _Converter here
             context,
             self.configuration,
             recovered_state,

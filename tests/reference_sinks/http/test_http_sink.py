@@ -68,7 +68,7 @@ def test_records_are_json_safe_row_dicts(server):
             "price": "12.3400",
             "blob": "AP8=",
             "tags": ["a", "b"],
-            "nan": None,
+            "nan": "NaN",
             "nested": {"u": "00000000-0000-0000-0000-000000000001"},
         }
     ]

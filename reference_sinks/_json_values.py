@@ -1,0 +1,182 @@
+"""Spark values as JSON, the way Spark's JSON writer spells them, compiled from the Arrow schema.
+
+Writers get Spark rows as dicts of Python values (Arrow's ``to_pylist``), which lose
+some of the Spark type: a map arrives as a list of ``(key, value)`` tuples (an empty
+map as ``[]``, like an empty array), a ``float`` column as the float32's exact double.
+The writer's input schema (``WriterInitContext.get_input_schema()``) has the types, so
+`column_encoders` compiles, once per writer, one function per column that needs one:
+
+============================  =====================================================
+Spark type                    JSON value
+============================  =====================================================
+byte, short, int, long        number
+float, double                 number (float: the float32's shortest digits, as
+                              Spark); NaN, Infinity, -Infinity as the strings
+                              ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (as Spark)
+decimal(p, s)                 string of its exact digits (Spark writes a number;
+                              most JSON readers parse numbers as doubles)
+string, boolean, null         string, true/false, null
+binary                        base64 string (as Spark)
+date                          ``"2024-03-30"`` (as Spark)
+timestamp                     ISO 8601 with the offset, microseconds kept
+                              (Spark's default cuts to milliseconds)
+timestamp_ntz                 ISO 8601 without offset, microseconds kept
+time                          ``"12:34:56.123456"``
+array, struct                 array, object (a null field is ``null``; Spark
+                              leaves it out)
+map                           object; keys as JSON text (``1`` -> ``"1"``)
+============================  =====================================================
+
+Types without a JSON spelling that reads back as the same value (day-time
+intervals) are refused when the writer is made, naming the column and its type.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import math
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import pyarrow as pa
+
+from sinkv2 import SinkConfigurationError
+
+__all__ = ["Encoder", "column_encoders", "json_float", "shortest_float32"]
+
+Encoder = Callable[[Any], Any]
+"""A function of a non-null value of one type -> its JSON-safe value."""
+
+_NON_FINITE: Final = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_FLOAT32: Final = struct.Struct("<f")
+
+
+def json_float(value: float) -> float | str:
+    """``value``, or ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"`` as Spark writes them."""
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else _NON_FINITE[value]
+
+
+def shortest_float32(value: float) -> float | str:
+    """A float32 (as its exact double) as the double of its shortest decimal digits.
+
+    ``0.10000000149011612`` (float32 0.1) -> ``0.1``: the number Spark writes, and
+    the same float32 when read back.
+    """
+    if not math.isfinite(value):
+        return json_float(value)
+    for digits in range(6, 10):
+        short = float(f"{value:.{digits}g}")
+        if _FLOAT32.unpack(_FLOAT32.pack(short))[0] == value:
+            return short
+    return value  # pragma: no cover - 9 significant digits always round-trip a float32
+
+
+def _base64(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+def _iso(value: Any) -> str:
+    text: str = value.isoformat()
+    return text
+
+
+def _key_text(value: Any) -> str:
+    """A map key as an object key: strings as they are, anything else as its JSON text."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _list(item: Encoder | None) -> Encoder:
+    if item is None:
+        return list
+    return lambda value: [None if element is None else item(element) for element in value]
+
+
+def _map(key: Encoder | None, item: Encoder | None) -> Encoder:
+    def encode(value: list[tuple[Any, Any]]) -> dict[str, Any]:
+        return {
+            _key_text(k if key is None else key(k)): v if v is None or item is None else item(v)
+            for k, v in value
+        }
+
+    return encode
+
+
+def _struct(fields: dict[str, Encoder | None]) -> Encoder:
+    def encode(value: Mapping[str, Any]) -> dict[str, Any]:
+        converted = dict(value)
+        for name, field in fields.items():
+            found = converted.get(name)
+            if field is not None and found is not None:
+                converted[name] = field(found)
+        return converted
+
+    return encode
+
+
+def value_encoder(kind: pa.DataType, where: Callable[[], str]) -> Encoder | None:  # noqa: PLR0911 - one return per kind of type reads best
+    """The encoder of ``kind``'s non-null values; ``None`` if a value is already JSON.
+
+    Raises:
+        SinkConfigurationError: ``kind`` has no JSON spelling; ``where()`` names it.
+    """
+    if (
+        pa.types.is_integer(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_null(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_string_view(kind)
+    ):
+        return None
+    if pa.types.is_float32(kind):
+        return shortest_float32
+    if pa.types.is_floating(kind):
+        return json_float
+    if pa.types.is_decimal(kind):
+        return str
+    if (
+        pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_binary_view(kind)
+        or pa.types.is_fixed_size_binary(kind)
+    ):
+        return _base64
+    if pa.types.is_date(kind) or pa.types.is_timestamp(kind) or pa.types.is_time(kind):
+        return _iso
+    if pa.types.is_map(kind):
+        return _map(value_encoder(kind.key_type, where), value_encoder(kind.item_type, where))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _list(value_encoder(kind.value_type, where))
+    if pa.types.is_struct(kind):
+        fields = {field.name: value_encoder(field.type, where) for field in kind}
+        return _struct({name: f for name, f in fields.items() if f is not None})
+    raise SinkConfigurationError(
+        f"{where()} holds {kind} values, which have no JSON value that reads back the same; "
+        "cast it first (e.g. to string, or a day-time interval to a long of microseconds)"
+    )
+
+
+def _column_where(sink: str, field: pa.Field) -> str:
+    return f"{sink}: column {field.name!r} of type {field.type}"
+
+
+def column_encoders(schema: pa.Schema, sink: str) -> dict[str, Encoder]:
+    """The columns of ``schema`` whose values need converting, each with its encoder.
+
+    Raises:
+        SinkConfigurationError: a column has a type without a JSON spelling; the
+            message names the sink, the column and the type.
+    """
+    encoders: dict[str, Encoder] = {}
+    for field in schema:
+        encoder = value_encoder(field.type, functools.partial(_column_where, sink, field))
+        if encoder is not None:
+            encoders[field.name] = encoder
+    return encoders
