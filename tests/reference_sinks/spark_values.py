@@ -27,11 +27,12 @@ _DEC_SMALL = T.DecimalType(9, 2)
 
 
 def _decimals(kind: T.DecimalType) -> st.SearchStrategy[decimal.Decimal]:
-    digits = kind.precision - kind.scale
-    bound = decimal.Decimal(10) ** digits - decimal.Decimal(1).scaleb(-kind.scale)
+    # Exact text: arithmetic in the default context (28 digits) would round 38 digits.
+    bound = decimal.Decimal("9" * (kind.precision - kind.scale) + "." + "9" * kind.scale)
+    # Comparisons are exact; hypothesis may still round a draw past the bound.
     return st.decimals(
         min_value=-bound, max_value=bound, places=kind.scale, allow_nan=False, allow_infinity=False
-    )
+    ).filter(lambda value: -bound <= value <= bound)
 
 
 _UTC_TIMES = st.datetimes(

@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from reference_sinks.iceberg import IcebergSink
+from sinkv2 import SinkConfigurationError
 from tests.reference_sinks.spark_values import (
     ALL_TYPES,
     ALL_TYPES_ROWS,
@@ -141,3 +142,31 @@ def test_byte_and_short_columns_widen_to_int(spark, translator, tmp_path):  # ty
 def test_random_schemas_and_values(spark, translator, tmp_path_factory, data):  # type: ignore[no-untyped-def]
     schema, found = data
     check_same(spark, translator, tmp_path_factory.mktemp("matrix"), schema, found)
+
+
+def test_schema_changes_between_runs(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    """An added optional column works after the table evolves; a narrower type is refused."""
+    from pyiceberg.types import StringType
+
+    first = spark.createDataFrame([(0, 1.5)], "id long, v double")
+    sink = IcebergSink.local(tmp_path / "wh", "ns.evolving", schema=first.toArrow().schema)
+    translator.apply(first, sink, sink_id="evolving", checkpoint_id=1)
+
+    second = spark.createDataFrame([(1, 2.5, "new")], "id long, v double, tag string")
+    with pytest.raises(SinkConfigurationError, match=r"unexpected \['tag'\]"):
+        translator.apply(second, sink, sink_id="evolving", checkpoint_id=2)
+    with sink.load_table().update_schema() as update:
+        update.add_column("tag", StringType())
+    translator.apply(second, sink, sink_id="evolving", checkpoint_id=2)
+    widened = spark.createDataFrame([(2, 3.5, None)], "id int, v float, tag string")
+    translator.apply(widened, sink, sink_id="evolving", checkpoint_id=3)
+    assert sink.load_table().scan().to_arrow().sort_by("id").to_pylist() == [
+        {"id": 0, "v": 1.5, "tag": None},
+        {"id": 1, "v": 2.5, "tag": "new"},
+        {"id": 2, "v": 3.5, "tag": None},
+    ]
+
+    incompatible = spark.createDataFrame([(3, "x", "y")], "id long, v string, tag string")
+    with pytest.raises(SinkConfigurationError, match=r"expected columns \[id: long, v: double"):
+        translator.apply(incompatible, sink, sink_id="evolving", checkpoint_id=4)
+    assert len(sink.load_table().scan().to_arrow()) == 3
