@@ -26,6 +26,7 @@ import datetime
 import decimal
 import functools
 import json
+import math
 import string
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
@@ -33,7 +34,7 @@ from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
 import attrs
 import pyarrow as pa
 
-from reference_sinks._json_values import Encoder, value_encoder
+from reference_sinks._json_values import Encoder, json_float, value_encoder
 from sinkv2 import SinkConfigurationError
 from sinkv2.text import describe
 
@@ -70,13 +71,18 @@ def _iso(value: Any) -> bytes:
     return str(value.isoformat()).encode()
 
 
+def _non_finite(value: float) -> bytes:
+    """NaN and infinities as Spark casts them to string: ``NaN``, ``Infinity``, ``-Infinity``."""
+    return str(json_float(value)).encode()
+
+
 _ENCODERS: Final[dict[type, Callable[[Any], bytes]]] = {
     bytes: bytes,
     str: str.encode,
     bool: lambda value: b"true" if value else b"false",
     int: _number,
     decimal.Decimal: _number,
-    float: lambda value: repr(value).encode(),
+    float: lambda value: repr(value).encode() if math.isfinite(value) else _non_finite(value),
     datetime.datetime: _iso,
     datetime.date: _iso,
     datetime.time: _iso,
@@ -118,16 +124,34 @@ def _json_default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def _non_finite_as_text(value: Any) -> Any:
+    """``value`` with NaN and infinities as ``"NaN"``, ``"Infinity"``, ``"-Infinity"``."""
+    if isinstance(value, float):
+        return json_float(value)
+    if isinstance(value, Mapping):
+        return {key: _non_finite_as_text(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_non_finite_as_text(item) for item in value]
+    return value
+
+
+def _dumps(element: Any) -> bytes:
+    return json.dumps(
+        element, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default
+    ).encode()
+
+
 def element_as_json(element: Element) -> bytes:
-    """The default value of `SetMode`: the element as compact JSON (dates ISO 8601)."""
+    """The default value of `SetMode`: the element as compact JSON (dates ISO 8601).
+
+    NaN and infinities as Spark's JSON writer spells them (``"NaN"``...): strict
+    JSON has no such numbers.
+    """
     try:
-        return json.dumps(
-            element,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-            default=_json_default,
-        ).encode()
+        try:
+            return _dumps(element)
+        except ValueError:  # a NaN or an infinity: rare, so not looked for on every element
+            return _dumps(_non_finite_as_text(element))
     except (TypeError, ValueError) as error:
         raise SinkConfigurationError(
             f"RedisSink's default SetMode value (the element as JSON) cannot encode "
@@ -467,6 +491,8 @@ def column_encoders(mode: RedisMode, schema: pa.Schema) -> dict[str, Encoder]:
     encoders: dict[str, Encoder] = {}
     for field in schema:
         encoder = value_encoder(field.type, functools.partial(_column_where, field))
+        if pa.types.is_float64(field.type):
+            continue  # NaN and infinities are spelled when encoded (element_as_json, _ENCODERS)
         if isinstance(mode, SetMode):
             if encoder is not None:
                 encoders[field.name] = encoder

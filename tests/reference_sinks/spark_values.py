@@ -27,12 +27,14 @@ _DEC_SMALL = T.DecimalType(9, 2)
 
 
 def _decimals(kind: T.DecimalType) -> st.SearchStrategy[decimal.Decimal]:
-    # Exact text: arithmetic in the default context (28 digits) would round 38 digits.
-    bound = decimal.Decimal("9" * (kind.precision - kind.scale) + "." + "9" * kind.scale)
+    # Exact text and copy_negate: arithmetic, even unary minus, rounds to the default
+    # context's 28 digits, and a 38-digit bound would become 1E28, out of Spark's range.
+    high = decimal.Decimal("9" * (kind.precision - kind.scale) + "." + "9" * kind.scale)
+    low = high.copy_negate()
     # Comparisons are exact; hypothesis may still round a draw past the bound.
     return st.decimals(
-        min_value=-bound, max_value=bound, places=kind.scale, allow_nan=False, allow_infinity=False
-    ).filter(lambda value: -bound <= value <= bound)
+        min_value=low, max_value=high, places=kind.scale, allow_nan=False, allow_infinity=False
+    ).filter(lambda value: low <= value <= high)
 
 
 _UTC_TIMES = st.datetimes(
