@@ -103,6 +103,7 @@ class PostgresSinkLease:
         sink_id: str,
         job_id: str,
         fencing_token: int,
+        lock_key: int,
         connection: Connection,
     ) -> None:
         psycopg = import_psycopg()
@@ -122,7 +123,10 @@ class PostgresSinkLease:
         self._jobs = psycopg.sql.SQL("{}.sink_job").format(schema_id)
         self._origins = psycopg.sql.SQL("{}.sink_origin").format(schema_id)
         self._sql = psycopg.sql.SQL
-        self._finalizer = weakref.finalize(self, _abandon, sink_id, job_id, self._pid, connection)
+        self._lock_key = lock_key
+        self._finalizer = weakref.finalize(
+            self, _abandon, sink_id, job_id, self._pid, connection, lock_key
+        )
         self._finalizer.atexit = False
 
     @property
@@ -333,15 +337,19 @@ class PostgresSinkLease:
             )
 
     def release(self) -> None:
-        """Close the connection, which drops the advisory lock. Idempotent."""
+        """Unlock the sink id and close the connection. Idempotent.
+
+        The advisory lock is released explicitly before the connection closes: a
+        closed connection's backend lets go of its locks only when it exits, a
+        moment later, and an acquire in that moment would be refused.
+        """
         with self._mutex:
             self._check_process("release")
             if self._released:
                 return
             self._released = True
             self._finalizer.detach()
-            with contextlib.suppress(Exception):  # a lost connection is released already
-                self._connection.close()
+            _unlock_and_close(self._connection, self._lock_key)
 
     def __enter__(self) -> Self:
         return self
@@ -532,12 +540,20 @@ class PostgresSinkLease:
         )
 
 
-def _abandon(sink_id: str, job_id: str, pid: int, connection: Connection) -> None:
+def _unlock_and_close(connection: Connection, lock_key: int) -> None:
+    # A lost connection holds nothing any more: errors here change nothing.
+    with contextlib.suppress(Exception):
+        if not connection.closed and not connection.broken:
+            connection.execute("SELECT pg_advisory_unlock(%s)", (lock_key,))
+    with contextlib.suppress(Exception):
+        connection.close()
+
+
+def _abandon(sink_id: str, job_id: str, pid: int, connection: Connection, lock_key: int) -> None:
     """Release a lease that was garbage-collected without `SinkLease.release`."""
     if os.getpid() != pid:
         return  # a forked child's copy; closing it would end the parent's session
-    with contextlib.suppress(Exception):
-        connection.close()
+    _unlock_and_close(connection, lock_key)
     warnings.warn(
         f"the lease on sink {sink_id!r} of job {job_id!r} was never released; it was "
         "released when garbage-collected. Call release() or use the lease in a `with` block",

@@ -256,6 +256,7 @@ class PostgresCommitStateStore:
                 sink_id=sink_id,
                 job_id=job_id,
                 fencing_token=int(token_row[0]),
+                lock_key=self.lock_key(sink_id),
                 connection=connection,
             )
         except BaseException:

@@ -1,0 +1,185 @@
+"""The commit state stores the store contract tests run against, with raw access to each.
+
+A backend makes stores on one location (a SQLite file, or a PostgreSQL database and
+schema) and reads and changes the tables behind the store's back, the way a crash,
+a takeover or an operator would.
+"""
+
+import contextlib
+import itertools
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+from sinkv2.runtime import PostgresCommitStateStore, SqliteCommitStateStore
+from sinkv2.runtime._postgres_schema import LAYOUT_VERSION
+
+USURPER = ("usurper", 1, "elsewhere", 0.0)
+
+
+class SqliteBackend:
+    name = "sqlite"
+    store_class = SqliteCommitStateStore
+
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.store = self.new_store()
+        self._fresh = itertools.count()
+
+    def new_store(self):
+        """Another store object on the same file."""
+        return SqliteCommitStateStore(self.tmp_path / "state" / "commit_state.sqlite")
+
+    @property
+    def arg(self):
+        return str(self.store.path)
+
+    @property
+    def where(self):
+        """How the store's error messages name its location."""
+        return str(self.store.path)
+
+    def fresh_store(self):
+        """A store on a location of its own, empty."""
+        return SqliteCommitStateStore(self.tmp_path / f"run-{next(self._fresh)}" / "s.sqlite")
+
+    def _connect(self):
+        return contextlib.closing(sqlite3.connect(self.store.path))
+
+    def rows(self, store=None):
+        """Every epoch row, and every fence row as (sink id, token, holder's job id)."""
+        path = (store or self.store).path
+        with contextlib.closing(sqlite3.connect(path)) as connection:
+            epochs = connection.execute(
+                "SELECT sink_id, epoch, status, explicit, serializer_version, payload, "
+                "fencing_token, job_id, updated_at, checkpoint_id "
+                "FROM pending_sink_state ORDER BY 1, 2"
+            ).fetchall()
+            fences = connection.execute(
+                "SELECT sink_id, fencing_token, json_extract(holder, '$.job_id') "
+                "FROM sink_fence ORDER BY 1"
+            ).fetchall()
+        return [(*row[:3], bool(row[3]), *row[4:]) for row in epochs], fences
+
+    def bump_fence(self, sink_id, store=None):
+        """Advance a sink's fencing token behind the store's back, as a takeover would."""
+        path = (store or self.store).path
+        with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+            connection.execute(
+                "UPDATE sink_fence SET fencing_token = fencing_token + 1, holder = ? "
+                "WHERE sink_id = ?",
+                ('{"job_id": "usurper", "pid": 1, "host": "elsewhere", "since": 0}', sink_id),
+            )
+
+    def delete_fences(self):
+        with self._connect() as connection, connection:
+            connection.execute("DELETE FROM sink_fence")
+
+    def set_layout(self, version):
+        with self._connect() as connection:
+            connection.execute(f"PRAGMA user_version = {version}")
+
+    def python(self, code, *args):
+        """A driver subprocess; ``code`` finds ``store`` made on this backend's location."""
+        return _python(
+            "import sys\nfrom sinkv2.runtime import SqliteCommitStateStore\n"
+            "store = SqliteCommitStateStore(sys.argv[1])\n" + textwrap.dedent(code),
+            self.arg,
+            *args,
+            cwd=self.tmp_path,
+        )
+
+
+class PostgresBackend:
+    name = "postgres"
+    store_class = PostgresCommitStateStore
+
+    def __init__(self, url, tmp_path):
+        self.url = url
+        self.tmp_path = tmp_path
+        self.store = self.new_store()
+        self._fresh = itertools.count()
+
+    def new_store(self):
+        return PostgresCommitStateStore(self.url)
+
+    @property
+    def arg(self):
+        return self.url
+
+    @property
+    def where(self):
+        return self.store.target
+
+    def fresh_store(self):
+        return PostgresCommitStateStore(self.url, schema=f"run_{next(self._fresh)}")
+
+    def connect(self):
+        import psycopg
+
+        return psycopg.connect(self.url, autocommit=True)
+
+    def rows(self, store=None):
+        schema = (store or self.store).schema
+        with self.connect() as connection:
+            epochs = connection.execute(
+                f"SELECT sink_id, epoch, status, explicit, serializer_version, payload, "
+                f"fencing_token, job_id, updated_at, checkpoint_id "
+                f'FROM "{schema}".pending_sink_state ORDER BY 1, 2'
+            ).fetchall()
+            fences = connection.execute(
+                f'SELECT sink_id, fencing_token, holder_job_id FROM "{schema}".sink_fence '
+                "ORDER BY 1"
+            ).fetchall()
+        return epochs, fences
+
+    def bump_fence(self, sink_id, store=None):
+        schema = (store or self.store).schema
+        with self.connect() as connection:
+            connection.execute(
+                f'UPDATE "{schema}".sink_fence SET fencing_token = fencing_token + 1, '
+                "holder_job_id = %s, holder_pid = %s, holder_host = %s, holder_since = %s "
+                "WHERE sink_id = %s",
+                (*USURPER, sink_id),
+            )
+
+    def delete_fences(self):
+        with self.connect() as connection:
+            connection.execute(f'DELETE FROM "{self.store.schema}".sink_fence')
+
+    def set_layout(self, version):
+        with self.connect() as connection:
+            connection.execute(
+                f'UPDATE "{self.store.schema}".sink_store_layout SET version = %s', (version,)
+            )
+
+    def python(self, code, *args):
+        return _python(
+            "import sys\nfrom sinkv2.runtime import PostgresCommitStateStore\n"
+            "store = PostgresCommitStateStore(sys.argv[1])\n" + textwrap.dedent(code),
+            self.arg,
+            *args,
+            cwd=self.tmp_path,
+        )
+
+
+def _python(code, *args, **kwargs):
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def make_backend(request, tmp_path):
+    """The backend named by ``request.param``; PostgreSQL starts only when asked for."""
+    if request.param == "sqlite":
+        return SqliteBackend(tmp_path)
+    return PostgresBackend(request.getfixturevalue("postgres_url"), tmp_path)
+
+
+__all__ = ["LAYOUT_VERSION", "PostgresBackend", "SqliteBackend", "make_backend"]
