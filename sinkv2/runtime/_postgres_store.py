@@ -377,10 +377,9 @@ class PostgresCommitStateStore:
                 another layout.
         """
         check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"find the holder of sink {sink_id!r}") as (connection, _):
-            if connection is None:
-                return None
-            return self._holder(connection, sink_id)
+        with self._reading(f"find the holder of sink {sink_id!r}", tables=False) as (conn, _):
+            assert conn is not None  # tables=False always connects
+            return self._holder(conn, sink_id)
 
     def terminate_holder(
         self, sink_id: str, *, backend_pid: int | None = None
@@ -418,9 +417,8 @@ class PostgresCommitStateStore:
                 "pass the backend_pid that holder() returned"
             )
         action = f"terminate the holder of sink {sink_id!r}"
-        with self._reading(action, _SIGNAL_PRIVILEGES) as (connection, _):
-            if connection is None:
-                return None
+        with self._reading(action, _SIGNAL_PRIVILEGES, tables=False) as (connection, _):
+            assert connection is not None  # tables=False always connects
             holder = self._holder(connection, sink_id)
             if holder is None or (backend_pid is not None and holder.backend_pid != backend_pid):
                 return None
@@ -468,14 +466,14 @@ class PostgresCommitStateStore:
 
     @contextmanager
     def _reading(
-        self, action: str, hint: str = _PRIVILEGES
+        self, action: str, hint: str = _PRIVILEGES, *, tables: bool = True
     ) -> Iterator[tuple[Connection | None, Any]]:
-        """A short-lived connection, or ``None`` if the store's tables do not exist."""
+        """A short-lived connection; ``None`` if ``tables`` and the tables do not exist."""
         psycopg = import_psycopg()
         connection = self._connect("sinkv2 state", action)
         try:
             with self._errors(action, hint):
-                if read_layout(connection, self._schema, self.target) is None:
+                if tables and read_layout(connection, self._schema, self.target) is None:
                     yield None, psycopg.sql
                 else:
                     yield connection, psycopg.sql
