@@ -17,6 +17,7 @@ user and every server command runs as that user (``runuser``).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -101,7 +102,9 @@ class LocalPostgresServer:
             shutil.chown(root, _USER, _USER)
         command = [initdb, "-D", str(server.data_dir), "-U", server.user]
         command += ["--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"]
-        result = subprocess.run(_as_server_user(command), capture_output=True, text=True)
+        result = subprocess.run(
+            _as_server_user(command), capture_output=True, text=True, check=False
+        )
         if result.returncode != 0:
             shutil.rmtree(root, ignore_errors=True)
             raise RuntimeError(f"initdb failed: {result.stderr.strip()}")
@@ -156,10 +159,8 @@ class LocalPostgresServer:
         """Stop the server (fast shutdown, by the PID in ``postmaster.pid``); delete its files."""
         pid = self.pid()
         if pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
             deadline = time.monotonic() + 30
             while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -174,6 +175,7 @@ class LocalPostgresServer:
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
+            check=False,
         )
         if result.returncode != 0:
             log = self.log_path.read_text() if self.log_path.exists() else ""
