@@ -19,7 +19,7 @@ import attrs
 
 from sinkv2.errors import CommitStateError, ConcurrentCommitError
 
-__all__ = ["Holder", "describe_holder", "drop_lock", "lock_path", "take_lock"]
+__all__ = ["Holder", "describe_holder", "drop_lock", "lock_path", "probe_lock", "take_lock"]
 
 _MAX_HOLDER_BYTES: Final = 4096
 
@@ -96,6 +96,36 @@ def take_lock(lock_path: pathlib.Path, sink_id: str, holder: Holder) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def probe_lock(lock_path: pathlib.Path) -> tuple[bool, Holder | None]:
+    """Whether the sink id's lock is held now, and the holder its lock file names.
+
+    Takes a shared lock without blocking and drops it at once: a driver whose
+    ``take_lock`` falls in that instant is refused, as if the sink id were held,
+    and proceeds when re-run. Never creates the lock file.
+    """
+    import fcntl  # noqa: PLC0415  # POSIX only; see take_lock
+
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False, None  # never acquired
+    except OSError as error:
+        raise CommitStateError(
+            f"cannot open the lock file {str(lock_path)!r}: {type(error).__name__}: {error}; "
+            "the store's directory must be readable"
+        ) from error
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, _MAX_HOLDER_BYTES, 0).decode("utf-8", "replace")
+            return True, Holder.load(text)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False, None
+    finally:
+        os.close(fd)
 
 
 def describe_holder(holder: Holder | None) -> str:

@@ -44,7 +44,7 @@ from sinkv2.runtime._store import (
     default_checkpoint_id,
 )
 
-__all__ = ["SqliteSinkLease"]
+__all__ = ["SqliteSinkLease", "record_from_row"]
 
 
 @final
@@ -439,31 +439,7 @@ class SqliteSinkLease:
             return record
 
     def _record(self, row: tuple[object, ...]) -> EpochRecord:
-        sink_id, epoch, status, explicit, version, payload, token, job_id, updated_at, cid, ws = row
-        try:
-            return EpochRecord(
-                sink_id=str(sink_id),
-                epoch=_as_int(epoch),
-                status=EpochStatus(status),
-                explicit=bool(explicit),
-                serializer_version=_as_int(version),
-                payload=bytes(payload),  # type: ignore[call-overload]  # a BLOB column
-                fencing_token=_as_int(token),
-                job_id=str(job_id),
-                updated_at=float(updated_at),  # type: ignore[arg-type]  # a REAL column
-                checkpoint_id=(
-                    default_checkpoint_id(_as_int(epoch), explicit=bool(explicit))
-                    if cid is None
-                    else _as_int(cid)
-                ),
-                writer_states=bytes(ws),  # type: ignore[call-overload]  # a BLOB column
-            )
-        except (TypeError, ValueError) as error:
-            raise CommitStateError(
-                f"commit state database {str(self._path)!r} holds an unreadable row for "
-                f"epoch {epoch!r} of sink {self._sink_id!r}: {error}; the file was changed by "
-                "something other than this sinkv2 release"
-            ) from error
+        return record_from_row(row, self._path, self._sink_id)
 
     def _database_error(self, action: str, error: sqlite3.Error) -> CommitStateError:
         return CommitStateError(
@@ -471,6 +447,39 @@ class SqliteSinkLease:
             f"{self._sink_id!r}: {type(error).__name__}: {error}; any transaction was rolled "
             "back, so nothing was written by this call"
         )
+
+
+def record_from_row(row: tuple[object, ...], path: pathlib.Path, sink_id: str) -> EpochRecord:
+    """The `EpochRecord` of a ``pending_sink_state`` row read as ``COLUMNS``.
+
+    Raises:
+        CommitStateError: The row does not hold what this release writes.
+    """
+    _, epoch, status, explicit, version, payload, token, job_id, updated_at, cid, ws = row
+    try:
+        return EpochRecord(
+            sink_id=str(row[0]),
+            epoch=_as_int(epoch),
+            status=EpochStatus(status),
+            explicit=bool(explicit),
+            serializer_version=_as_int(version),
+            payload=bytes(payload),  # type: ignore[call-overload]  # a BLOB column
+            fencing_token=_as_int(token),
+            job_id=str(job_id),
+            updated_at=float(updated_at),  # type: ignore[arg-type]  # a REAL column
+            checkpoint_id=(
+                default_checkpoint_id(_as_int(epoch), explicit=bool(explicit))
+                if cid is None
+                else _as_int(cid)
+            ),
+            writer_states=bytes(ws),  # type: ignore[call-overload]  # a BLOB column
+        )
+    except (TypeError, ValueError) as error:
+        raise CommitStateError(
+            f"commit state database {str(path)!r} holds an unreadable row for "
+            f"epoch {epoch!r} of sink {sink_id!r}: {error}; the file was changed by "
+            "something other than this sinkv2 release"
+        ) from error
 
 
 def _as_int(value: object) -> int:

@@ -9,11 +9,13 @@ network share: for drivers on several hosts use a server-backed store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import socket
 import sqlite3
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final, final
 
 from sinkv2._text import describe
@@ -21,11 +23,13 @@ from sinkv2.errors import (
     CommitStateError,
     SinkConfigurationError,
 )
-from sinkv2.runtime._sink_lock import Holder, drop_lock, lock_path, take_lock
-from sinkv2.runtime._sqlite_lease import SqliteSinkLease
-from sinkv2.runtime._sqlite_schema import advance_fence, connect
+from sinkv2.runtime._sink_lock import Holder, drop_lock, lock_path, probe_lock, take_lock
+from sinkv2.runtime._sqlite_lease import SqliteSinkLease, record_from_row
+from sinkv2.runtime._sqlite_schema import COLUMNS, advance_fence, connect
 from sinkv2.runtime._store import (
     CommitStateStore,
+    EpochRecord,
+    EpochStatus,
     SinkLease,
     check_name,
 )
@@ -56,6 +60,10 @@ def default_state_store_path() -> pathlib.Path:
     return (base / DEFAULT_FILE_NAME).resolve()
 
 
+_UNRECORDED: Final = Holder(job_id="(not recorded yet)", pid=0, host="(unknown)", since=0.0)
+"""The holder of a lock whose file is being written and whose sink id has no record yet."""
+
+
 @final
 class SqliteCommitStateStore:
     """A `CommitStateStore` in one SQLite file, for drivers on one host.
@@ -65,6 +73,11 @@ class SqliteCommitStateStore:
     per sink id that was ever acquired; they are never deleted, because deleting a
     lock file that another process has open would let two drivers lock two
     different files.
+
+    Besides the contract, the store answers an operator's questions without
+    acquiring anything, as `PostgresCommitStateStore` does: which sink ids it
+    knows (`sink_ids`), their `epochs`, `jobs` and `origin`, and who holds a sink
+    id now (`holder`).
 
     Args:
         path: The database file; created with its tables on first acquire. Defaults
@@ -143,6 +156,140 @@ class SqliteCommitStateStore:
             connection=connection,
             lock_fd=lock_fd,
         )
+
+    # -- what an operator needs, without a lease -----------------------------------
+
+    def sink_ids(self) -> list[str]:
+        """Every sink id the store has a record of (acquired, epochs, jobs or origin), sorted.
+
+        Read-only; takes no lock, so it works while drivers hold sink ids. An empty
+        list if the database file does not exist (it is not created).
+
+        Raises:
+            CommitStateError: The file is not a readable commit state database, or
+                of a newer layout.
+        """
+        with self._reading("list sink ids") as connection:
+            if connection is None:
+                return []
+            rows = connection.execute(
+                "SELECT sink_id FROM sink_fence UNION SELECT sink_id FROM pending_sink_state "
+                "UNION SELECT sink_id FROM sink_job UNION SELECT sink_id FROM sink_origin "
+                "ORDER BY 1"
+            ).fetchall()
+        return [str(sink_id) for (sink_id,) in rows]
+
+    def epochs(self, sink_id: str, *statuses: EpochStatus) -> list[EpochRecord]:
+        """The records of ``sink_id`` with one of ``statuses`` (all if none), by epoch.
+
+        What `SinkLease.epochs` returns, read without acquiring the sink id: a
+        snapshot that a driver holding it may change at any moment.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str, or a status
+                is not an `EpochStatus`.
+            CommitStateError: The file is not a readable commit state database, or
+                of a newer layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        for status in statuses:
+            if not isinstance(status, EpochStatus):
+                raise SinkConfigurationError(
+                    f"epochs() takes EpochStatus members (got {describe(status)}); pass e.g. "
+                    "EpochStatus.PENDING"
+                )
+        wanted = [s.value for s in statuses or tuple(EpochStatus)]
+        with self._reading(f"list the epochs of sink {sink_id!r}") as connection:
+            if connection is None:
+                return []
+            rows = connection.execute(
+                f"SELECT {COLUMNS} FROM pending_sink_state WHERE sink_id = ? "
+                f"AND status IN ({', '.join('?' * len(wanted))}) ORDER BY epoch",
+                (sink_id, *wanted),
+            ).fetchall()
+        return [record_from_row(row, self._path, sink_id) for row in rows]
+
+    def jobs(self, sink_id: str) -> list[str]:
+        """Every job recorded for ``sink_id`` and not finished, oldest first.
+
+        Unlike `SinkLease.unfinished_jobs`, the holder's own running job is included.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+            CommitStateError: The file is not a readable commit state database, or
+                of a newer layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        with self._reading(f"list the jobs of sink {sink_id!r}") as connection:
+            if connection is None:
+                return []
+            rows = connection.execute(
+                "SELECT job_id FROM sink_job WHERE sink_id = ? ORDER BY started_at, job_id",
+                (sink_id,),
+            ).fetchall()
+        return [str(job_id) for (job_id,) in rows]
+
+    def origin(self, sink_id: str) -> str | None:
+        """The stream ``sink_id`` is bound to (`SinkLease.bind_origin`), or ``None``.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+            CommitStateError: The file is not a readable commit state database, or
+                of a newer layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        with self._reading(f"read the origin of sink {sink_id!r}") as connection:
+            if connection is None:
+                return None
+            row = connection.execute(
+                "SELECT origin FROM sink_origin WHERE sink_id = ?", (sink_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def holder(self, sink_id: str) -> Holder | None:
+        """Who holds ``sink_id`` now, or ``None`` if no process holds its lock.
+
+        The answer has ``job_id``, ``pid``, ``host`` and ``since`` (unix seconds);
+        ``str()`` of it names them. The lock is probed with a shared ``flock``
+        taken without waiting and dropped at once: a driver acquiring the sink id
+        in that instant is refused with `ConcurrentCommitError` (a re-run
+        proceeds). The holder's details come from its lock file, or, if that is
+        being rewritten, from the store's record of the last acquire.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+            CommitStateError: The lock file cannot be opened, or the database read.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        held, holder = probe_lock(lock_path(self._path, sink_id))
+        if not held:
+            return None
+        if holder is None:
+            with self._reading(f"find the holder of sink {sink_id!r}") as connection:
+                row = None
+                if connection is not None:
+                    row = connection.execute(
+                        "SELECT holder FROM sink_fence WHERE sink_id = ?", (sink_id,)
+                    ).fetchone()
+            holder = None if row is None else Holder.load(str(row[0]))
+        return holder if holder is not None else _UNRECORDED
+
+    @contextlib.contextmanager
+    def _reading(self, action: str) -> Iterator[sqlite3.Connection | None]:
+        """A short-lived connection; ``None`` if the database file does not exist."""
+        if not self._path.exists():
+            yield None
+            return
+        connection = connect(self._path)
+        try:
+            yield connection
+        except sqlite3.Error as error:
+            raise CommitStateError(
+                f"commit state database {str(self._path)!r}: could not {action}: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        finally:
+            connection.close()
 
     def __repr__(self) -> str:
         return f"SqliteCommitStateStore({str(self._path)!r})"
