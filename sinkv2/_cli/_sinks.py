@@ -60,8 +60,7 @@ def load_sink(spec: str) -> LoadedSink:
             f"--sink must be 'module:factory' (got {spec!r}); e.g. 'jobs.orders:make_sink', "
             "where make_sink() returns the sink the job runs, configured the same way"
         )
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _cwd_importable()
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as error:  # any import failure is the operator's to fix
@@ -91,10 +90,13 @@ def recorded_class(records: Collection[EpochRecord]) -> str | None:
 def sink_from_class_path(path: str) -> LoadedSink:
     """An instance of the class at dotted ``path``, made without arguments.
 
+    The working directory is importable, as for `load_sink`.
+
     Raises:
         CliError: No module prefix of ``path`` imports to a class there, or the
             class cannot be made without arguments.
     """
+    _cwd_importable()
     parts = path.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:
@@ -107,6 +109,12 @@ def sink_from_class_path(path: str) -> LoadedSink:
             return _checked(_made(target, f"the recorded sink class {path!r}"), path)
         break
     raise CliError(f"the recorded sink class {path!r} cannot be imported here")
+
+
+def _cwd_importable() -> None:
+    """Let the working directory's modules import, as ``python -m`` does."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def _made(target: Any, what: str) -> Any:
