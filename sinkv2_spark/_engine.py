@@ -128,18 +128,60 @@ def arrow_schema(df: DataFrame) -> pa.Schema:
     """The Arrow schema of the batches ``mapInArrow`` hands writers for ``df``.
 
     Raises:
-        SinkConfigurationError: A column has a type Arrow cannot carry.
+        SinkConfigurationError: Two columns share a name (or, unless
+            ``spark.sql.caseSensitive`` is on, differ only in case: Spark's own
+            writers refuse both), or a column has a type Arrow cannot carry; the
+            message names the column.
     """
     from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
 
-    timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+    spark = df.sparkSession
+    schema = df.schema
+    _check_unique_names(schema.names, spark.conf.get("spark.sql.caseSensitive") == "true")
+    timezone = spark.conf.get("spark.sql.session.timeZone")
     try:
-        return to_arrow_schema(df.schema, timezone=timezone)
+        return to_arrow_schema(schema, timezone=timezone)
     except Exception as error:  # pyspark raises its own error classes here
+        column = ""
+        for field in schema.fields:
+            try:
+                to_arrow_schema(type(schema)([field]), timezone=timezone)
+            except Exception:  # noqa: BLE001  # the first field that fails is the one to name
+                column = f"column {field.name!r} of type {field.dataType.simpleString()}: "
+                break
         raise SinkConfigurationError(
-            f"the DataFrame's schema cannot be written through Arrow: {error}. Cast or "
-            "drop the column it names (sinkv2 moves rows to Python writers as Arrow)"
+            f"the DataFrame's schema cannot be written through Arrow: {column}{error}. Cast "
+            "or drop that column (sinkv2 moves rows to Python writers as Arrow)"
         ) from error
+
+
+def _check_unique_names(names: list[str], case_sensitive: bool) -> None:
+    seen: dict[str, str] = {}
+    for name in names:
+        key = name if case_sensitive else name.lower()
+        if key in seen:
+            same = "twice" if seen[key] == name else f"as {seen[key]!r} and {name!r}"
+            hint = (
+                ""
+                if case_sensitive or seen[key] == name
+                else " (spark.sql.caseSensitive is off, so names that differ only in case "
+                "are one name; turn it on to keep both)"
+            )
+            raise SinkConfigurationError(
+                f"the DataFrame has a column named {name!r} {same}{hint}; writers get rows "
+                "keyed by column name, and Spark's own writers refuse this too. Rename one "
+                "of them, e.g. with df.toDF(*names) or df.withColumnsRenamed({...})"
+            )
+        seen[key] = name
+
+
+def _needs_positional_names(names: list[str]) -> bool:
+    """Whether ``mapInArrow`` would fail to resolve a column of ``names`` by its name.
+
+    PySpark's ``mapInArrow`` passes ``df[name]`` for each column, which parses dots
+    and backticks: a column named ``a.b`` is looked up as field ``b`` of ``a``.
+    """
+    return any(not name or "." in name or "`" in name for name in names)
 
 
 @final
@@ -207,6 +249,12 @@ class SparkWriterStage:
                     else [[] for _ in range(number_of_subtasks)]
                 )
             )
+        names = list(source.columns)
+        column_names: tuple[str, ...] | None = None
+        if _needs_positional_names(names):
+            # Renamed by position (no name resolution); the task restores the names.
+            source = source.toDF(*(f"_c{i}" for i in range(len(names))))
+            column_names = tuple(names)
         task = WriterTask(
             sink=self._sink,
             capabilities=self._capabilities,
@@ -218,6 +266,7 @@ class SparkWriterStage:
             checkpoint=checkpoint,
             restored_checkpoint_id=restore.checkpoint_id if restore is not None else None,
             restored_states=restored_states,
+            column_names=column_names,
         )
         logger.info(
             "sink %r job %s: writer stage of %d subtask(s)",

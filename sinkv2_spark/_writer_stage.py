@@ -103,6 +103,9 @@ class WriterTask:
         restored_checkpoint_id: The checkpoint the writers resume from, if any.
         restored_states: Per subtask, the framed writer states it restores (already
             redistributed); ``None`` to create writers with ``create_writer``.
+        column_names: The input's column names when the stage renamed its columns
+            by position for ``mapInArrow`` (names with dots or backticks); each
+            batch gets them back before a writer sees it. ``None``: as they come.
     """
 
     sink: Any
@@ -115,6 +118,7 @@ class WriterTask:
     checkpoint: bool = False
     restored_checkpoint_id: int | None = None
     restored_states: tuple[tuple[bytes, ...], ...] | None = None
+    column_names: tuple[str, ...] | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Run one subtask's writer over its partition and yield its metadata rows."""
@@ -137,6 +141,9 @@ class WriterTask:
             restored_checkpoint_id=self.restored_checkpoint_id,
         )
         run = _WriterRun(self, context, timers)
+        names = self.column_names
+        if names is not None:
+            batches = (batch.rename_columns(names) for batch in batches)
         committables, states, records = run.execute(batches)
         yield self._output(context, token, committables, states, records)
 
