@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Sequence
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +25,7 @@ from reference_sinks.files._config import (
     RollingPolicy,
     describe,
 )
+from reference_sinks.files._schema import check_existing, check_types
 from reference_sinks.files._writer import FileWriter
 from sinkv2 import (
     AttrsMsgpackSerializer,
@@ -35,9 +36,13 @@ from sinkv2 import (
     SupportsAttemptCleanup,
     SupportsCommitter,
     SupportsPreCommitTopology,
+    SupportsPreWriteTopology,
     SupportsWriterState,
     WriterInitContext,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = ["FileSink"]
 
@@ -81,6 +86,7 @@ class FileSink(
     SupportsCommitter[PendingFile],
     SupportsAttemptCleanup,
     SupportsAbort[PendingFile],
+    SupportsPreWriteTopology[dict[str, Any]],
 ):
     """Exactly-once files under ``base_path``: Parquet or JSON lines, Hive-partitioned.
 
@@ -107,6 +113,12 @@ class FileSink(
 
     Raises:
         SinkConfigurationError: Any argument has a bad value or type.
+
+    Before any data moves (its pre-write topology, on the driver), the DataFrame's
+    types are checked against the format (see the type table in the docs) and, when
+    appending to a directory that has files, against the newest committed file:
+    other partition columns, and in Parquet a column of another type or a missing
+    column, are refused with both schemas (a directory Spark could not read).
 
     Configure it, do not subclass it. With ``compaction``, the instance is of a
     private subclass that adds the pre-commit topology (Sink V2 capabilities are
@@ -165,6 +177,7 @@ class FileSink(
             )
         self.filesystem = filesystem
         self.resolve()  # a base_path pyarrow cannot parse fails here, not in a task
+        self._accepted_schema: str | None = None
 
     def __repr__(self) -> str:
         return (
@@ -193,6 +206,42 @@ class FileSink(
                 "s3://, gs://, hdfs:// or file:// URI, or a filesystem="
             ) from error
         return fs, path.rstrip("/") or "/"
+
+    # --- before the writers ------------------------------------------------------------------
+
+    def add_pre_write_topology(self, input: DataFrame) -> DataFrame:
+        """Check the DataFrame against the format and the directory; ``input`` unchanged.
+
+        Runs on the driver before any Spark job: one listing of ``base_path`` and
+        one Parquet footer, skipped for a schema this sink already accepted (each
+        micro-batch of a stream).
+
+        Raises:
+            SinkConfigurationError: A partition column is not in the DataFrame; a
+                column's type has no exact form in the format; or the rows do not fit
+                the files already committed (see `check_existing`).
+        """
+        from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
+
+        schema = input.schema
+        if self._accepted_schema == schema.json():
+            return input
+        missing = [c for c in self.partition_by if c not in schema.names]
+        if missing:
+            raise SinkConfigurationError(
+                f"FileSink partition_by names {missing} but the DataFrame has columns "
+                f"{schema.names}; partition by columns of the DataFrame"
+            )
+        data = [f for f in schema.fields if f.name not in self.partition_by]
+        try:
+            arrow = to_arrow_schema(type(schema)(data), timezone="UTC")
+        except Exception:  # noqa: BLE001  # the translator names the column Arrow cannot carry
+            return input
+        check_types(arrow, self.format, [f.dataType.simpleString() for f in data])
+        fs, root = self.resolve()
+        check_existing(fs, root, self.format, schema, self.partition_by)
+        self._accepted_schema = schema.json()
+        return input
 
     # --- writers ---------------------------------------------------------------------------
 

@@ -7,9 +7,6 @@ nothing is visible until the committer renames a closed file into place.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import json
 from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
@@ -20,7 +17,9 @@ import pyarrow.parquet as pq
 from reference_sinks.files._committables import InProgressFile, PendingFile
 from reference_sinks.files._committer import remove_quietly
 from reference_sinks.files._config import FileFormat, RollingPolicy
+from reference_sinks.files._json_lines import JsonLinesEncoder
 from reference_sinks.files._paths import partition_path
+from reference_sinks.files._schema import check_types
 from sinkv2 import (
     CommittingSinkWriter,
     SinkConfigurationError,
@@ -43,14 +42,31 @@ _ROW_GROUP_ROWS: Final = 128 * 1024
 _EXTENSIONS: Final = {"parquet": "parquet", "jsonl": "jsonl"}
 
 
-def _json_default(value: object) -> object:
-    if isinstance(value, dt.datetime | dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    raise TypeError(f"{type(value).__name__} {value!r} has no JSON form")
+def _relaxed(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every struct's fields nullable (at any depth).
+
+    A null struct still has a slot in each child; Arrow's Parquet writer refuses a
+    non-nullable child with a null slot (a variant's ``value``, Spark's non-null
+    struct fields). Spark reads an optional field back as the same values.
+    """
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_relaxed(f.type)).with_nullable(True) for f in kind])
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_relaxed(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_relaxed(kind.value_type)))
+    if pa.types.is_map(kind):
+        return pa.map_(
+            kind.key_field.with_type(_relaxed(kind.key_type)),
+            kind.item_field.with_type(_relaxed(kind.item_type)),
+            keys_sorted=kind.keys_sorted,
+        )
+    return kind
+
+
+def parquet_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema a Parquet part file is written with: ``schema``, struct fields nullable."""
+    return pa.schema([f.with_type(_relaxed(f.type)) for f in schema], metadata=schema.metadata)
 
 
 class _PartFile:
@@ -73,7 +89,9 @@ class _PartFile:
         self.rows = rows
         self.stream = fs.open_output_stream(staged)
         self.parquet: pq.ParquetWriter | None = None
+        self.json: JsonLinesEncoder | None = None
         self.schema: pa.Schema | None = None
+        self.written: pa.Schema | None = None  # the Parquet file's (see parquet_schema)
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
@@ -99,15 +117,17 @@ class _PartFile:
         """Append ``batch`` (already without partition columns)."""
         self.rows += batch.num_rows
         if self.format == "jsonl":
-            lines = "".join(
-                json.dumps(row, default=_json_default, ensure_ascii=False) + "\n"
-                for row in batch.to_pylist()
-            )
-            self.stream.write(lines.encode("utf-8"))
+            if self.json is None or not batch.schema.equals(self.json.schema):
+                self.json = JsonLinesEncoder(batch.schema)
+            self.stream.write(self.json.encode(batch))
             return
         if self.parquet is None:
-            self.parquet = pq.ParquetWriter(self.stream, batch.schema)
             self.schema = batch.schema
+            written = parquet_schema(batch.schema)
+            self.written = None if written.equals(batch.schema) else written
+            self.parquet = pq.ParquetWriter(self.stream, written)
+        if self.written is not None:
+            batch = batch.cast(self.written)
         self.buffer.append(batch)
         self.buffered_rows += batch.num_rows
         self.buffered_bytes += batch.nbytes
@@ -234,6 +254,11 @@ class FileWriter(
         self._format = sink.format
         self._partition_by = tuple(sink.partition_by)
         self._policy = sink.rolling_policy
+        schema = self._input_schema = context.get_input_schema()
+        if schema is not None:  # the sink checked it on the driver; this runtime may not have
+            check_types(
+                pa.schema([f for f in schema if f.name not in self._partition_by]), self._format
+            )
         self._token = context.get_attempt_token()
         self._staging = f"{self._root}/_staging/{self._token}"
         self._fs.create_dir(self._staging, recursive=True)
@@ -299,7 +324,8 @@ class FileWriter(
     def _rows_to_batch(self) -> None:
         if self._rows:
             rows, self._rows = self._rows, []
-            self._write_batch(pa.RecordBatch.from_pylist(rows))
+            # With the input schema, a map's (key, value) pairs stay a map, not a list.
+            self._write_batch(pa.RecordBatch.from_pylist(rows, schema=self._input_schema))
 
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:

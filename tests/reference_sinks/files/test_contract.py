@@ -57,6 +57,9 @@ def read_visible(base: Path, fmt: str) -> list[dict]:
             found = pq.read_table(path).to_pylist()
         else:
             found = [json.loads(line) for line in path.read_text().splitlines()]
+            for row in found:  # infinities are spelled "Infinity", as Spark's JSON writer does
+                if isinstance(row.get("value"), str):
+                    row["value"] = float(row["value"])
         rows += [{**row, **partition} for row in found]
     return rows
 

@@ -1,0 +1,243 @@
+"""Rows of an Arrow batch as JSON lines that Spark's JSON reader reads back as the same values.
+
+Compiled once per Arrow schema (`JsonLinesEncoder`), then one ``json`` encode per
+row, as before: plain columns (integers, floats, strings, booleans) get no per-value
+Python. Only what JSON has no value for is converted:
+
+============================  =====================================================
+Spark type                    JSON value (read back with the DataFrame's schema)
+============================  =====================================================
+byte, short, int, long        number
+float, double                 number; NaN, Infinity, -Infinity as the strings
+                              ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as
+                              Spark's JSON writer writes them (strict JSON has no
+                              NaN; the row is re-encoded only when one occurs)
+decimal(p, s)                 string of its exact digits (Spark writes a number;
+                              Spark reads both, a string loses no digits elsewhere)
+string, boolean               string, true/false
+binary                        base64 string (as Spark)
+date                          ``"2024-03-30"`` (as Spark)
+timestamp                     ISO 8601 in UTC with ``+00:00``, microseconds kept
+                              (Spark's default format cuts them to milliseconds)
+timestamp_ntz                 ISO 8601 without offset, microseconds kept
+array, struct                 array, object (a null field is ``null``; Spark
+                              leaves it out: both read back as null; a null
+                              variant is left out, as JSON null is the variant's
+                              own null)
+map                           object; keys as text (``1`` -> ``"1"``), as Spark
+                              (whose reader takes string keys only)
+variant                       the variant's JSON, inline (as Spark)
+void                          null
+============================  =====================================================
+
+Day-time intervals and times have no JSON value Spark's reader takes back for every
+interval type; `unsupported` names them so the sink refuses them before writing.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import pyarrow as pa
+
+__all__ = ["JsonLinesEncoder", "is_variant", "unsupported"]
+
+_Convert = Callable[[Any], Any]
+
+_NON_FINITE: Final = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _default(value: object) -> object:
+    """What ``json`` cannot write itself, at any depth (its ``default`` hook)."""
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} {value!r} has no JSON form")
+
+
+def _spell_non_finite(value: Any) -> Any:
+    """``value`` with NaN and the infinities as Spark's JSON writer spells them, at any depth."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else _NON_FINITE[value]
+    if isinstance(value, dict):
+        return {key: _spell_non_finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_spell_non_finite(item) for item in value]
+    return value
+
+
+def is_variant(field: pa.Field) -> bool:
+    """Whether ``field`` is a Spark variant, in PySpark's Arrow form.
+
+    That is a struct of ``value`` and ``metadata`` whose ``metadata`` field is
+    tagged ``variant: true``.
+    """
+    kind = field.type
+    if not pa.types.is_struct(kind):
+        return False
+    children = {kind.field(i).name: kind.field(i) for i in range(kind.num_fields)}
+    tag = children["metadata"].metadata if "metadata" in children else None
+    return "value" in children and tag is not None and tag.get(b"variant") == b"true"
+
+
+def unsupported(field: pa.Field) -> pa.DataType | None:
+    """The type inside ``field`` that JSON lines cannot hold, or ``None``."""
+    kind = field.type
+    if pa.types.is_duration(kind) or pa.types.is_time(kind) or pa.types.is_interval(kind):
+        return kind
+    if is_variant(field):
+        return None
+    if pa.types.is_struct(kind):
+        children = [kind.field(i) for i in range(kind.num_fields)]
+    elif pa.types.is_map(kind):
+        children = [kind.key_field, kind.item_field]
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        children = [kind.value_field]
+    else:
+        return None
+    for child in children:
+        found = unsupported(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _key_text(key: Any) -> str:
+    """A map key as an object key: its text, as Spark's writer makes it."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    converted = _spell_non_finite(key)
+    if isinstance(converted, str):
+        return converted
+    text = _default(converted) if not isinstance(converted, int | float) else converted
+    return text if isinstance(text, str) else json.dumps(text)
+
+
+def _variant_json(value: Mapping[str, Any]) -> Any:
+    from pyspark.sql.types import VariantVal  # noqa: PLC0415  # only variant columns need pyspark
+
+    return json.loads(VariantVal(value["value"], value["metadata"]).toJson())
+
+
+def _converter(field: pa.Field) -> _Convert | None:  # noqa: PLR0911 - one return per kind of type
+    """Turns a non-null value of ``field`` (from ``to_pylist``) into JSON; ``None``: as it is."""
+    kind = field.type
+    if is_variant(field):
+        return _variant_json
+    if pa.types.is_map(kind):
+        key, item = _converter(kind.key_field), _converter(kind.item_field)
+
+        def encode_map(value: list[tuple[Any, Any]]) -> dict[str, Any]:
+            return {
+                _key_text(k if key is None else key(k)): v if v is None or item is None else item(v)
+                for k, v in value
+            }
+
+        return encode_map
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        element = _converter(kind.value_field)
+        if element is None:
+            return None
+        return lambda value: [None if item is None else element(item) for item in value]
+    if pa.types.is_struct(kind):
+        children = [kind.field(i) for i in range(kind.num_fields)]
+        converters = {
+            child.name: converter
+            for child in children
+            if (converter := _converter(child)) is not None
+        }
+        if not converters:
+            return None
+        variants = {child.name for child in children if is_variant(child)}
+
+        def encode_struct(value: dict[str, Any]) -> dict[str, Any]:
+            converted = dict(value)
+            for name, convert in converters.items():
+                found = converted.get(name)
+                if found is not None:
+                    converted[name] = convert(found)
+                elif name in variants:  # JSON null is a variant's null: leave it out
+                    converted.pop(name, None)
+            return converted
+
+        return encode_struct
+    return None
+
+
+def _utc(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every zoned timestamp in UTC (a cast of metadata only)."""
+    if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz != "UTC":
+        return pa.timestamp(kind.unit, tz="UTC")
+    if pa.types.is_struct(kind):
+        return pa.struct([child.with_type(_utc(child.type)) for child in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(
+            kind.key_field.with_type(_utc(kind.key_type)),
+            kind.item_field.with_type(_utc(kind.item_type)),
+            keys_sorted=kind.keys_sorted,
+        )
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_utc(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_utc(kind.value_type)))
+    return kind
+
+
+class JsonLinesEncoder:
+    """Encodes batches of one Arrow schema as UTF-8 JSON lines.
+
+    Args:
+        schema: The batches' schema.
+    """
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        utc = pa.schema([field.with_type(_utc(field.type)) for field in schema])
+        self._cast = None if utc.equals(schema) else utc
+        self._converters = {
+            field.name: converter
+            for field in schema
+            if (converter := _converter(field)) is not None
+        }
+        self._variants = frozenset(field.name for field in schema if is_variant(field))
+        self._encode = json.JSONEncoder(
+            ensure_ascii=False, allow_nan=False, default=_default
+        ).encode
+
+    def encode(self, batch: pa.RecordBatch) -> bytes:
+        """The rows of ``batch`` (of this encoder's schema), one JSON object per line."""
+        if self._cast is not None:
+            batch = batch.cast(self._cast)
+        rows = batch.to_pylist()
+        converters = self._converters
+        if converters:
+            variants = self._variants
+            for row in rows:
+                for name, convert in converters.items():
+                    value = row[name]
+                    if value is not None:
+                        row[name] = convert(value)
+                    elif name in variants:  # JSON null is a variant's null: leave it out
+                        del row[name]
+        encode = self._encode
+        lines = []
+        for row in rows:
+            try:
+                lines.append(encode(row))
+            except ValueError:  # NaN or an infinity: rare, so not looked for in every row
+                lines.append(encode(_spell_non_finite(row)))
+        lines.append("")
+        return "\n".join(lines).encode("utf-8")
