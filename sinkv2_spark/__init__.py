@@ -2,11 +2,13 @@
 
 Needs ``pip install 'sinkv2[spark]'``. The entry point is
 `SinkTopologyTranslator` (batch DataFrames, and streaming ones, which return a
-`SinkStreamingQuery`); the committable stream and its helpers are in
-``sinkv2_spark.committables``.
+`SinkStreamingQuery`); `register` adds the ``sinkv2`` data source to a session, so
+``df.write.format("sinkv2")`` runs any sink too. The committable stream and its
+helpers are in ``sinkv2_spark.committables``.
 """
 
 from sinkv2.runtime import CommitStatus, SinkResult, StageListener
+from sinkv2_spark._datasource import register
 from sinkv2_spark._streaming import SinkStreamingQuery
 from sinkv2_spark._translator import SinkTopologyTranslator
 
@@ -16,4 +18,5 @@ __all__ = [
     "SinkStreamingQuery",
     "SinkTopologyTranslator",
     "StageListener",
+    "register",
 ]

@@ -36,6 +36,7 @@ from sinkv2 import (
     SimpleVersionedSerialization,
     SimpleVersionedSerializer,
     SinkCapabilities,
+    SinkConfigurationError,
 )
 from sinkv2.text import short_repr
 from sinkv2_spark._failure import WriterFailure, encode_failure
@@ -45,6 +46,7 @@ __all__ = [
     "KIND_STATE",
     "KIND_SUBTASK",
     "WRITER_OUTPUT_SCHEMA",
+    "UnknownParallelismContext",
     "WriterTask",
     "attempt_token",
 ]
@@ -85,6 +87,31 @@ def _numeric(values: Mapping[str, object]) -> dict[str, float]:
     }
 
 
+@attrs.frozen(kw_only=True)
+class UnknownParallelismContext(BasicWriterInitContext):
+    """A writer's context when Spark does not say how many writers there are.
+
+    Spark's Python data source API starts each writer task without the number of
+    partitions (``TaskContext`` has no such field), so the ``sinkv2`` data source
+    cannot know it before its commit. Asking for it fails clearly instead of
+    returning a wrong number.
+    """
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        """Not known here.
+
+        Raises:
+            SinkConfigurationError: Always; the message points to ``apply()``.
+        """
+        raise SinkConfigurationError(
+            "get_number_of_parallel_subtasks() is not known to writers started by Spark's "
+            "data source API (df.write.format('sinkv2')): Spark does not tell a Python data "
+            "source's writer tasks how many partitions there are. Run this sink with "
+            "SinkTopologyTranslator().apply(df, sink, ...), which knows it, or do not depend "
+            "on it in the writer"
+        )
+
+
 @attrs.frozen
 class WriterTask:
     """The function ``mapInArrow`` runs in each task (shipped with cloudpickle).
@@ -94,7 +121,10 @@ class WriterTask:
         capabilities: What ``inspect_sink`` found on the driver.
         job_id: This run's id; part of every attempt token.
         checkpoint_id: The checkpoint the committables belong to.
-        number_of_subtasks: Partitions of the writer stage.
+        number_of_subtasks: Partitions of the writer stage; ``None`` when Spark does
+            not tell writers (its Python data source API): their context's
+            ``get_number_of_parallel_subtasks()`` then raises, and the rows carry 0
+            for the driver to fill in.
         emits_write_results: The sink has a pre-commit topology, so writers emit
             write results (serialized with the write-result serializer).
         input_schema: The Arrow schema of the rows, for ``get_input_schema()``.
@@ -112,7 +142,7 @@ class WriterTask:
     capabilities: SinkCapabilities
     job_id: str
     checkpoint_id: int
-    number_of_subtasks: int
+    number_of_subtasks: int | None
     emits_write_results: bool
     input_schema: pa.Schema | None = None
     checkpoint: bool = False
@@ -130,9 +160,10 @@ class WriterTask:
         subtask_id = task.partitionId()
         token = attempt_token(self.job_id, subtask_id, task.taskAttemptId())
         timers = CooperativeProcessingTimeService()
-        context = BasicWriterInitContext(
+        known = self.number_of_subtasks is not None
+        context = (BasicWriterInitContext if known else UnknownParallelismContext)(
             subtask_id=subtask_id,
-            number_of_parallel_subtasks=self.number_of_subtasks,
+            number_of_parallel_subtasks=self.number_of_subtasks or subtask_id + 1,
             attempt_number=task.attemptNumber(),
             job_id=self.job_id,
             attempt_token=token,
@@ -216,7 +247,7 @@ class WriterTask:
             "kind": kind,
             "checkpoint_id": self.checkpoint_id,
             "subtask_id": subtask_id,
-            "number_of_subtasks": self.number_of_subtasks,
+            "number_of_subtasks": self.number_of_subtasks or 0,
             "attempt_token": token,
             "index": index,
             "serializer_version": version,

@@ -1,0 +1,424 @@
+"""The ``sinkv2`` Spark data source: ``df.write.format("sinkv2")`` runs any Sink V2 sink.
+
+`register` adds it to a session; then::
+
+    df.write.format("sinkv2").option("sink", "files").option("path", "/out")
+        .option("sink_id", "orders").mode("append").save()
+
+runs the sink with ``apply()``'s guarantees, driven by the same
+`sinkv2.runtime.CommitCoordinator`. Spark's Python data source API splits one
+write over three processes, and the coordinator's job is split with it:
+
+    planner worker  DataSource.writer()   options, sink, pre-write and pre-commit topology
+                                          checks; acquire the sink id, record the job,
+                                          recover what dead jobs left, decide whether the
+                                          epoch is committed already; release the sink id
+    executors       BatchWriter.write()   one writer per partition (= subtask) on Arrow
+                                          batches (WriterTask, as apply()'s writer stage)
+    planner worker  BatchWriter.commit()  acquire the sink id again, refused if another
+                                          run took it meanwhile; run_epoch over the winning
+                                          attempts' outputs: clean up the losers, pre-commit,
+                                          record Pending, commit, record Committed; finish
+                    BatchWriter.abort()   a writer failed: remove what the job staged
+
+Spark hands ``commit`` one message per partition, from the attempt its output
+commit coordinator let commit; other attempts' side effects are removed by the
+sink's ``clean_up_attempts`` with the winners' tokens, as in ``apply()``.
+
+Between planning and commit the sink id is not held: no process of ours lives
+that long. The job is recorded, so a driver that dies leaves nothing the next
+run does not clean up; and the commit checks that the sink id's fencing token
+moved by exactly its own acquire (every acquire increments it), so a run whose
+staged output another run may have removed as a dead job's never commits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+from sinkv2 import END_OF_INPUT, SinkCapabilities, SinkConfigurationError, inspect_sink
+from sinkv2.errors import ConcurrentCommitError
+from sinkv2.runtime import (
+    CommitCoordinator,
+    CommitRetryPolicy,
+    CommitStateStore,
+    SinkLease,
+    WriterStageOutput,
+)
+from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
+from sinkv2_spark._datasource_options import parse_options
+from sinkv2_spark._datasource_topologies import (
+    LocalStreams,
+    PlannedInput,
+    dataframe_needed,
+    planned_arrow_schema,
+)
+from sinkv2_spark._engine import _split  # apply()'s own splitting, one copy
+from sinkv2_spark._preflight import check_shippable
+from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA, WriterTask
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["NAME", "BatchWriter", "SinkV2DataSource", "TaskOutput", "WritePlan", "register"]
+
+logger = logging.getLogger("sinkv2.spark")
+
+NAME: Final = "sinkv2"
+"""The data source's name: ``df.write.format("sinkv2")``."""
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``sinkv2`` data source with ``spark`` (once per session).
+
+    Afterwards ``df.write.format("sinkv2")`` runs any Sink V2 sink; see
+    `SinkV2DataSource` for the options. Registering again is harmless.
+
+    Raises:
+        SinkConfigurationError: ``spark`` is not a SparkSession.
+    """
+    register_with = getattr(getattr(spark, "dataSource", None), "register", None)
+    if register_with is None:
+        raise SinkConfigurationError(
+            f"register() takes a pyspark.sql.SparkSession (got {type(spark).__name__}); "
+            "pass the session you write with, e.g. register(spark)"
+        )
+    register_with(SinkV2DataSource)
+
+
+class SinkV2DataSource(DataSource):
+    """Spark's door to any Sink V2 sink: ``format("sinkv2")``, batch writes.
+
+    Options (strings, as Spark passes them; names are case-insensitive):
+
+    - ``sink`` (required): a reference sink's short name (``"files"``,
+      ``"iceberg"``) or an importable factory ``"module:callable"``;
+    - ``sink_id`` (required): the stable name of the sink's commit history;
+    - ``checkpoint_id``: a positive integer; a committed one is never written again;
+    - ``state_store``: a SQLite file or ``postgresql://`` URL; by default
+      ``apply()``'s (``$SINKV2_STATE_DIR`` or ``./.sinkv2/commit_state.sqlite``,
+      as Spark's driver-side Python workers see them);
+    - anything else: passed to the factory as keyword arguments.
+
+    Only ``mode("append")``: sinks append; ``"overwrite"`` is refused, and Spark
+    itself refuses ``"errorifexists"`` (its default) and ``"ignore"``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """``"sinkv2"``."""
+        return NAME
+
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        """Plan one batch write (in Spark's planner worker, before any data moves).
+
+        Raises:
+            SinkConfigurationError: A bad option, ``mode("overwrite")``, a topology
+                that needs a Spark DataFrame, a sink that does not pickle.
+            SinkDefinitionError: The factory's result is not a sink.
+            ConcurrentCommitError: Another driver runs the sink id right now.
+            CommitError: A dead job's pending epoch failed to commit again.
+        """
+        if overwrite:
+            raise SinkConfigurationError(
+                "the sinkv2 data source appends: mode('overwrite') is not supported (a Sink V2 "
+                "sink has no truncate); use .mode('append')"
+            )
+        return plan_batch_write(self.options, schema)
+
+
+@final
+@attrs.frozen(kw_only=True)
+class WritePlan:
+    """What the planner decided, pickled once into every task and into ``commit``.
+
+    Attributes:
+        sink: The sink.
+        capabilities: What ``inspect_sink`` found.
+        sink_id: The sink id.
+        checkpoint_id: The user's checkpoint id, or ``None``.
+        job_id: This run's job id, recorded in the store; attempt tokens start with it.
+        store: The commit state store.
+        fencing_token: The sink id's fencing token when the planner held it.
+        skip: The epoch is committed already: writers write nothing.
+        input_schema: The Arrow schema of the rows as planned (writers use the
+            schema of the batches they get, which has the session's time zone).
+        retry_policy: Commit retry budget and backoff.
+    """
+
+    sink: Any
+    capabilities: SinkCapabilities
+    sink_id: str
+    checkpoint_id: int | None
+    job_id: str
+    store: CommitStateStore
+    fencing_token: int
+    skip: bool
+    input_schema: pa.Schema
+    retry_policy: CommitRetryPolicy = attrs.field(factory=CommitRetryPolicy)
+
+    @property
+    def carried_checkpoint_id(self) -> int:
+        """The checkpoint id committables carry: the user's, or ``END_OF_INPUT``."""
+        return self.checkpoint_id if self.checkpoint_id is not None else END_OF_INPUT
+
+
+class _WritersNeeded(Exception):  # a signal, not an error
+    """The planner's stand-in writer stage: the epoch must be written."""
+
+
+def _writers_needed(job_id: str, checkpoint_id: int) -> WriterStageOutput:
+    raise _WritersNeeded
+
+
+def plan_batch_write(options: Any, schema: StructType) -> BatchWriter:
+    """Check everything and record the job; the `BatchWriter` Spark ships to tasks.
+
+    Raises:
+        SinkConfigurationError, SinkDefinitionError, ConcurrentCommitError,
+        CommitError: see `SinkV2DataSource.writer`.
+    """
+    parsed = parse_options(options)
+    sink = parsed.sink
+    capabilities = inspect_sink(sink)
+    input_schema = planned_arrow_schema(schema)
+    if capabilities.pre_write_topology:
+        _check_pre_write(sink, capabilities, schema)
+    check_shippable(sink, capabilities)
+    coordinator = CommitCoordinator(
+        sink,
+        sink_id=parsed.sink_id,
+        store=parsed.state_store,
+        streams=LocalStreams(),
+        capabilities=capabilities,
+        input_schema=input_schema,
+    )
+    if capabilities.pre_commit_topology:
+        # A topology that needs a Spark DataFrame fails here, on no rows, before data moves.
+        with dataframe_needed(capabilities.sink_type):
+            coordinator.pre_commit(COMMITTABLE_SCHEMA.empty_table())
+    recovery = coordinator.open()
+    try:
+        try:
+            # apply()'s epoch rules decide: a committed (or just recommitted)
+            # checkpoint id returns; one to write asks for the writer stage.
+            result = coordinator.run_epoch(
+                _writers_needed, checkpoint_id=parsed.checkpoint_id, recovery=recovery
+            )
+        except _WritersNeeded:
+            skip = False
+        else:
+            skip = True
+            logger.info(
+                "sink %r: checkpoint %s is committed already; the writers write nothing (%s)",
+                parsed.sink_id,
+                parsed.checkpoint_id,
+                result.status.value,
+            )
+        token = coordinator.lease.fencing_token
+    finally:
+        coordinator.close()  # the job stays recorded until commit() finishes it
+    return BatchWriter(
+        WritePlan(
+            sink=sink,
+            capabilities=capabilities,
+            sink_id=parsed.sink_id,
+            checkpoint_id=parsed.checkpoint_id,
+            job_id=coordinator.job_id,
+            store=parsed.state_store,
+            fencing_token=token,
+            skip=skip,
+            input_schema=input_schema,
+        )
+    )
+
+
+def _check_pre_write(sink: Any, capabilities: SinkCapabilities, schema: StructType) -> None:
+    """Run the pre-write topology on a stand-in; it must hand the input back unchanged.
+
+    Raises:
+        SinkConfigurationError: The topology uses the DataFrame beyond its schema
+            (a repartition, a filter...), or returns something else.
+    """
+    planned = PlannedInput(schema, capabilities.sink_type)
+    result = sink.add_pre_write_topology(planned)
+    if result is not planned:
+        raise SinkConfigurationError(
+            f"{capabilities.sink_type}'s pre-write topology returned a new DataFrame "
+            f"({type(result).__name__}); a Spark data source gets the rows as Spark "
+            "partitioned them and cannot transform them first. Run this sink with "
+            "SinkTopologyTranslator().apply(df, sink, sink_id=...)"
+        )
+
+
+@final
+@attrs.frozen
+class TaskOutput(WriterCommitMessage):
+    """One writer task's message to ``commit``: its metadata rows, never data rows.
+
+    Attributes:
+        rows: The `WRITER_OUTPUT_SCHEMA` rows (committables, the subtask row), or
+            ``None`` when the writers were skipped.
+        input_schema: The Arrow schema of the batches the writer got, if any.
+    """
+
+    rows: pa.RecordBatch | None
+    input_schema: pa.Schema | None = None
+
+
+@final
+class BatchWriter(DataSourceArrowWriter):
+    """The writer Spark pickles into every task and into ``commit``/``abort``.
+
+    Args:
+        plan: What the planner decided.
+    """
+
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskOutput:
+        """Run one subtask's writer over its partition's Arrow batches."""
+        plan = self.plan
+        if plan.skip:
+            return TaskOutput(None)
+        first = next(iterator, None)
+        batches = iterator if first is None else itertools.chain((first,), iterator)
+        schema = first.schema if first is not None else plan.input_schema
+        task = WriterTask(
+            sink=plan.sink,
+            capabilities=plan.capabilities,
+            job_id=plan.job_id,
+            checkpoint_id=plan.carried_checkpoint_id,
+            number_of_subtasks=None,  # Spark's data source API does not tell tasks
+            emits_write_results=plan.capabilities.pre_commit_topology,
+            input_schema=schema,
+        )
+        (rows,) = task(batches)
+        return TaskOutput(rows, schema if first is not None else None)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit the epoch from the winning attempts' outputs, exactly once.
+
+        Raises:
+            ConcurrentCommitError: Another run took the sink id while the writers
+                wrote; nothing of this run is committed.
+            SinkConfigurationError: A post-commit topology needs a Spark DataFrame.
+            CommitError: The commit failed; the epoch stays pending.
+        """
+        plan = self.plan
+        outputs = [_output(m) for m in messages]
+        schemas = [o.input_schema for o in outputs if o.input_schema is not None]
+        coordinator = CommitCoordinator(
+            plan.sink,
+            sink_id=plan.sink_id,
+            store=_FencedStore(plan.store, plan.fencing_token),
+            streams=LocalStreams(),
+            job_id=plan.job_id,
+            retry_policy=plan.retry_policy,
+            capabilities=plan.capabilities,
+            input_schema=schemas[0] if schemas else plan.input_schema,
+        )
+
+        def written(job_id: str, checkpoint_id: int) -> WriterStageOutput:
+            if plan.skip:
+                raise RuntimeError(
+                    f"sink {plan.sink_id!r}: checkpoint {plan.checkpoint_id} was committed when "
+                    "the write was planned but not at its commit, while no other run held the "
+                    "sink id; this is a bug in sinkv2, please report it"
+                )
+            return _writer_stage_output(outputs)
+
+        recovery = coordinator.open()
+        try:
+            with dataframe_needed(plan.capabilities.sink_type):
+                result = coordinator.run_epoch(
+                    written, checkpoint_id=plan.checkpoint_id, recovery=recovery
+                )
+        except BaseException:
+            coordinator.close()  # the next run of the sink id cleans up after this job
+            raise
+        coordinator.finish()
+        logger.info("sink %r: %s", plan.sink_id, result)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """A writer failed: remove what this job staged (the job stays recorded).
+
+        Spark also calls ``abort`` when ``commit`` failed (every message present):
+        then nothing is removed here, since a pending epoch's staged output must
+        survive for the next run to commit it. Zombie attempts may still be
+        writing; the next run of the sink id cleans up after the job again.
+        """
+        plan = self.plan
+        if all(m is not None for m in messages) or not plan.capabilities.attempt_cleanup:
+            return
+        try:
+            plan.sink.clean_up_attempts(plan.job_id, ())
+        except Exception as error:  # noqa: BLE001  # the next run of the sink id tries again
+            logger.warning(
+                "sink %r: could not remove what job %s staged (%s: %s); the next run of the "
+                "sink id tries again",
+                plan.sink_id,
+                plan.job_id,
+                type(error).__name__,
+                error,
+            )
+
+
+def _output(message: WriterCommitMessage | None) -> TaskOutput:
+    if not isinstance(message, TaskOutput):
+        raise RuntimeError(
+            f"the sinkv2 data source's commit got {type(message).__name__} instead of a "
+            "writer task's output; this is a bug in sinkv2, please report it"
+        )
+    return message
+
+
+def _writer_stage_output(outputs: list[TaskOutput]) -> WriterStageOutput:
+    """The writers' outputs as ``apply()``'s writer stage returns them."""
+    number_of_subtasks = len(outputs)
+    batches = [o.rows for o in outputs if o.rows is not None]
+    table = pa.Table.from_batches(batches, schema=WRITER_OUTPUT_SCHEMA)
+    column = table.schema.get_field_index("number_of_subtasks")
+    table = table.set_column(
+        column,
+        WRITER_OUTPUT_SCHEMA.field(column),
+        pa.array([number_of_subtasks] * table.num_rows, pa.int32()),
+    )
+    return _split(table, number_of_subtasks, with_states=False)
+
+
+@final
+class _FencedStore:
+    """A store whose ``acquire`` fails if anyone acquired the sink id since the planner.
+
+    Every acquire increments the sink id's fencing token (the store contract), so
+    the commit's lease has the planner's token plus one exactly when no other run
+    held the sink id in between; any other run might have removed this job's
+    staged output as a dead job's.
+    """
+
+    def __init__(self, store: CommitStateStore, planned_token: int) -> None:
+        self._store = store
+        self._planned = planned_token
+
+    def acquire(self, sink_id: str, *, job_id: str) -> SinkLease:
+        lease = self._store.acquire(sink_id, job_id=job_id)
+        if lease.fencing_token != self._planned + 1:
+            lease.release()
+            raise ConcurrentCommitError(
+                f"sink {sink_id!r}: another run took the sink id while this job's ({job_id}) "
+                "writers wrote (fencing token "
+                f"{self._planned} when planned, {lease.fencing_token} at commit), and may have "
+                "removed their staged output as a dead job's; nothing of this run was "
+                "committed. Run one job per sink id at a time, and run this one again"
+            )
+        return lease

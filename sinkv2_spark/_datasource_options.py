@@ -1,0 +1,209 @@
+"""The ``sinkv2`` data source's options: which sink, its sink id, checkpoint id and store.
+
+Spark hands a Python data source its ``.option(...)`` values as strings, with the
+keys lower-cased. Four options are the data source's own; every other one is
+passed to the sink's factory as a keyword argument (still a string):
+
+| option | meaning |
+|---|---|
+| ``sink`` | a reference sink's short name (`SHORT_NAMES`) or ``"module:callable"`` |
+| ``sink_id`` | required: the stable name of this sink's commit history |
+| ``checkpoint_id`` | a positive integer; makes the run idempotent, as in ``apply()`` |
+| ``state_store`` | a SQLite file, or a ``postgresql://`` URL; ``apply()``'s default if absent |
+
+Everything here runs in Spark's driver-side Python planner worker, before any data
+moves, and raises `SinkConfigurationError` with what was expected, what arrived
+and what to do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, Final, final
+
+import attrs
+
+from sinkv2 import SinkConfigurationError, SinkV2Error
+from sinkv2.runtime import CommitStateStore, PostgresCommitStateStore, SqliteCommitStateStore
+from sinkv2.text import describe
+from sinkv2_spark._translator import (  # apply()'s own rules, one copy
+    _check_checkpoint_id as check_checkpoint_id,
+)
+from sinkv2_spark._translator import (
+    _check_sink_id as check_sink_id,
+)
+
+__all__ = ["DOOR_OPTIONS", "SHORT_NAMES", "DoorOptions", "load_factory", "parse_options"]
+
+SHORT_NAMES: Final[Mapping[str, str]] = {
+    "files": "reference_sinks.datasource:files",
+    "iceberg": "reference_sinks.datasource:iceberg",
+}
+"""Reference sinks by short name: ``.option("sink", "files")``, with their factories."""
+
+DOOR_OPTIONS: Final = ("sink", "sink_id", "checkpoint_id", "state_store")
+"""The options the data source reads itself; the rest go to the sink's factory."""
+
+_POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+
+
+@final
+@attrs.frozen
+class DoorOptions:
+    """The data source's options, checked.
+
+    Attributes:
+        sink: The sink the factory built.
+        sink_id: The sink id.
+        checkpoint_id: The user's checkpoint id, or ``None``.
+        state_store: Where epochs are recorded.
+    """
+
+    sink: Any
+    sink_id: str
+    checkpoint_id: int | None
+    state_store: CommitStateStore
+
+
+def parse_options(options: Mapping[str, str]) -> DoorOptions:
+    """Check the data source's options and build the sink.
+
+    Raises:
+        SinkConfigurationError: An option is missing or has a bad value; the sink
+            cannot be imported, or its factory does not take the other options.
+        SinkDefinitionError: The factory returned something that is not a sink.
+    """
+    spec = options.get("sink")
+    if spec is None or not spec.strip():
+        raise SinkConfigurationError(
+            "the sinkv2 data source needs the 'sink' option (got "
+            f"{'none' if spec is None else describe(spec)}): a reference sink's short name "
+            f"({', '.join(sorted(SHORT_NAMES))}) or an importable factory 'module:callable', "
+            "e.g. .option('sink', 'files') or .option('sink', 'my_sinks:make_sink')"
+        )
+    sink_id = options.get("sink_id")
+    if sink_id is None:
+        raise SinkConfigurationError(
+            "the sinkv2 data source needs the 'sink_id' option: the stable name of this "
+            "sink's commit history (which epochs are committed), e.g. "
+            ".option('sink_id', 'orders-parquet'); use the same one for every run that "
+            "writes to the same destination"
+        )
+    name = check_sink_id(sink_id, None)
+    checkpoint_id = _checkpoint_id(options.get("checkpoint_id"))
+    store = open_store(options.get("state_store"))
+    factory_options = {k: v for k, v in options.items() if k not in DOOR_OPTIONS}
+    sink = make_sink(spec.strip(), factory_options)
+    return DoorOptions(sink=sink, sink_id=name, checkpoint_id=checkpoint_id, state_store=store)
+
+
+def _checkpoint_id(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit():
+        raise SinkConfigurationError(
+            f"the 'checkpoint_id' option must be a positive integer (got {describe(value)}); "
+            "use a number that identifies this run's data, such as a batch number, or leave "
+            "it out"
+        )
+    return check_checkpoint_id(int(text))
+
+
+def open_store(location: str | None) -> CommitStateStore:
+    """The commit state store the ``state_store`` option names (``apply()``'s default if none).
+
+    Raises:
+        SinkConfigurationError: The location is empty, or not a store.
+    """
+    if location is None:
+        return SqliteCommitStateStore()
+    if not location.strip():
+        raise SinkConfigurationError(
+            "the 'state_store' option must name a SQLite file or a postgresql:// URL (got "
+            "an empty string); leave it out to use the default "
+            "($SINKV2_STATE_DIR/commit_state.sqlite or ./.sinkv2/commit_state.sqlite)"
+        )
+    if location.startswith(_POSTGRES_SCHEMES):
+        return PostgresCommitStateStore(location)
+    return SqliteCommitStateStore(location)
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """The sink factory ``spec`` names: a short name or ``"module:callable"``.
+
+    Raises:
+        SinkConfigurationError: ``spec`` is neither, its module does not import,
+            or the name is not a callable in it.
+    """
+    target = SHORT_NAMES.get(spec.lower(), spec)
+    module_name, colon, attribute = target.partition(":")
+    if not colon or not module_name or not attribute:
+        raise SinkConfigurationError(
+            f"the 'sink' option must be a reference sink's short name "
+            f"({', '.join(sorted(SHORT_NAMES))}) or 'module:callable' (got {spec!r}); e.g. "
+            "'files', or 'my_package.sinks:make_orders_sink'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise SinkConfigurationError(
+            f"the 'sink' option {spec!r} names module {module_name!r}, which does not import "
+            f"in Spark's Python workers ({type(error).__name__}: {error}); install it into "
+            "the workers' Python, or put its directory on their PYTHONPATH "
+            "(spark.sparkContext.addPyFile, spark-submit --py-files)"
+        ) from error
+    found: object = module
+    for part in attribute.split("."):
+        found = getattr(found, part, _MISSING)
+        if found is _MISSING:
+            raise SinkConfigurationError(
+                f"the 'sink' option {spec!r}: module {module_name!r} has no {attribute!r}; "
+                "name a function or class in it that returns the sink"
+            )
+    if not callable(found):
+        raise SinkConfigurationError(
+            f"the 'sink' option {spec!r} names {describe(found)}, not a callable; name a "
+            "function or class that returns the sink"
+        )
+    return found
+
+
+_MISSING: Final = object()
+
+
+def make_sink(spec: str, options: Mapping[str, str]) -> Any:
+    """The sink: ``factory(**options)``, its parameters checked first.
+
+    Raises:
+        SinkConfigurationError: The factory does not take these options, or failed.
+    """
+    factory = load_factory(spec)
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # builtins without a signature: let the call decide
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(**options)
+        except TypeError as error:
+            takes = [
+                name
+                for name, parameter in signature.parameters.items()
+                if parameter.kind in {parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD}
+            ]
+            raise SinkConfigurationError(
+                f"sink {spec!r} does not take the options {sorted(options)} ({error}); it "
+                f"takes {takes}. Options other than {list(DOOR_OPTIONS)} are passed to the "
+                "sink's factory as keyword arguments (Spark lower-cases their names)"
+            ) from error
+    try:
+        return factory(**options)
+    except SinkV2Error:
+        raise
+    except (TypeError, ValueError) as error:
+        raise SinkConfigurationError(
+            f"sink {spec!r} refused its options {sorted(options)}: {type(error).__name__}: {error}"
+        ) from error
