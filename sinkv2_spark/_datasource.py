@@ -207,25 +207,26 @@ def plan_batch_write(options: Any, schema: StructType) -> BatchWriter:
             coordinator.pre_commit(COMMITTABLE_SCHEMA.empty_table())
     recovery = coordinator.open()
     try:
-        try:
-            # apply()'s epoch rules decide: a committed (or just recommitted)
-            # checkpoint id returns; one to write asks for the writer stage.
-            result = coordinator.run_epoch(
-                _writers_needed, checkpoint_id=parsed.checkpoint_id, recovery=recovery
-            )
-        except _WritersNeeded:
-            skip = False
-        else:
-            skip = True
-            logger.info(
-                "sink %r: checkpoint %s is committed already; the writers write nothing (%s)",
-                parsed.sink_id,
-                parsed.checkpoint_id,
-                result.status.value,
-            )
-        token = coordinator.lease.fencing_token
-    finally:
-        coordinator.close()  # the job stays recorded until commit() finishes it
+        # apply()'s epoch rules decide: a committed (or just recommitted)
+        # checkpoint id returns; one to write asks for the writer stage.
+        result = coordinator.run_epoch(
+            _writers_needed, checkpoint_id=parsed.checkpoint_id, recovery=recovery
+        )
+    except _WritersNeeded:
+        skip = False
+    except BaseException:
+        coordinator.finish()  # nothing was staged: forget the job
+        raise
+    else:
+        skip = True
+        logger.info(
+            "sink %r: checkpoint %s is committed already; the writers write nothing (%s)",
+            parsed.sink_id,
+            parsed.checkpoint_id,
+            result.status.value,
+        )
+    token = coordinator.lease.fencing_token
+    coordinator.close()  # the job stays recorded until commit() finishes it
     return BatchWriter(
         WritePlan(
             sink=sink,

@@ -340,3 +340,11 @@ def test_a_second_driver_on_the_sink_id_fails_before_writing(door, tmp_path):
     ):
         write(frame(door, 10), f"{SINKS}:recording", tmp_path, base=str(base), sink_id="busy")
     assert RecordingSink(base).events_by_token() == {}
+
+
+def test_a_dataframe_without_partitions_commits_an_empty_epoch(door, tmp_path):
+    df = door.createDataFrame([], "id long, key string, value double")
+    base = tmp_path / "out"
+    write(df, f"{SINKS}:recording", tmp_path, base=str(base), sink_id="empty")
+    assert RecordingSink(base).committed_records() == []
+    assert epochs(tmp_path, "empty") == [(1, EpochStatus.COMMITTED)]
