@@ -1,0 +1,42 @@
+"""Exactly-once loads into PostgreSQL by two-phase commit: `PostgresSink`.
+
+Needs ``pip install 'sinkv2[postgres]'`` (psycopg 3). See ``docs/sinks/postgres.md``.
+
+```python
+from reference_sinks.postgres import PostgresSink
+from sinkv2_spark import SinkTopologyTranslator
+
+sink = PostgresSink("postgresql://app@db:5432/shop", "public.orders", upsert_key="id")
+SinkTopologyTranslator().apply(df, sink, sink_id="orders")
+```
+"""
+
+try:
+    import psycopg  # noqa: F401  # fail early, with the install line
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "reference_sinks.postgres needs psycopg; install it with: pip install 'sinkv2[postgres]'"
+    ) from error
+
+from reference_sinks.postgres._bookkeeping import CLEANUPS, MARKERS
+from reference_sinks.postgres._committer import PostgresCommitter, RolledBackTransactionError
+from reference_sinks.postgres._encode import json_text
+from reference_sinks.postgres._model import PostgresTransaction, parse_gid
+from reference_sinks.postgres._sink import Connect, PostgresAtLeastOnceSink, PostgresSink
+from reference_sinks.postgres._table import TableName
+from reference_sinks.postgres._writer import PostgresWriter
+
+__all__ = [
+    "CLEANUPS",
+    "MARKERS",
+    "Connect",
+    "PostgresAtLeastOnceSink",
+    "PostgresCommitter",
+    "PostgresSink",
+    "PostgresTransaction",
+    "PostgresWriter",
+    "RolledBackTransactionError",
+    "TableName",
+    "json_text",
+    "parse_gid",
+]

@@ -1,0 +1,140 @@
+"""Arrow batches as CSV text for ``COPY ... FROM STDIN (FORMAT csv)``.
+
+pyarrow's CSV writer (C++) writes most columns: integers, floats (``nan``, ``inf``,
+``-0``, all read back exactly by PostgreSQL), decimals, strings (always quoted, so
+an empty string stays empty while a null is an unquoted empty field, which is how
+COPY's CSV format tells them apart), booleans, dates and timestamps (zoned ones with
+their UTC offset). Only what it cannot write, or PostgreSQL would read differently,
+goes through Python first, value by value: bytes (bytea's hex form), lists (array
+literals), anything into a json or jsonb column, and durations (intervals).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import io
+import json
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from reference_sinks.postgres._table import Encoding
+
+__all__ = ["encode_csv", "json_text"]
+
+_OPTIONS: Final = pacsv.WriteOptions(include_header=False, batch_size=8192)
+
+
+def _float_text(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+def _array_element(value: Any) -> str:
+    r"""One element of an array literal; strings quoted, ``"`` and ``\\`` escaped."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, float):
+        return _float_text(value)
+    if isinstance(value, int | decimal.Decimal):
+        return str(value)
+    if isinstance(value, list):
+        return _array_literal(value)
+    if isinstance(value, bytes):
+        text = "\\x" + value.hex()
+    elif isinstance(value, datetime.datetime | datetime.date):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _array_literal(values: list[Any]) -> str:
+    return "{" + ",".join(_array_element(value) for value in values) + "}"
+
+
+def json_text(value: Any) -> str:  # noqa: PLR0911 - one return per kind of value reads best
+    """``value`` as JSON text, the way Spark's JSON writer writes it.
+
+    Decimals digit for digit (a float would round), bytes as base64, maps (read
+    from Arrow as dicts) as objects, dates and timestamps as ISO 8601, and the
+    floats JSON has no number for quoted (``"NaN"``, ``"Infinity"``), as Jackson
+    writes them under Spark's ``to_json``.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | decimal.Decimal):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else f'"{_float_text(value)}"'
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ",".join(
+                f"{json.dumps(str(key), ensure_ascii=False)}:{json_text(item)}"
+                for key, item in value.items()
+            )
+            + "}"
+        )
+    if isinstance(value, list):
+        return "[" + ",".join(json_text(item) for item in value) + "]"
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return f'"{value.isoformat()}"'
+    if isinstance(value, datetime.timedelta):
+        return repr(value.total_seconds())
+    if isinstance(value, bytes):
+        return f'"{base64.b64encode(value).decode("ascii")}"'
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
+    convert: Callable[[Any], str]
+    if encoding is Encoding.INTERVAL:
+        micros = pc.cast(column.cast(pa.duration("us")), pa.int64())
+        return pc.binary_join_element_wise(pc.cast(micros, pa.string()), " microseconds", "")
+    if encoding is Encoding.BYTEA:
+
+        def convert(value: Any) -> str:
+            return "\\x" + bytes(value).hex()
+
+    elif encoding is Encoding.ARRAY:
+        convert = _array_literal
+    else:
+        convert = json_text
+    return pa.array(
+        [
+            None if value is None else convert(value)
+            for value in column.to_pylist(maps_as_pydicts="strict")
+        ],
+        type=pa.string(),
+    )
+
+
+def encode_csv(batch: pa.RecordBatch, encodings: Sequence[Encoding]) -> bytes:
+    """``batch``'s rows as CSV lines, each column encoded as ``encodings`` says."""
+    columns = []
+    for column, encoding in zip(batch.columns, encodings, strict=True):
+        if pa.types.is_dictionary(column.type):
+            column = column.dictionary_decode()  # noqa: PLW2901  # decoded in place
+        if encoding is not Encoding.NATIVE:
+            column = _converted(column, encoding)  # noqa: PLW2901
+        columns.append(column)
+    table = pa.Table.from_arrays(columns, names=[f"c{i}" for i in range(len(columns))])
+    sink = io.BytesIO()
+    pacsv.write_csv(table, sink, _OPTIONS)
+    return sink.getvalue()

@@ -1,0 +1,342 @@
+"""The PostgreSQL writer: rows loaded by ``COPY`` inside one transaction per checkpoint.
+
+Exactly once, the transaction is prepared (``PREPARE TRANSACTION``) at
+``prepare_commit`` and its gid is the committable; the committer commits it. At
+least once, it is committed at every ``flush``. Rows travel as CSV made by pyarrow
+(see ``_encode``), buffered up to a few megabytes per ``COPY`` statement.
+
+Into a target with a unique index, and for upserts, the transaction loads a staging
+table of its own instead (``CREATE TABLE ... (LIKE target)``, so the target's NOT
+NULL constraints and column lengths check every row as it arrives), which the
+committer moves into the target (see ``_merge``): an attempt never waits on
+another attempt's prepared row locks. PostgreSQL cannot prepare a transaction that
+touched a temporary table, hence a regular one that only this transaction sees
+until it is committed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+
+from reference_sinks.postgres._bookkeeping import (
+    cleanup_watermark,
+    ensure_tables,
+    guard_lock_key,
+    insert_marker,
+    lost_to_cleanup,
+)
+from reference_sinks.postgres._encode import encode_csv
+from reference_sinks.postgres._merge import staging_name
+from reference_sinks.postgres._model import PostgresTransaction, gid_of
+from reference_sinks.postgres._table import (
+    Encoding,
+    TableName,
+    TargetTable,
+    check_fit,
+    describe_table,
+)
+from sinkv2 import (
+    BasicSinkWriterContext,
+    CommittingSinkWriter,
+    FatalDestinationError,
+    SinkWriter,
+    WriterInitContext,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["COPY_BUFFER_BYTES", "PostgresWriter", "WriterOptions"]
+
+COPY_BUFFER_BYTES: Final = 8 << 20
+"""CSV bytes buffered before a ``COPY`` statement sends them."""
+_ROWS_PER_BATCH: Final = 8192
+_LINE: Final = re.compile(r"\bline (\d+)")
+_COLUMN: Final = re.compile(r"\bcolumn ([^:]+):")
+
+
+class WriterOptions:
+    """What every writer of one sink needs (picklable; built by the sink)."""
+
+    def __init__(
+        self,
+        *,
+        connect: Callable[[], psycopg.Connection[Any]],
+        table: TableName,
+        sink_id: str,
+        upsert_key: Sequence[str] | None,
+        exactly_once: bool,
+    ) -> None:
+        self.connect = connect
+        self.table = table
+        self.sink_id = sink_id
+        self.upsert_key = None if upsert_key is None else tuple(upsert_key)
+        self.exactly_once = exactly_once
+
+
+class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
+    """Loads one subtask attempt's rows into the target table, in one transaction per checkpoint.
+
+    Lifecycle: ``write`` / ``write_arrow_batch`` any number of times, ``flush``,
+    ``prepare_commit`` (exactly once: prepares the transaction and returns its
+    gid; at least once: nothing, ``flush`` committed), ``close`` (rolls back a
+    transaction not prepared).
+    """
+
+    def __init__(self, options: WriterOptions, context: WriterInitContext) -> None:
+        self._options = options
+        self._subtask = context.get_subtask_id()
+        self._job_id = context.get_job_id()
+        self._token = context.get_attempt_token()
+        self._metrics = context.metric_group()
+        self._connection = options.connect()
+        try:
+            self._open(options, context)
+        except BaseException:
+            self._connection.close()
+            raise
+        self._rows: list[dict[str, Any]] = []
+        self._buffer: list[bytes] = []
+        self._buffered_bytes = 0
+        self._buffered_rows = 0
+        self._copied_rows = 0  # rows sent in the open transaction
+        self._seen_rows = 0  # rows of this attempt's input before the open transaction
+        self._in_transaction = False
+        self._sequence = 0
+        self._staging: TableName | None = None
+
+    def _open(self, options: WriterOptions, context: WriterInitContext) -> None:
+        """Describe the table and check the input against it (the connection is open)."""
+        self._connection.autocommit = True  # transactions are begun and prepared by hand
+        self._table: TargetTable = describe_table(self._connection, options.table)
+        # At least once, plain commits hold no locks past a checkpoint: no staging.
+        self._staged = options.exactly_once and (
+            options.upsert_key is not None or bool(self._table.unique_keys)
+        )
+        self._schema: pa.Schema | None = None
+        self._encodings: list[Encoding] = []
+        self._input_schema = context.get_input_schema()
+        if self._input_schema is not None:
+            self._fit(self._input_schema)
+        self._since = 0
+        if options.exactly_once:
+            ensure_tables(self._connection, options.table)
+            # Read now, at task start, before the stage can have been cleaned up.
+            self._since = cleanup_watermark(
+                self._connection, options.table, options.sink_id, self._job_id
+            )
+
+    # --- input ---------------------------------------------------------------------------
+
+    def write(self, element: dict[str, Any], context: SinkWriter.Context) -> None:
+        """Buffer one row (a dict keyed by column name)."""
+        self._rows.append(element)
+        if len(self._rows) >= _ROWS_PER_BATCH:
+            self._drain_rows()
+
+    def write_arrow_batch(self, batch: pa.RecordBatch, context: SinkWriter.Context) -> None:
+        """Encode ``batch`` for ``COPY``; send once enough is buffered."""
+        if batch.num_rows == 0:
+            return
+        if self._schema is None or batch.schema != self._schema:
+            self._fit(batch.schema)
+        data = encode_csv(batch, self._encodings)
+        self._buffer.append(data)
+        self._buffered_bytes += len(data)
+        self._buffered_rows += batch.num_rows
+        self._metrics.get_num_records_send_counter().inc(batch.num_rows)
+        self._metrics.get_num_bytes_send_counter().inc(len(data))
+        if self._buffered_bytes >= COPY_BUFFER_BYTES:
+            self._copy()
+
+    def _fit(self, schema: pa.Schema) -> None:
+        self._encodings = check_fit(schema, self._table, upsert_key=self._options.upsert_key)
+        self._schema = schema
+
+    def _drain_rows(self) -> None:
+        if not self._rows:
+            return
+        schema = self._input_schema
+        if schema is None:
+            batch = pa.RecordBatch.from_pylist(self._rows)
+        else:
+            batch = pa.RecordBatch.from_pylist(self._rows, schema=schema)
+        self._rows = []
+        self.write_arrow_batch(batch, BasicSinkWriterContext())
+
+    # --- the transaction ----------------------------------------------------------------
+
+    def _begin(self) -> None:
+        from psycopg import sql  # noqa: PLC0415  # optional extra
+
+        self._connection.execute("BEGIN")
+        self._in_transaction = True
+        if self._staged:
+            name = staging_name(self._options.sink_id, self._token, self._sequence)
+            self._staging = self._options.table.sibling(name)
+            # Logged: an unlogged table would come back empty after a server crash.
+            self._connection.execute(
+                sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS)").format(
+                    self._staging.sql(), self._options.table.sql()
+                )
+            )
+
+    def _copy(self) -> None:
+        """Send the buffered rows with one ``COPY`` statement."""
+        if not self._buffer:
+            return
+        from psycopg import sql  # noqa: PLC0415  # optional extra
+
+        if not self._in_transaction:
+            self._begin()
+        assert self._schema is not None  # set with the first batch
+        target = self._staging or self._options.table
+        statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
+            target.sql(), sql.SQL(", ").join(sql.Identifier(name) for name in self._schema.names)
+        )
+        try:
+            with self._connection.cursor().copy(statement) as copy:
+                for chunk in self._buffer:
+                    copy.write(chunk)
+        except Exception as error:
+            raise self._row_error(error) from error
+        self._copied_rows += self._buffered_rows
+        self._buffer, self._buffered_bytes, self._buffered_rows = [], 0, 0
+
+    def _row_error(self, error: Exception) -> Exception:
+        """A clear error for a row PostgreSQL refused: which row, which column, why."""
+        import psycopg  # noqa: PLC0415  # optional extra
+
+        if not isinstance(error, psycopg.Error) or isinstance(error, psycopg.OperationalError):
+            return error
+        diag = error.diag
+        context = diag.context or ""
+        line = _LINE.search(context)
+        column = diag.column_name or (_COLUMN.search(context) or [None, None])[1]
+        where = ""
+        if line is not None:
+            row = self._seen_rows + self._copied_rows + int(line.group(1)) - 1
+            where = f" row {row} of subtask {self._subtask}'s input"
+        if column:
+            where += f", column {column!r}"
+        detail = (diag.message_primary or str(error)).strip()
+        if self._staging is not None:
+            detail = detail.replace(self._staging.name, self._options.table.name)
+            context = context.replace(self._staging.name, self._options.table.name)
+        return FatalDestinationError(
+            f"PostgreSQL refused{where} for table {str(self._options.table)!r}: {detail}"
+            + (f" ({context.strip()})" if context else "")
+            + ". Nothing of this attempt is visible; fix or filter the row and re-run"
+        )
+
+    def _finish_transaction(self) -> int:
+        """Everything buffered sent; the rows of the open transaction."""
+        self._drain_rows()
+        self._copy()
+        return self._copied_rows
+
+    def _reset(self) -> None:
+        self._in_transaction = False
+        self._staging = None
+        self._seen_rows += self._copied_rows
+        self._copied_rows = 0
+        self._sequence += 1
+
+    # --- checkpoint ----------------------------------------------------------------------
+
+    def flush(self, end_of_input: bool) -> None:
+        """Send every buffered row; at least once, also commit them."""
+        self._drain_rows()
+        self._copy()
+        if not self._options.exactly_once and self._in_transaction:
+            self._finish_transaction()
+            self._connection.execute("COMMIT")
+            self._reset()
+
+    def prepare_commit(self) -> list[PostgresTransaction]:
+        """Prepare the open transaction and hand over its gid (nothing if no row came)."""
+        if not self._options.exactly_once:
+            self.flush(False)
+            return []
+        if not self._in_transaction and not self._buffer and not self._rows:
+            return []
+        rows = self._finish_transaction()
+        options = self._options
+        gid = gid_of(options.sink_id, self._job_id, self._token, self._sequence)
+        staging = self._staging
+        if staging is None:  # loaded the target: the transaction marks itself
+            insert_marker(
+                self._connection,
+                options.table,
+                gid=gid,
+                sink_id=options.sink_id,
+                job_id=self._job_id,
+                attempt_token=self._token,
+                rows=rows,
+            )
+        self._prepare(gid)
+        self._reset()
+        if staging is None:
+            return [PostgresTransaction(gid=gid, table=str(options.table), rows=rows)]
+        assert self._schema is not None  # rows came, so a schema did
+        return [
+            PostgresTransaction(
+                gid=gid,
+                table=str(options.table),
+                rows=rows,
+                staging=staging.name,
+                columns=tuple(self._schema.names),
+                upsert_key=options.upsert_key,
+            )
+        ]
+
+    def _prepare(self, gid: str) -> None:
+        """``PREPARE TRANSACTION`` unless a clean-up of this run already gave this attempt up."""
+        import psycopg  # noqa: PLC0415  # optional extra
+        from psycopg import sql  # noqa: PLC0415
+
+        options = self._options
+        lock = guard_lock_key(options.sink_id, self._job_id)
+        self._connection.execute("SELECT pg_advisory_lock_shared(%s)", (lock,))
+        try:
+            if lost_to_cleanup(
+                self._connection,
+                options.table,
+                sink_id=options.sink_id,
+                job_id=self._job_id,
+                attempt_token=self._token,
+                since=self._since,
+            ):
+                self._connection.execute("ROLLBACK")
+                self._in_transaction = False
+                raise FatalDestinationError(
+                    f"attempt {self._token} of subtask {self._subtask} lost: the driver already "
+                    "cleaned up this stage without it (a speculative copy Spark was killing); "
+                    "its rows were rolled back"
+                )
+            try:
+                self._connection.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))
+            except psycopg.errors.ObjectNotInPrerequisiteState as error:
+                self._in_transaction = False
+                raise FatalDestinationError(
+                    "PostgreSQL refuses PREPARE TRANSACTION: max_prepared_transactions is 0 on "
+                    "this server. Set max_prepared_transactions (e.g. to max_connections) in "
+                    "postgresql.conf and restart it, or use PostgresSink.at_least_once(...)"
+                ) from error
+        finally:
+            self._connection.execute("SELECT pg_advisory_unlock_shared(%s)", (lock,))
+
+    def close(self) -> None:
+        """Roll back a transaction not prepared (its rows were never visible); disconnect."""
+        try:
+            if self._in_transaction and not self._connection.closed:
+                self._connection.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001  # the connection may be dead: nothing to roll back then
+            pass
+        finally:
+            self._in_transaction = False
+            self._connection.close()
