@@ -23,6 +23,7 @@ N_ROWS = 3000
 """Rows per job: 3 subtasks x 5 keys x 200 rows, rolled at 70 rows: 45 staged files."""
 
 TABLE = "ns.events"
+PG_TABLE = "kill_events"
 
 
 def dataframe(spark: Any) -> Any:
@@ -52,8 +53,19 @@ def create_table(warehouse: str) -> None:
     )
 
 
+def create_postgres_table(url: str) -> None:
+    """The PostgreSQL table the ``"postgres"`` jobs load into."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f"CREATE TABLE {PG_TABLE} (id bigint, key text)")
+
+
 def make_sink(kind: str, location: str, *, filesystem: Any = None) -> Any:
-    """The sink of a job: ``"files"``, ``"compacting"`` (FileSink) or ``"iceberg"``."""
+    """The sink of a job: ``"files"``, ``"compacting"`` (FileSink), ``"iceberg"`` or ``"postgres"``.
+
+    ``location`` is a directory, a warehouse, or for ``"postgres"`` the database's URL.
+    """
     from reference_sinks.files import CompactionPolicy, FileSink, RollingPolicy
     from reference_sinks.iceberg import IcebergSink, local_catalog
 
@@ -70,7 +82,13 @@ def make_sink(kind: str, location: str, *, filesystem: Any = None) -> Any:
         )
     if kind == "iceberg":
         return IcebergSink(local_catalog(location), TABLE, write_parallelism=3)
-    raise ValueError(f"unknown sink kind {kind!r}; use 'files', 'compacting' or 'iceberg'")
+    if kind == "postgres":
+        from reference_sinks.postgres import PostgresSink
+
+        return PostgresSink(location, PG_TABLE)
+    raise ValueError(
+        f"unknown sink kind {kind!r}; use 'files', 'compacting', 'iceberg' or 'postgres'"
+    )
 
 
 def _run_job(spark: Any, job: dict[str, Any], config: dict[str, Any]) -> None:

@@ -2,7 +2,11 @@
 
 The host is a child process (`tests.integration.kill_driver`) with its own ``local[2]``
 Spark session, running a partitioned FileSink (several rolled files per subtask), a
-compacting FileSink and a partitioned IcebergSink job at once, one thread each. The
+compacting FileSink, a partitioned IcebergSink and a PostgresSink job at once, one
+thread each. For PostgreSQL the stages are the moments between ``PREPARE
+TRANSACTION`` and the Pending record (writers-finished), between the Pending record
+and ``COMMIT PREPARED`` (pending-recorded), and after; the re-run must leave every row
+once and ``pg_prepared_xacts`` empty. The
 test kills it from outside, as a crashed machine: SIGKILL to every process group of the
 child's session - the Python driver and its JVM share one group, but PySpark's worker
 daemon moves itself and its Python workers into a group of their own
@@ -36,13 +40,20 @@ import pytest
 from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
 from sinkv2_spark import CommitStatus, SinkTopologyTranslator
 from tests.integration.fault_fs import MERGE_STARTED, fault_injecting_fs
-from tests.integration.kill_driver import N_ROWS, create_table, dataframe, make_sink
+from tests.integration.kill_driver import (
+    N_ROWS,
+    PG_TABLE,
+    create_postgres_table,
+    create_table,
+    dataframe,
+    make_sink,
+)
 
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = 42
-KINDS = ("files", "compacting", "iceberg")
+KINDS = ("files", "compacting", "iceberg", "postgres")
 START_TIMEOUT_S = 240.0  # a cold JVM on a loaded 2-core machine
 DEATH_TIMEOUT_S = 30.0
 
@@ -173,15 +184,26 @@ def start_host(tmp_path, request):
     return start
 
 
-def jobs_for(tmp_path: Path, kinds=KINDS, **options: object) -> list[dict[str, object]]:
+def _location(tmp_path: Path, kind: str, postgres_url: str | None) -> str:
+    if kind == "postgres":
+        assert postgres_url is not None, "a postgres job needs the postgres_url fixture"
+        return postgres_url
+    return str(tmp_path / ("warehouse" if kind == "iceberg" else kind))
+
+
+def jobs_for(
+    tmp_path: Path, kinds=KINDS, postgres_url: str | None = None, **options: object
+) -> list[dict[str, object]]:
     """One job per sink kind, each with its own output and commit state store."""
     if "iceberg" in kinds:
         create_table(str(tmp_path / "warehouse"))
+    if "postgres" in kinds:
+        create_postgres_table(_location(tmp_path, "postgres", postgres_url))
     return [
         {
             "kind": kind,
             "sink_id": f"kill-{kind}",
-            "location": str(tmp_path / ("warehouse" if kind == "iceberg" else kind)),
+            "location": _location(tmp_path, kind, postgres_url),
             "store": str(tmp_path / f"state-{kind}.sqlite"),
             **options,
         }
@@ -213,6 +235,8 @@ def rerun_and_check(spark, job, expected: set[CommitStatus], dead_jobs: int | No
         problems.append(f"re-run cleaned jobs {result.cleaned_jobs} (expected {dead_jobs})")
     if kind == "iceberg":
         problems += iceberg_problems(location)
+    elif kind == "postgres":
+        problems += postgres_problems(location)
     else:
         ids = sorted(row.id for row in spark.read.parquet(location).select("id").collect())
         if ids != list(range(N_ROWS)):
@@ -261,6 +285,22 @@ def iceberg_problems(warehouse: str) -> list[str]:
     return problems
 
 
+def postgres_problems(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        ids = [row[0] for row in connection.execute(f"SELECT id FROM {PG_TABLE} ORDER BY id")]
+        prepared = connection.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+        ).fetchall()
+    problems = []
+    if ids != list(range(N_ROWS)):
+        problems.append(f"{len(ids)} rows, {len(set(ids))} distinct (expected {N_ROWS} once)")
+    if prepared:
+        problems.append(f"{len(prepared)} prepared transactions left: {prepared[:4]}")
+    return problems
+
+
 # --- kills at each stage --------------------------------------------------------------------
 
 
@@ -271,15 +311,15 @@ def iceberg_problems(warehouse: str) -> list[str]:
 # cover the stages of every sink (a host costs 10-20 s of Spark start-up).
 @pytest.mark.parametrize("stage", list(STATUS_AFTER))
 def test_a_driver_host_killed_at_a_stage_leaves_nothing_after_the_rerun(
-    spark, tmp_path, start_host, stage
+    spark, tmp_path, start_host, postgres_url, stage
 ):
-    jobs = jobs_for(tmp_path, stop_at=stage)
+    jobs = jobs_for(tmp_path, postgres_url=postgres_url, stop_at=stage)
     host = start_host(jobs)
     host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
     host.kill()
     if stage != "job-recorded":  # the dead job left staging behind for the re-run to remove
         for job in jobs:
-            if job["kind"] != "iceberg":
+            if job["kind"] not in ("iceberg", "postgres"):
                 assert staging_leftovers(Path(job["location"])), job
     problems = [
         problem
@@ -322,11 +362,11 @@ RANDOM_MOMENTS = {  # seed: (anchor event, shortest and longest delay after it, 
 
 @pytest.mark.parametrize("seed", list(RANDOM_MOMENTS))
 def test_a_driver_host_killed_at_a_random_moment_leaves_nothing_after_the_rerun(
-    spark, tmp_path, start_host, seed
+    spark, tmp_path, start_host, postgres_url, seed
 ):
     anchor, low, high = RANDOM_MOMENTS[seed]
     delay = random.Random(seed).uniform(low, high)
-    jobs = jobs_for(tmp_path)
+    jobs = jobs_for(tmp_path, postgres_url=postgres_url)
     host = start_host(jobs)
     host.wait_for(anchor)
     time.sleep(delay)

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,107 @@ def test_only_one_attempt_is_visible_and_the_others_staging_is_cleaned(cluster, 
     assert after_commit["kept"] == []  # and once committed, the winners' staging too
     assert list(sink.staging.glob("*.jsonl")) == []
     assert result["committed"] == 4
+
+
+POSTGRES_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    sys.path.insert(0, {root!r})
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from reference_sinks.postgres import PostgresSink
+    from sinkv2.runtime import SqliteCommitStateStore
+    from sinkv2_spark import SinkTopologyTranslator
+
+    SLOW_BEFORE_PREPARE = {before_prepare!r}
+
+    class SlowFirstAttempt(PostgresSink):
+        def create_writer(self, context):
+            writer = super().create_writer(context)
+            if context.get_subtask_id() == 1:
+                attempt = context.get_attempt_number()
+                open(os.path.join({marks!r}, f"attempt-{{attempt}}"), "w").close()
+            if context.get_subtask_id() == 1 and context.get_attempt_number() == 0:
+                prepare_commit = writer.prepare_commit
+
+                def slow_prepare_commit():
+                    if SLOW_BEFORE_PREPARE:  # rows copied, transaction still open
+                        time.sleep(25)
+                        return prepare_commit()
+                    prepared = prepare_commit()  # a prepared transaction the loser leaves
+                    time.sleep(25)
+                    return prepared
+
+                writer.prepare_commit = slow_prepare_commit
+            return writer
+
+    spark = (
+        SparkSession.builder.master({master!r})
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.executor.memory", "512m")
+        .config("spark.speculation", "true")
+        .config("spark.speculation.interval", "100ms")
+        .config("spark.speculation.quantile", "0.5")
+        .config("spark.speculation.multiplier", "1.5")
+        .config("spark.speculation.minTaskRuntime", "1s")
+        .getOrCreate()
+    )
+    sink = SlowFirstAttempt({url!r}, "events")
+    df = spark.range(400).selectExpr("id", "cast(id % 7 as string) as key").repartition(4)
+    result = SinkTopologyTranslator(state_store=SqliteCommitStateStore({store!r})).apply(
+        df, sink, sink_id="speculative-postgres")
+    print("RESULT", json.dumps({{"job": result.job_id, "committed": result.committed}}))
+    spark.stop()
+    """
+)
+
+
+@pytest.mark.parametrize("moment", ["before-prepare", "after-prepare"])
+def test_a_postgres_speculative_loser_leaves_no_rows_and_no_prepared_transaction(
+    cluster, tmp_path, postgres_url, moment
+):
+    """The slow attempt of subtask 1 loses to its speculative copy, before or after PREPARE.
+
+    Before: the clean-up record stops it from preparing later (or Spark kills it and its
+    open transaction dies with its connection). After: its prepared transaction is rolled
+    back by the driver's clean-up. Either way every row is there once, and no prepared
+    transaction is left for the server to hold locks on.
+    """
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE events (id bigint, key text)")
+    script = POSTGRES_DRIVER.format(
+        root=str(ROOT),
+        master=cluster.master_url,
+        url=postgres_url,
+        store=str(tmp_path / "state.sqlite"),
+        before_prepare=moment == "before-prepare",
+        marks=str(tmp_path),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert json.loads(line.removeprefix("RESULT "))["committed"] == 4
+    assert sorted(path.name for path in tmp_path.glob("attempt-*")) == ["attempt-0", "attempt-1"]
+
+    deadline = time.monotonic() + 60  # the loser's executor may outlive the driver briefly
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        while True:
+            prepared = connection.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+            ).fetchall()
+            writers = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            ).fetchone()
+            if (not prepared and writers == (0,)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        ids = [row[0] for row in connection.execute("SELECT id FROM events ORDER BY id")]
+    assert prepared == []
+    assert ids == list(range(400))  # exactly once
