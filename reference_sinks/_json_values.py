@@ -25,6 +25,7 @@ time                          ``"12:34:56.123456"``
 array, struct                 array, object (a null field is ``null``; Spark
                               leaves it out)
 map                           object; keys as JSON text (``1`` -> ``"1"``)
+variant                       the variant's JSON value, inline (as Spark)
 ============================  =====================================================
 
 Types without a JSON spelling that reads back as the same value (day-time
@@ -45,7 +46,15 @@ import pyarrow as pa
 
 from sinkv2 import SinkConfigurationError
 
-__all__ = ["Encoder", "column_encoders", "json_float", "shortest_float32"]
+__all__ = [
+    "Encoder",
+    "column_encoders",
+    "field_encoder",
+    "is_variant",
+    "json_float",
+    "shortest_float32",
+    "variant_json",
+]
 
 Encoder = Callable[[Any], Any]
 """A function of a non-null value of one type -> its JSON-safe value."""
@@ -120,6 +129,37 @@ def _struct(fields: dict[str, Encoder | None]) -> Encoder:
     return encode
 
 
+def is_variant(field: pa.Field) -> bool:
+    """Whether ``field`` is a Spark variant, in PySpark's Arrow form.
+
+    That is a struct of ``value`` and ``metadata`` whose ``metadata`` field is
+    tagged ``variant: true``; only the field, not its type, tells it from a struct.
+    """
+    kind = field.type
+    if not pa.types.is_struct(kind):
+        return False
+    children = {kind.field(i).name: kind.field(i) for i in range(kind.num_fields)}
+    tag = children["metadata"].metadata if "metadata" in children else None
+    return "value" in children and tag is not None and tag.get(b"variant") == b"true"
+
+
+def variant_json(value: Mapping[str, Any]) -> Any:
+    """A variant's value (its ``value`` and ``metadata`` bytes) as the JSON value it holds."""
+    from pyspark.sql.types import VariantVal  # noqa: PLC0415  # only variant columns need pyspark
+
+    return json.loads(VariantVal(value["value"], value["metadata"]).toJson())
+
+
+def field_encoder(field: pa.Field, where: Callable[[], str]) -> Encoder | None:
+    """The encoder of ``field``'s non-null values; ``None`` if a value is already JSON.
+
+    Like `value_encoder`, and a variant field (nested ones too) as its JSON value.
+    """
+    if is_variant(field):
+        return variant_json
+    return value_encoder(field.type, where)
+
+
 def value_encoder(kind: pa.DataType, where: Callable[[], str]) -> Encoder | None:  # noqa: PLR0911 - one return per kind of type reads best
     """The encoder of ``kind``'s non-null values; ``None`` if a value is already JSON.
 
@@ -151,11 +191,11 @@ def value_encoder(kind: pa.DataType, where: Callable[[], str]) -> Encoder | None
     if pa.types.is_date(kind) or pa.types.is_timestamp(kind) or pa.types.is_time(kind):
         return _iso
     if pa.types.is_map(kind):
-        return _map(value_encoder(kind.key_type, where), value_encoder(kind.item_type, where))
+        return _map(field_encoder(kind.key_field, where), field_encoder(kind.item_field, where))
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        return _list(value_encoder(kind.value_type, where))
+        return _list(field_encoder(kind.value_field, where))
     if pa.types.is_struct(kind):
-        fields = {field.name: value_encoder(field.type, where) for field in kind}
+        fields = {field.name: field_encoder(field, where) for field in kind}
         return _struct({name: f for name, f in fields.items() if f is not None})
     raise SinkConfigurationError(
         f"{where()} holds {kind} values, which have no JSON value that reads back the same; "
@@ -176,7 +216,7 @@ def column_encoders(schema: pa.Schema, sink: str) -> dict[str, Encoder]:
     """
     encoders: dict[str, Encoder] = {}
     for field in schema:
-        encoder = value_encoder(field.type, functools.partial(_column_where, sink, field))
+        encoder = field_encoder(field, functools.partial(_column_where, sink, field))
         if encoder is not None:
             encoders[field.name] = encoder
     return encoders

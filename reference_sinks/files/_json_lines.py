@@ -41,10 +41,12 @@ import datetime as dt
 import decimal
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 import pyarrow as pa
+
+from reference_sinks._json_values import is_variant, variant_json
 
 __all__ = ["JsonLinesEncoder", "is_variant", "unsupported"]
 
@@ -75,20 +77,6 @@ def _spell_non_finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_spell_non_finite(item) for item in value]
     return value
-
-
-def is_variant(field: pa.Field) -> bool:
-    """Whether ``field`` is a Spark variant, in PySpark's Arrow form.
-
-    That is a struct of ``value`` and ``metadata`` whose ``metadata`` field is
-    tagged ``variant: true``.
-    """
-    kind = field.type
-    if not pa.types.is_struct(kind):
-        return False
-    children = {kind.field(i).name: kind.field(i) for i in range(kind.num_fields)}
-    tag = children["metadata"].metadata if "metadata" in children else None
-    return "value" in children and tag is not None and tag.get(b"variant") == b"true"
 
 
 def unsupported(field: pa.Field) -> pa.DataType | None:
@@ -126,17 +114,11 @@ def _key_text(key: Any) -> str:
     return text if isinstance(text, str) else json.dumps(text)
 
 
-def _variant_json(value: Mapping[str, Any]) -> Any:
-    from pyspark.sql.types import VariantVal  # noqa: PLC0415  # only variant columns need pyspark
-
-    return json.loads(VariantVal(value["value"], value["metadata"]).toJson())
-
-
 def _converter(field: pa.Field) -> _Convert | None:  # noqa: PLR0911 - one return per kind of type
     """Turns a non-null value of ``field`` (from ``to_pylist``) into JSON; ``None``: as it is."""
     kind = field.type
     if is_variant(field):
-        return _variant_json
+        return variant_json
     if pa.types.is_map(kind):
         key, item = _converter(kind.key_field), _converter(kind.item_field)
 

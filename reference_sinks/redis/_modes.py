@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
 import attrs
 import pyarrow as pa
 
-from reference_sinks._json_values import Encoder, json_float, value_encoder
+from reference_sinks._json_values import Encoder, field_encoder, json_float
 from sinkv2 import SinkConfigurationError
 from sinkv2.text import describe
 
@@ -490,7 +490,7 @@ def column_encoders(mode: RedisMode, schema: pa.Schema) -> dict[str, Encoder]:
     """
     encoders: dict[str, Encoder] = {}
     for field in schema:
-        encoder = value_encoder(field.type, functools.partial(_column_where, field))
+        encoder = field_encoder(field, functools.partial(_column_where, field))
         if pa.types.is_float64(field.type):
             continue  # NaN and infinities are spelled when encoded (element_as_json, _ENCODERS)
         if isinstance(mode, SetMode):

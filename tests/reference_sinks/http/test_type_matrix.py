@@ -87,6 +87,19 @@ def test_spellings_follow_spark(spark, translator, server):  # type: ignore[no-u
     ]
 
 
+def test_variants_are_their_json(spark, translator, server):  # type: ignore[no-untyped-def]
+    """A variant column, and variants nested in an array and a struct, inline as Spark writes."""
+    df = spark.sql(
+        """SELECT 0 AS id, parse_json('{"a": [1, 2.5, null], "b": "x"}') AS v,
+                  array(parse_json('1'), parse_json('"s"')) AS vs,
+                  named_struct('inner', parse_json('{"k": true}')) AS st"""
+    ).coalesce(1)
+    translator.apply(df, HttpSink(server.ingest_url), sink_id="http-variants")
+    [(spark_json,)] = df.selectExpr("to_json(struct(*))").collect()
+    assert server.records() == [json.loads(spark_json)]
+    assert server.records()[0]["v"] == {"a": [1, 2.5, None], "b": "x"}
+
+
 def test_a_type_without_json_is_refused_naming_the_column(spark, translator, server):  # type: ignore[no-untyped-def]
     """Refused when the writers start, before any row is converted or sent."""
     df = spark.sql("SELECT 1 AS id, INTERVAL '1' DAY AS wait").coalesce(1)

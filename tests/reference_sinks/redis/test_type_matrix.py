@@ -114,6 +114,37 @@ def test_spellings_follow_spark(spark, translator, redis_server, redis_client): 
     }
 
 
+def test_variants_are_their_json(spark, translator, redis_server, redis_client):  # type: ignore[no-untyped-def]
+    """A variant column, and variants nested in an array and a struct, as their JSON value.
+
+    Spark's JSON writer puts a variant's JSON inline; ``CAST(v AS STRING)`` is that JSON
+    text, which is what a hash field holds.
+    """
+    df = spark.sql(
+        """SELECT 0 AS id, parse_json('{"a": [1, 2.5, null], "b": "x"}') AS v,
+                  array(parse_json('1'), parse_json('"s"')) AS vs,
+                  named_struct('inner', parse_json('{"k": true}')) AS st,
+                  CAST(NULL AS VARIANT) AS missing"""
+    ).coalesce(1)
+    translator.apply(df, RedisSink(redis_server.url, SetMode(key="s:{id}")), sink_id="vset")
+    translator.apply(df, RedisSink(redis_server.url, HashMode(key="h:{id}")), sink_id="vhash")
+    [(spark_json,)] = df.selectExpr("to_json(struct(*))").collect()
+    stored = json.loads(redis_client.get("s:0"))
+    assert stored == {
+        "id": 0,
+        "v": {"a": [1, 2.5, None], "b": "x"},
+        "vs": [1, "s"],
+        "st": {"inner": {"k": True}},
+        "missing": None,
+    }
+    assert {k: v for k, v in stored.items() if v is not None} == json.loads(spark_json)
+    fields = redis_client.hgetall("h:0")
+    assert json.loads(fields[b"v"]) == {"a": [1, 2.5, None], "b": "x"}
+    assert json.loads(fields[b"vs"]) == [1, "s"]
+    assert json.loads(fields[b"st"]) == {"inner": {"k": True}}
+    assert b"missing" not in fields
+
+
 def test_a_type_without_a_spelling_is_refused_naming_the_column(  # type: ignore[no-untyped-def]
     spark, translator, redis_server, redis_client
 ):
