@@ -1,12 +1,14 @@
 """A streaming driver killed with SIGKILL at each coordinator step, then restarted: exactly once.
 
 The host is a child process (`tests.integration.kill_stream_driver`) with its own
-``local[2]`` Spark session, running four streaming queries at once: a partitioned
+``local[2]`` Spark session, running five streaming queries at once: a partitioned
 FileSink and a partitioned IcebergSink, each fed by Spark's JSON file source
 (``availableNow``, one file per micro-batch) and by the ``rate`` source (a
-``processingTime`` trigger). Each query stops at one coordinator step of micro-batch 1
-(checkpoint 2, the second), and the test kills the host there as a crashed machine:
-SIGKILL to every process group of its session (the batch test's `Host.kill`).
+``processingTime`` trigger), and a PostgresSink fed by the file source (its staged
+output: prepared transactions; afterwards ``pg_prepared_xacts`` must be empty). Each
+query stops at one coordinator step of micro-batch 1 (checkpoint 2, the second), and
+the test kills the host there as a crashed machine: SIGKILL to every process group of
+its session (the batch test's `Host.kill`).
 
 Without ``decoupled_commit`` the micro-batch thread stops inside ``foreachBatch``, so
 Spark has logged micro-batch 1's offsets but not its commit (no ``commits/1``), and
@@ -35,7 +37,7 @@ table's data location holds only files its current snapshot references), each Ic
 snapshot is of another checkpoint, and Spark's commit log has every micro-batch.
 
 Five hosts, one per scenario (a host costs 30-60 s of Spark start-up and micro-batches
-on a loaded 2-core machine); the four restarts of a scenario run at once, in this
+on a loaded 2-core machine); the five restarts of a scenario run at once, in this
 process's Spark session: 4-5 minutes in all.
 """
 
@@ -56,7 +58,7 @@ import pytest
 from reference_sinks.iceberg import CHECKPOINT_ID_PROPERTY
 from sinkv2.runtime import CommitRetryPolicy
 from sinkv2_spark import CommitStatus, SinkResult, SinkTopologyTranslator
-from tests.integration.kill_driver import create_table, make_sink
+from tests.integration.kill_driver import PG_TABLE, create_postgres_table, create_table, make_sink
 from tests.integration.kill_stream_driver import (
     N_FILES,
     RATE_ROWS_PER_SECOND,
@@ -71,7 +73,9 @@ pytestmark = pytest.mark.spark
 KILLED = 2
 """The checkpoint the host is killed in: micro-batch 1, the second."""
 
-JOBS = [(kind, source) for kind in ("files", "iceberg") for source in ("files", "rate")]
+JOBS = [(kind, source) for kind in ("files", "iceberg") for source in ("files", "rate")] + [
+    ("postgres", "files")
+]
 RESTART_TIMEOUT_S = 240.0
 
 # scenario: (the step the host stops at in checkpoint KILLED, decoupled_commit)
@@ -139,15 +143,23 @@ def start_host(tmp_path, request):
     return start
 
 
-def jobs_for(tmp_path: Path, stop_at: str, decoupled: bool) -> list[dict[str, Any]]:
-    """One query per sink kind and source, each with its own output and checkpoint location."""
+def jobs_for(
+    tmp_path: Path, stop_at: str, decoupled: bool, postgres_url: str
+) -> list[dict[str, Any]]:
+    """One query per sink kind and source, each with its own output and checkpoint location.
+
+    The PostgreSQL query loads a table of ``postgres_url``'s database.
+    """
     write_input(tmp_path / "input")
     jobs = []
     for kind, source in JOBS:
         sink_id = f"kill-{kind}-{source}"
-        location = tmp_path / sink_id / ("warehouse" if kind == "iceberg" else "out")
+        location: Path | str = tmp_path / sink_id / ("warehouse" if kind == "iceberg" else "out")
         if kind == "iceberg":
             create_table(str(location))
+        elif kind == "postgres":
+            location = postgres_url
+            create_postgres_table(postgres_url)
         jobs.append(
             {
                 "kind": kind,
@@ -183,12 +195,28 @@ def expected_ids(job: dict[str, Any]) -> list[int]:
 
 
 def staged_files(job: dict[str, Any]) -> list[str]:
-    """FileSink: the files under ``_staging/``; Iceberg: data files no snapshot references."""
+    """FileSink: the files under ``_staging/``; Iceberg: data files no snapshot references.
+
+    PostgreSQL: the prepared transactions of the database.
+    """
+    if job["kind"] == "postgres":
+        return prepared_transactions(job["location"])
     if job["kind"] == "files":
         base = Path(job["location"])
         return [name for name in staging_leftovers(base) if (base / "_staging" / name).is_file()]
     referenced, on_disk = iceberg_files(job["location"])
     return sorted(on_disk - referenced)
+
+
+def prepared_transactions(url: str) -> list[str]:
+    """The gids of the prepared transactions of ``url``'s database."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
+        ).fetchall()
+    return sorted(row[0] for row in rows)
 
 
 def iceberg_files(warehouse: str) -> tuple[set[str], set[str]]:
@@ -218,6 +246,13 @@ def destination_problems(spark: Any, job: dict[str, Any]) -> list[str]:
         ids = sorted(row.id for row in rows)
         if left := staging_leftovers(Path(job["location"])):
             problems.append(f"{len(left)} leftovers under _staging/: {left[:8]}")
+    elif job["kind"] == "postgres":
+        import psycopg
+
+        with psycopg.connect(job["location"], autocommit=True) as connection:
+            ids = [row[0] for row in connection.execute(f"SELECT id FROM {PG_TABLE} ORDER BY id")]
+        if prepared := prepared_transactions(job["location"]):
+            problems.append(f"{len(prepared)} prepared transactions left: {prepared[:4]}")
     else:
         table = make_sink("iceberg", job["location"]).load_table()
         ids = sorted(table.scan().to_arrow().column("id").to_pylist())
@@ -305,10 +340,10 @@ def results_problems(job: dict[str, Any], results: list[SinkResult], scenario: s
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_a_streaming_driver_killed_at_a_step_of_a_micro_batch_is_restarted_exactly_once(
-    spark, tmp_path, start_host, scenario
+    spark, tmp_path, start_host, postgres_url, scenario
 ):
     stop_at, decoupled = SCENARIOS[scenario]
-    jobs = jobs_for(tmp_path, stop_at, decoupled)
+    jobs = jobs_for(tmp_path, stop_at, decoupled, postgres_url)
     host = start_host(jobs)
     waits = [f"{job['sink_id']}.stopped" for job in jobs]
     if decoupled:  # the micro-batch thread went on and recorded the next checkpoint
