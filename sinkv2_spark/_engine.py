@@ -8,7 +8,8 @@ module supplies what only Spark knows:
 - `SparkWriterStage`: ``mapInArrow(WriterTask).toArrow()`` with one task per
   partition (= subtask). The plan is executed once; Spark keeps
   the first successful attempt's output per partition. Only committables, states
-  and per-subtask counters reach the driver; rows never do.
+  and per-subtask counters reach the driver; rows never do. (On Spark Connect,
+  without py4j: see ``sinkv2_spark._connect``.)
 - `SparkCommittableStreams`: a committable table as a ``pyspark.sql.DataFrame`` for
   pre- and post-commit topologies, and back.
 """
@@ -25,6 +26,7 @@ import pyarrow as pa
 from sinkv2 import SinkCapabilities, SinkConfigurationError
 from sinkv2.runtime import Restore, SubtaskStates, WriterStageOutput, WriterStates
 from sinkv2.runtime.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
+from sinkv2_spark._connect import CONNECT_PARALLELISM, is_connect, with_parallelism
 from sinkv2_spark._failure import decode_failure
 from sinkv2_spark._writer_stage import (
     KIND_COMMITTABLE,
@@ -235,6 +237,13 @@ class SparkWriterStage:
         self, job_id: str, checkpoint_id: int, restore: Restore | None, *, checkpoint: bool
     ) -> WriterStageOutput:
         describe_jobs(self._source.sparkSession, f"sinkv2 {self._sink_id}: writers")
+        if is_connect(self._source):
+            if checkpoint:  # _translator refuses streaming DataFrames of Connect sessions
+                raise RuntimeError(
+                    "a stream's writer stage ran on Spark Connect; this is a bug in sinkv2, "
+                    "please report it"
+                )
+            return self._run_on_connect(job_id, checkpoint_id)
         source, number_of_subtasks = _executed_once(self._source)
         if checkpoint and number_of_subtasks == 0:
             source, number_of_subtasks = _executed_once(_one_empty_partition(self._source))
@@ -249,12 +258,7 @@ class SparkWriterStage:
                     else [[] for _ in range(number_of_subtasks)]
                 )
             )
-        names = list(source.columns)
-        column_names: tuple[str, ...] | None = None
-        if _needs_positional_names(names):
-            # Renamed by position (no name resolution); the task restores the names.
-            source = source.toDF(*(f"_c{i}" for i in range(len(names))))
-            column_names = tuple(names)
+        source, column_names = _positional(source)
         task = WriterTask(
             sink=self._sink,
             capabilities=self._capabilities,
@@ -282,6 +286,49 @@ class SparkWriterStage:
         output = _split(table, number_of_subtasks, with_states=checkpoint)
         _warn_if_tiny(self._sink_id, output, time.perf_counter() - started)
         return output
+
+    def _run_on_connect(self, job_id: str, checkpoint_id: int) -> WriterStageOutput:
+        """A batch run's writers on Spark Connect: one execution, parallelism learnt after.
+
+        See ``sinkv2_spark._connect``: the plan runs once, in the ``toArrow()``
+        request; writers cannot know the parallelism, and the driver counts it
+        from their subtask rows.
+        """
+        source, column_names = _positional(self._source)
+        task = WriterTask(
+            sink=self._sink,
+            capabilities=self._capabilities,
+            job_id=job_id,
+            checkpoint_id=checkpoint_id,
+            number_of_subtasks=None,
+            emits_write_results=self._capabilities.pre_commit_topology,
+            input_schema=self._input_schema,
+            column_names=column_names,
+            unknown_parallelism=CONNECT_PARALLELISM,
+        )
+        logger.info("sink %r job %s: writer stage on Spark Connect", self._sink_id, job_id)
+        started = time.perf_counter()
+        try:
+            table = source.mapInArrow(task, _WRITER_DDL).toArrow()
+        except Exception as error:
+            raise _writer_error(error) from error
+        table, number_of_subtasks = with_parallelism(table)
+        output = _split(table, number_of_subtasks, with_states=False)
+        _warn_if_tiny(self._sink_id, output, time.perf_counter() - started)
+        return output
+
+
+def _positional(source: DataFrame) -> tuple[DataFrame, tuple[str, ...] | None]:
+    """``source`` with columns renamed by position if ``mapInArrow`` cannot resolve them.
+
+    Returns the DataFrame and the original names for the tasks to restore (or
+    ``None`` when nothing was renamed).
+    """
+    names = list(source.columns)
+    if not _needs_positional_names(names):
+        return source, None
+    # Renamed by position (no name resolution); the task restores the names.
+    return source.toDF(*(f"_c{i}" for i in range(len(names)))), tuple(names)
 
 
 def _warn_if_tiny(sink_id: str, output: WriterStageOutput, seconds: float) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sinkv2 import SinkCapabilities, SinkConfigurationError
 from sinkv2.text import find_unpicklable, short_repr
+from sinkv2_spark._connect import application_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -34,7 +35,8 @@ _FIX: Final = (
     "directory on PYTHONPATH, or install it as a package into the workers' Python. "
     "Standalone, YARN, Kubernetes: ship it with spark.sparkContext.addPyFile('<file>.py or "
     ".zip'), spark-submit --py-files, or the spark.submit.pyFiles setting, or install it "
-    "on every worker"
+    "on every worker. Spark Connect: spark.addArtifacts('<file>.py or .zip', pyfile=True), "
+    "or install it into the server's and its workers' Python"
 )
 
 
@@ -80,7 +82,7 @@ def check_loadable(
             is not importable there); the message says how to ship it.
     """
     cls = type(sink)
-    key = (spark.sparkContext.applicationId, f"{cls.__module__}.{cls.__qualname__}")
+    key = (application_id(spark), f"{cls.__module__}.{cls.__qualname__}")
     if key in _LOADED:
         return
     rows = spark.range(1, numPartitions=1).mapInArrow(_probe(blob), "error string").collect()

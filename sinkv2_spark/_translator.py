@@ -34,12 +34,9 @@ from sinkv2.runtime import (
     SqliteCommitStateStore,
     StageListener,
 )
-from sinkv2_spark._engine import (
-    SparkCommittableStreams,
-    SparkWriterStage,
-    arrow_schema,
-    pre_write,
-)
+from sinkv2_spark._connect import is_connect
+from sinkv2_spark._engine import SparkCommittableStreams, pre_write
+from sinkv2_spark._native_write import batch_writer_stage
 from sinkv2_spark._preflight import check_loadable, check_shippable
 from sinkv2_spark._streaming import SinkStreamingQuery, start_stream
 
@@ -79,7 +76,7 @@ def _check_sink_id(sink_id: object, sink: object) -> str:
     return sink_id
 
 
-def _check_dataframe(df: object) -> DataFrame:
+def _check_dataframe(df: object, *, streaming: bool = False) -> DataFrame:
     from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
 
     if not isinstance(df, DataFrame):
@@ -87,10 +84,17 @@ def _check_dataframe(df: object) -> DataFrame:
             f"apply() takes a pyspark.sql.DataFrame (got {type(df).__name__}); "
             "build one with spark.createDataFrame(...) or spark.read"
         )
-    if getattr(df, "_jdf", None) is None:
+    if streaming and is_connect(df):
         raise SinkConfigurationError(
-            "apply() needs a classic (py4j) DataFrame; Spark Connect DataFrames are not "
-            "supported yet. Run the job with a classic SparkSession"
+            "a streaming apply() needs a classic SparkSession: Spark Connect runs a "
+            "foreachBatch function in a Python process of the server, away from the "
+            "driver's commit coordinator. Batch DataFrames of a Connect session are "
+            "supported; for streams, use a classic session"
+        )
+    if not is_connect(df) and getattr(df, "_jdf", None) is None:
+        raise SinkConfigurationError(
+            f"apply() takes a classic or a Spark Connect DataFrame (got {type(df).__name__} "
+            "without a JVM handle); build it with a SparkSession's own methods"
         )
     return df
 
@@ -294,7 +298,7 @@ class SinkTopologyTranslator:
     ) -> SinkStreamingQuery:
         capabilities = inspect_sink(sink)
         _check_guarantee(guarantee, capabilities)
-        df = _check_dataframe(df)
+        df = _check_dataframe(df, streaming=True)
         if checkpoint_id is not None:
             raise SinkConfigurationError(
                 "checkpoint_id is for batch runs; a stream's checkpoint ids are its "
@@ -355,7 +359,7 @@ class SinkTopologyTranslator:
         started = time.perf_counter()
         source = pre_write(df, sink, capabilities)  # a plan: no Spark job runs
         planned = time.perf_counter() - started
-        schema = arrow_schema(source)
+        stage, schema = batch_writer_stage(source, sink, capabilities, name)
         coordinator = CommitCoordinator(
             sink,
             sink_id=name,
@@ -371,7 +375,7 @@ class SinkTopologyTranslator:
         recovery = coordinator.open()
         try:
             result = coordinator.run_epoch(
-                SparkWriterStage(source, sink, capabilities, name, schema),
+                stage,
                 checkpoint_id=checkpoint,
                 recovery=recovery,
             )

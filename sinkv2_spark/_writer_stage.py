@@ -87,15 +87,29 @@ def _numeric(values: Mapping[str, object]) -> dict[str, float]:
     }
 
 
+_DATA_SOURCE_PARALLELISM: Final = (
+    "get_number_of_parallel_subtasks() is not known to writers started by Spark's "
+    "data source API (df.write.format('sinkv2')): Spark does not tell a Python data "
+    "source's writer tasks how many partitions there are. Run this sink with "
+    "SinkTopologyTranslator().apply(df, sink, ...), which knows it, or do not depend "
+    "on it in the writer"
+)
+
+
 @attrs.frozen(kw_only=True)
 class UnknownParallelismContext(BasicWriterInitContext):
     """A writer's context when Spark does not say how many writers there are.
 
     Spark's Python data source API starts each writer task without the number of
     partitions (``TaskContext`` has no such field), so the ``sinkv2`` data source
-    cannot know it before its commit. Asking for it fails clearly instead of
-    returning a wrong number.
+    cannot know it before its commit; nor can ``apply()`` on Spark Connect. Asking
+    for it fails clearly instead of returning a wrong number.
+
+    Attributes:
+        unknown_because: The error's message: why, and what to do.
     """
+
+    unknown_because: str = _DATA_SOURCE_PARALLELISM
 
     def get_number_of_parallel_subtasks(self) -> int:
         """Not known here.
@@ -103,13 +117,7 @@ class UnknownParallelismContext(BasicWriterInitContext):
         Raises:
             SinkConfigurationError: Always; the message points to ``apply()``.
         """
-        raise SinkConfigurationError(
-            "get_number_of_parallel_subtasks() is not known to writers started by Spark's "
-            "data source API (df.write.format('sinkv2')): Spark does not tell a Python data "
-            "source's writer tasks how many partitions there are. Run this sink with "
-            "SinkTopologyTranslator().apply(df, sink, ...), which knows it, or do not depend "
-            "on it in the writer"
-        )
+        raise SinkConfigurationError(self.unknown_because)
 
 
 @attrs.frozen
@@ -122,9 +130,9 @@ class WriterTask:
         job_id: This run's id; part of every attempt token.
         checkpoint_id: The checkpoint the committables belong to.
         number_of_subtasks: Partitions of the writer stage; ``None`` when Spark does
-            not tell writers (its Python data source API): their context's
-            ``get_number_of_parallel_subtasks()`` then raises, and the rows carry 0
-            for the driver to fill in.
+            not tell writers (its Python data source API, or Spark Connect): their
+            context's ``get_number_of_parallel_subtasks()`` then raises, and the rows
+            carry 0 for the driver to fill in.
         emits_write_results: The sink has a pre-commit topology, so writers emit
             write results (serialized with the write-result serializer).
         input_schema: The Arrow schema of the rows, for ``get_input_schema()``.
@@ -136,6 +144,8 @@ class WriterTask:
         column_names: The input's column names when the stage renamed its columns
             by position for ``mapInArrow`` (names with dots or backticks); each
             batch gets them back before a writer sees it. ``None``: as they come.
+        unknown_parallelism: Without ``number_of_subtasks``, the message writers
+            get when they ask for it; ``None``: the data source API's.
     """
 
     sink: Any
@@ -149,6 +159,7 @@ class WriterTask:
     restored_checkpoint_id: int | None = None
     restored_states: tuple[tuple[bytes, ...], ...] | None = None
     column_names: tuple[str, ...] | None = None
+    unknown_parallelism: str | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Run one subtask's writer over its partition and yield its metadata rows."""
@@ -160,17 +171,25 @@ class WriterTask:
         subtask_id = task.partitionId()
         token = attempt_token(self.job_id, subtask_id, task.taskAttemptId())
         timers = CooperativeProcessingTimeService()
-        known = self.number_of_subtasks is not None
-        context = (BasicWriterInitContext if known else UnknownParallelismContext)(
-            subtask_id=subtask_id,
-            number_of_parallel_subtasks=self.number_of_subtasks or subtask_id + 1,
-            attempt_number=task.attemptNumber(),
-            job_id=self.job_id,
-            attempt_token=token,
-            processing_time_service=timers,
-            input_schema=self.input_schema,
-            restored_checkpoint_id=self.restored_checkpoint_id,
-        )
+        arguments: dict[str, Any] = {
+            "subtask_id": subtask_id,
+            "number_of_parallel_subtasks": self.number_of_subtasks or subtask_id + 1,
+            "attempt_number": task.attemptNumber(),
+            "job_id": self.job_id,
+            "attempt_token": token,
+            "processing_time_service": timers,
+            "input_schema": self.input_schema,
+            "restored_checkpoint_id": self.restored_checkpoint_id,
+        }
+        context: BasicWriterInitContext
+        if self.number_of_subtasks is not None:
+            context = BasicWriterInitContext(**arguments)
+        elif self.unknown_parallelism is not None:
+            context = UnknownParallelismContext(
+                **arguments, unknown_because=self.unknown_parallelism
+            )
+        else:
+            context = UnknownParallelismContext(**arguments)
         run = _WriterRun(self, context, timers)
         names = self.column_names
         if names is not None:

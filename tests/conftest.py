@@ -38,6 +38,39 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def connect_server():
+    """One real Spark Connect server per test run, from pyspark's own jars (see
+    ``tests/servers/spark_connect_server.py``); started only when a test asks for it."""
+    from tests.servers.spark_connect_server import LocalSparkConnectServer
+
+    try:
+        server = LocalSparkConnectServer.start()
+    except RuntimeError as error:
+        pytest.fail(f"these tests need a Spark Connect server: {error}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def _connect_client(connect_server):
+    session = connect_server.session()
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def connect_session(_connect_client, monkeypatch):
+    """A Spark Connect session on `connect_server`, apart from the classic `spark` one.
+
+    PySpark decides process-wide whether ``pyspark.sql.functions`` builds Connect or
+    classic columns (``SPARK_CONNECT_MODE_ENABLED``); it is set for this test only,
+    so a classic session in the same run keeps working.
+    """
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    return _connect_client
+
+
 @pytest.fixture
 def state_store(tmp_path):
     from sinkv2.runtime import SqliteCommitStateStore
