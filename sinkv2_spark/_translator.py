@@ -35,8 +35,12 @@ from sinkv2.runtime import (
     StageListener,
 )
 from sinkv2_spark._connect import is_connect
-from sinkv2_spark._engine import SparkCommittableStreams, pre_write
-from sinkv2_spark._native_write import batch_writer_stage
+from sinkv2_spark._engine import (
+    SparkCommittableStreams,
+    SparkWriterStage,
+    arrow_schema,
+    pre_write,
+)
 from sinkv2_spark._preflight import check_loadable, check_shippable
 from sinkv2_spark._streaming import SinkStreamingQuery, start_stream
 
@@ -359,7 +363,7 @@ class SinkTopologyTranslator:
         started = time.perf_counter()
         source = pre_write(df, sink, capabilities)  # a plan: no Spark job runs
         planned = time.perf_counter() - started
-        stage, schema = batch_writer_stage(source, sink, capabilities, name)
+        schema = arrow_schema(source)
         coordinator = CommitCoordinator(
             sink,
             sink_id=name,
@@ -375,7 +379,7 @@ class SinkTopologyTranslator:
         recovery = coordinator.open()
         try:
             result = coordinator.run_epoch(
-                stage,
+                SparkWriterStage(source, sink, capabilities, name, schema),
                 checkpoint_id=checkpoint,
                 recovery=recovery,
             )
