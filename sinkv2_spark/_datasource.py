@@ -25,6 +25,9 @@ Spark hands ``commit`` one message per partition, from the attempt its output
 commit coordinator let commit; other attempts' side effects are removed by the
 sink's ``clean_up_attempts`` with the winners' tokens, as in ``apply()``.
 
+Streaming writes (``df.writeStream.format("sinkv2")``) are planned and committed
+per micro-batch by `sinkv2_spark._datasource_stream`, on the same coordinator.
+
 Between planning and commit the sink id is not held: no process of ours lives
 that long. The job is recorded, so a driver that dies leaves nothing the next
 run does not clean up; and the commit checks that the sink id's fencing token
@@ -41,7 +44,12 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
 from sinkv2 import END_OF_INPUT, SinkCapabilities, SinkConfigurationError, inspect_sink
 from sinkv2.errors import ConcurrentCommitError
@@ -65,8 +73,12 @@ from sinkv2_spark._preflight import check_shippable
 from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA, WriterTask
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
+
+    from sinkv2_spark._datasource_stream import StreamTaskOutput
 
 __all__ = ["NAME", "BatchWriter", "SinkV2DataSource", "TaskOutput", "WritePlan", "register"]
 
@@ -95,7 +107,7 @@ def register(spark: SparkSession) -> None:
 
 
 class SinkV2DataSource(DataSource):
-    """Spark's door to any Sink V2 sink: ``format("sinkv2")``, batch writes.
+    """Spark's door to any Sink V2 sink: ``format("sinkv2")``, batch and streaming writes.
 
     Options (strings, as Spark passes them; names are case-insensitive):
 
@@ -110,7 +122,19 @@ class SinkV2DataSource(DataSource):
 
     Only ``mode("append")``: sinks append; ``"overwrite"`` is refused, and Spark
     itself refuses ``"errorifexists"`` (its default) and ``"ignore"``.
+
+    ``df.writeStream.format("sinkv2")`` takes ``checkpointLocation`` instead of
+    ``checkpoint_id``; see `sinkv2_spark._datasource_stream`.
     """
+
+    _shipped = False
+    """Whether this instance was unpickled: Spark's streaming commit runner gets it so."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Spark's planner builds the data source from its options; its streaming
+        # commit runner unpickles one. streamWriter() tells the two apart by this.
+        self.__dict__.update(state)
+        self._shipped = True
 
     @classmethod
     def name(cls) -> str:
@@ -133,6 +157,19 @@ class SinkV2DataSource(DataSource):
                 "sink has no truncate); use .mode('append')"
             )
         return plan_batch_write(self.options, schema)
+
+    def streamWriter(  # Spark's name
+        self, schema: StructType, overwrite: bool
+    ) -> DataSourceStreamArrowWriter:
+        """Plan one micro-batch (planner), or a writer for its ``commit``/``abort``.
+
+        Raises:
+            SinkConfigurationError, SinkDefinitionError, ConcurrentCommitError,
+            CommitError: see `sinkv2_spark._datasource_stream.stream_writer`.
+        """
+        from sinkv2_spark._datasource_stream import stream_writer  # noqa: PLC0415  # imports this module
+
+        return stream_writer(self.options, schema, overwrite, planning=not self._shipped)
 
 
 @final
@@ -383,7 +420,9 @@ def _output(message: WriterCommitMessage | None) -> TaskOutput:
     return message
 
 
-def _writer_stage_output(outputs: list[TaskOutput]) -> WriterStageOutput:
+def _writer_stage_output(
+    outputs: Sequence[TaskOutput | StreamTaskOutput], *, with_states: bool = False
+) -> WriterStageOutput:
     """The writers' outputs as ``apply()``'s writer stage returns them."""
     number_of_subtasks = len(outputs)
     batches = [o.rows for o in outputs if o.rows is not None]
@@ -394,7 +433,7 @@ def _writer_stage_output(outputs: list[TaskOutput]) -> WriterStageOutput:
         WRITER_OUTPUT_SCHEMA.field(column),
         pa.array([number_of_subtasks] * table.num_rows, pa.int32()),
     )
-    return _split(table, number_of_subtasks, with_states=False)
+    return _split(table, number_of_subtasks, with_states=with_states)
 
 
 @final

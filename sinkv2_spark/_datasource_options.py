@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, final
 
 import attrs
@@ -35,7 +35,17 @@ from sinkv2_spark._translator import (
     _check_sink_id as check_sink_id,
 )
 
-__all__ = ["DOOR_OPTIONS", "SHORT_NAMES", "DoorOptions", "load_factory", "parse_options"]
+__all__ = [
+    "DOOR_OPTIONS",
+    "SHORT_NAMES",
+    "DoorOptions",
+    "load_factory",
+    "make_sink",
+    "open_store",
+    "parse_options",
+    "required_sink_id",
+    "sink_spec",
+]
 
 SHORT_NAMES: Final[Mapping[str, str]] = {
     "files": "reference_sinks.datasource:files",
@@ -75,6 +85,21 @@ def parse_options(options: Mapping[str, str]) -> DoorOptions:
             cannot be imported, or its factory does not take the other options.
         SinkDefinitionError: The factory returned something that is not a sink.
     """
+    spec = sink_spec(options)
+    name = required_sink_id(options)
+    checkpoint_id = _checkpoint_id(options.get("checkpoint_id"))
+    store = open_store(options.get("state_store"))
+    factory_options = {k: v for k, v in options.items() if k not in DOOR_OPTIONS}
+    sink = make_sink(spec, factory_options)
+    return DoorOptions(sink=sink, sink_id=name, checkpoint_id=checkpoint_id, state_store=store)
+
+
+def sink_spec(options: Mapping[str, str]) -> str:
+    """The ``sink`` option, stripped: a short name or ``"module:callable"`` (not checked yet).
+
+    Raises:
+        SinkConfigurationError: It is missing or blank.
+    """
     spec = options.get("sink")
     if spec is None or not spec.strip():
         raise SinkConfigurationError(
@@ -83,6 +108,15 @@ def parse_options(options: Mapping[str, str]) -> DoorOptions:
             f"({', '.join(sorted(SHORT_NAMES))}) or an importable factory 'module:callable', "
             "e.g. .option('sink', 'files') or .option('sink', 'my_sinks:make_sink')"
         )
+    return spec.strip()
+
+
+def required_sink_id(options: Mapping[str, str]) -> str:
+    """The ``sink_id`` option, checked as ``apply()`` checks ``sink_id``.
+
+    Raises:
+        SinkConfigurationError: It is missing or blank.
+    """
     sink_id = options.get("sink_id")
     if sink_id is None:
         raise SinkConfigurationError(
@@ -91,12 +125,7 @@ def parse_options(options: Mapping[str, str]) -> DoorOptions:
             ".option('sink_id', 'orders-parquet'); use the same one for every run that "
             "writes to the same destination"
         )
-    name = check_sink_id(sink_id, None)
-    checkpoint_id = _checkpoint_id(options.get("checkpoint_id"))
-    store = open_store(options.get("state_store"))
-    factory_options = {k: v for k, v in options.items() if k not in DOOR_OPTIONS}
-    sink = make_sink(spec.strip(), factory_options)
-    return DoorOptions(sink=sink, sink_id=name, checkpoint_id=checkpoint_id, state_store=store)
+    return check_sink_id(sink_id, None)
 
 
 def _checkpoint_id(value: str | None) -> int | None:
@@ -174,8 +203,12 @@ def load_factory(spec: str) -> Callable[..., Any]:
 _MISSING: Final = object()
 
 
-def make_sink(spec: str, options: Mapping[str, str]) -> Any:
+def make_sink(
+    spec: str, options: Mapping[str, str], *, door_options: Sequence[str] = DOOR_OPTIONS
+) -> Any:
     """The sink: ``factory(**options)``, its parameters checked first.
+
+    ``door_options`` are the data source's own options, named in the error.
 
     Raises:
         SinkConfigurationError: The factory does not take these options, or failed.
@@ -196,7 +229,7 @@ def make_sink(spec: str, options: Mapping[str, str]) -> Any:
             ]
             raise SinkConfigurationError(
                 f"sink {spec!r} does not take the options {sorted(options)} ({error}); it "
-                f"takes {takes}. Options other than {list(DOOR_OPTIONS)} are passed to the "
+                f"takes {takes}. Options other than {list(door_options)} are passed to the "
                 "sink's factory as keyword arguments (Spark lower-cases their names)"
             ) from error
     try:
