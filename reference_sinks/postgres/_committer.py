@@ -114,10 +114,15 @@ class PostgresCommitter(Committer[PostgresTransaction]):
         with connection.transaction():
             if not table_exists(connection, staging):
                 return False
-            # Two committers of one transaction: the second waits here, then finds it gone.
-            connection.execute(
-                sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(staging.sql())
-            )
+            # Two committers of one transaction: the second waits here while the first
+            # moves the rows and drops the table, then finds it gone.
+            try:
+                with connection.transaction():
+                    connection.execute(
+                        sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(staging.sql())
+                    )
+            except psycopg.errors.UndefinedTable:
+                return False
             statement = merge_statement(
                 self._table, staging, transaction.columns, transaction.upsert_key
             )

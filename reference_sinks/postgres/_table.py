@@ -102,11 +102,18 @@ class Column:
 @final
 @attrs.frozen
 class TargetTable:
-    """The target table's columns, in table order, and its unique column sets."""
+    """The target table's columns, in table order, and its unique column sets.
+
+    ``unique_keys`` are the column sets of plain unique indexes (what ``ON CONFLICT``
+    can name); ``exclusive`` tells whether any unique index (partial and expression
+    ones too) or exclusion constraint can make one transaction's insert wait on
+    another's row locks.
+    """
 
     name: TableName
     columns: tuple[Column, ...]
     unique_keys: tuple[frozenset[str], ...]
+    exclusive: bool = False
 
     def column(self, name: str) -> Column | None:
         """The column named ``name`` exactly, if there is one."""
@@ -132,6 +139,10 @@ FROM pg_index i
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 WHERE i.indrelid = %s AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
 GROUP BY i.indexrelid
+"""
+_EXCLUSIVE: Final = """
+SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = %(oid)s AND indisunique)
+    OR EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = %(oid)s AND contype = 'x')
 """
 
 
@@ -169,7 +180,8 @@ def describe_table(connection: psycopg.Connection[Any], table: TableName) -> Tar
     unique = tuple(
         frozenset(names) for (names,) in connection.execute(sql.SQL(_UNIQUE), (oid,)).fetchall()
     )
-    return TargetTable(table, columns, unique)
+    exclusive = connection.execute(sql.SQL(_EXCLUSIVE), {"oid": oid}).fetchone()
+    return TargetTable(table, columns, unique, exclusive=bool(exclusive and exclusive[0]))
 
 
 _JSON_TYPES: Final = frozenset({"json", "jsonb"})

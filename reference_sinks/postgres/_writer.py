@@ -5,13 +5,16 @@ Exactly once, the transaction is prepared (``PREPARE TRANSACTION``) at
 least once, it is committed at every ``flush``. Rows travel as CSV made by pyarrow
 (see ``_encode``), buffered up to a few megabytes per ``COPY`` statement.
 
-Into a target with a unique index, and for upserts, the transaction loads a staging
-table of its own instead (``CREATE TABLE ... (LIKE target)``, so the target's NOT
-NULL constraints and column lengths check every row as it arrives), which the
-committer moves into the target (see ``_merge``): an attempt never waits on
-another attempt's prepared row locks. PostgreSQL cannot prepare a transaction that
-touched a temporary table, hence a regular one that only this transaction sees
-until it is committed.
+Into a target with a unique index or an exclusion constraint, and for upserts, the
+transaction loads a staging table of its own instead (the written columns with the
+target's types and NOT NULL constraints, so column lengths and nulls are checked
+as each row arrives; not the target's defaults or identities, which the move
+leaves to the target), which the committer moves into the target (see
+``_merge``): an attempt never waits on another attempt's prepared row locks.
+PostgreSQL cannot prepare a transaction that touched a temporary table, hence a
+regular one that only this transaction sees until it is committed. At least once,
+upserts load a temporary staging table and move its rows at each ``flush``, in
+the same transaction.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from reference_sinks.postgres._bookkeeping import (
     lost_to_cleanup,
 )
 from reference_sinks.postgres._encode import encode_csv
-from reference_sinks.postgres._merge import staging_name
+from reference_sinks.postgres._merge import merge_statement, staging_name
 from reference_sinks.postgres._model import PostgresTransaction, gid_of
 from reference_sinks.postgres._table import (
     Encoding,
@@ -55,6 +58,11 @@ __all__ = ["COPY_BUFFER_BYTES", "PostgresWriter", "WriterOptions"]
 COPY_BUFFER_BYTES: Final = 8 << 20
 """CSV bytes buffered before a ``COPY`` statement sends them."""
 _ROWS_PER_BATCH: Final = 8192
+_PREPARED_ADVICE: Final = (
+    "Every writer task of a stage keeps one prepared transaction until the stage's "
+    "commit: set max_prepared_transactions in postgresql.conf to at least the number of "
+    "partitions written at once (of every exactly-once sink on the server) and restart it"
+)
 _LINE: Final = re.compile(r"\bline (\d+)")
 _COLUMN: Final = re.compile(r"\bcolumn ([^:]+):")
 
@@ -113,9 +121,10 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         """Describe the table and check the input against it (the connection is open)."""
         self._connection.autocommit = True  # transactions are begun and prepared by hand
         self._table: TargetTable = describe_table(self._connection, options.table)
-        # At least once, plain commits hold no locks past a checkpoint: no staging.
-        self._staged = options.exactly_once and (
-            options.upsert_key is not None or bool(self._table.unique_keys)
+        # At least once, plain commits hold no locks past a checkpoint: staging only
+        # for upserts (ON CONFLICT needs the rows in a table).
+        self._staged = options.upsert_key is not None or (
+            options.exactly_once and self._table.exclusive
         )
         self._schema: pa.Schema | None = None
         self._encodings: list[Encoding] = []
@@ -175,13 +184,37 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
 
         self._connection.execute("BEGIN")
         self._in_transaction = True
-        if self._staged:
-            name = staging_name(self._options.sink_id, self._token, self._sequence)
-            self._staging = self._options.table.sibling(name)
+        if not self._staged:
+            return
+        assert self._schema is not None  # rows came, so a schema did
+        options = self._options
+        name = staging_name(options.sink_id, self._token, self._sequence)
+        names = self._schema.names
+        columns = sql.SQL(", ").join(sql.Identifier(column) for column in names)
+        if options.exactly_once:
             # Logged: an unlogged table would come back empty after a server crash.
+            self._staging = options.table.sibling(name)
+            create = "CREATE TABLE {staging} AS SELECT {columns} FROM {target} WITH NO DATA"
+        else:
+            self._staging = TableName("pg_temp", name)
+            create = (
+                "CREATE TEMPORARY TABLE {staging} ON COMMIT DROP AS "
+                "SELECT {columns} FROM {target} WITH NO DATA"
+            )
+        self._connection.execute(
+            sql.SQL(create).format(
+                staging=self._staging.sql(), columns=columns, target=options.table.sql()
+            )
+        )
+        required = [
+            sql.SQL("ALTER COLUMN {} SET NOT NULL").format(sql.Identifier(column.name))
+            for column in self._table.columns
+            if column.not_null and column.name in names
+        ]
+        if required:
             self._connection.execute(
-                sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS)").format(
-                    self._staging.sql(), self._options.table.sql()
+                sql.SQL("ALTER TABLE {} {}").format(
+                    self._staging.sql(), sql.SQL(", ").join(required)
                 )
             )
 
@@ -254,8 +287,31 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         self._copy()
         if not self._options.exactly_once and self._in_transaction:
             self._finish_transaction()
+            if self._staging is not None:
+                self._move_staged_rows()
             self._connection.execute("COMMIT")
             self._reset()
+
+    def _move_staged_rows(self) -> None:
+        """At least once: upsert the temporary staging table's rows into the target."""
+        import psycopg  # noqa: PLC0415  # optional extra
+
+        assert self._staging is not None
+        assert self._schema is not None
+        statement = merge_statement(
+            self._options.table, self._staging, self._schema.names, self._options.upsert_key
+        )
+        try:
+            self._connection.execute(statement)
+        except psycopg.Error as error:
+            if isinstance(error, psycopg.OperationalError):
+                raise
+            raise FatalDestinationError(
+                f"PostgreSQL refused the upsert of subtask {self._subtask}'s rows into "
+                f"{str(self._options.table)!r}: {error.diag.message_primary or error}"
+                + (f" ({error.diag.message_detail})" if error.diag.message_detail else "")
+                + ". Nothing of this flush is visible; fix the rows or the table and re-run"
+            ) from error
 
     def prepare_commit(self) -> list[PostgresTransaction]:
         """Prepare the open transaction and hand over its gid (nothing if no row came)."""
@@ -324,8 +380,13 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
                 self._in_transaction = False
                 raise FatalDestinationError(
                     "PostgreSQL refuses PREPARE TRANSACTION: max_prepared_transactions is 0 on "
-                    "this server. Set max_prepared_transactions (e.g. to max_connections) in "
-                    "postgresql.conf and restart it, or use PostgresSink.at_least_once(...)"
+                    f"this server. {_PREPARED_ADVICE}, or use PostgresSink.at_least_once(...)"
+                ) from error
+            except psycopg.errors.OutOfMemory as error:  # "maximum number ... reached"
+                self._in_transaction = False
+                raise FatalDestinationError(
+                    f"PostgreSQL refuses PREPARE TRANSACTION: {error.diag.message_primary}. "
+                    f"{_PREPARED_ADVICE}"
                 ) from error
         finally:
             self._connection.execute("SELECT pg_advisory_unlock_shared(%s)", (lock,))
