@@ -147,9 +147,8 @@ class _PostgresSinkBase(Sink[dict[str, Any]], SupportsPreWriteTopology[dict[str,
                         f"PostgresSink needs prepared transactions for exactly-once, but "
                         f"max_prepared_transactions is 0 on the server of database "
                         f"{connection.info.dbname!r}. Set max_prepared_transactions (at least "
-                        "the number of partitions written at once: each keeps a prepared "
-                        "transaction until the stage's commit) in postgresql.conf and restart "
-                        "the server; or, where you cannot, use "
+                        "the number of writer tasks, e.g. equal to max_connections) in "
+                        "postgresql.conf and restart the server; or, where you cannot, use "
                         "PostgresSink.at_least_once(...) (plain commits; duplicates on retry "
                         "unless you upsert)"
                     )
@@ -164,10 +163,13 @@ class _PostgresSinkBase(Sink[dict[str, Any]], SupportsPreWriteTopology[dict[str,
             SinkConfigurationError: See `check`.
         """
         schema = None
-        if hasattr(input, "sparkSession"):  # a Spark DataFrame; the kit's streams have none
+        # A Spark DataFrame, or the sinkv2 data source's planned input (its schema
+        # only: any other attribute is refused there); the kit's streams have none.
+        spark_schema = getattr(input, "schema", None)
+        if spark_schema is not None:
             from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # optional
 
-            schema = to_arrow_schema(input.schema, timezone="UTC", prefers_large_types=True)
+            schema = to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=True)
         self.check(schema)
         return input
 
@@ -203,9 +205,8 @@ class PostgresSink(
             connection (it must pickle: Spark ships it to every task).
         table: ``"table"`` or ``"schema.table"``, names as stored (case-sensitive).
         upsert_key: Upsert on these columns (a unique index on exactly them must
-            exist) instead of inserting. Within one partition the last row of a key
-            wins; between partitions of one checkpoint the order is Spark's, i.e.
-            undefined (repartition by the key when a key may repeat).
+            exist) instead of inserting; within one checkpoint the last row of a key
+            wins.
         sink_id: Names the sink's prepared transactions; defaults to ``table``.
 
     Raises:
