@@ -147,8 +147,9 @@ class _PostgresSinkBase(Sink[dict[str, Any]], SupportsPreWriteTopology[dict[str,
                         f"PostgresSink needs prepared transactions for exactly-once, but "
                         f"max_prepared_transactions is 0 on the server of database "
                         f"{connection.info.dbname!r}. Set max_prepared_transactions (at least "
-                        "the number of writer tasks, e.g. equal to max_connections) in "
-                        "postgresql.conf and restart the server; or, where you cannot, use "
+                        "the number of partitions written at once: each keeps a prepared "
+                        "transaction until the stage's commit) in postgresql.conf and restart "
+                        "the server; or, where you cannot, use "
                         "PostgresSink.at_least_once(...) (plain commits; duplicates on retry "
                         "unless you upsert)"
                     )
@@ -205,8 +206,9 @@ class PostgresSink(
             connection (it must pickle: Spark ships it to every task).
         table: ``"table"`` or ``"schema.table"``, names as stored (case-sensitive).
         upsert_key: Upsert on these columns (a unique index on exactly them must
-            exist) instead of inserting; within one checkpoint the last row of a key
-            wins.
+            exist) instead of inserting. Within one partition the last row of a key
+            wins; between partitions of one checkpoint the order is Spark's, i.e.
+            undefined (repartition by the key when a key may repeat).
         sink_id: Names the sink's prepared transactions; defaults to ``table``.
 
     Raises:
