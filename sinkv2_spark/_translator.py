@@ -204,7 +204,10 @@ class SinkTopologyTranslator:
 
         Args:
             df: A batch or streaming DataFrame. Each partition (after the sink's
-                pre-write topology) is one writer subtask.
+                pre-write topology) is one writer subtask. A batch DataFrame may be a
+                Spark Connect one: its plan still runs once, but writers cannot ask
+                for their parallelism (``get_number_of_parallel_subtasks()`` raises);
+                streaming ones must be classic.
             sink: Any Sink V2 sink.
             sink_id: The stable name of this sink's commit history. Batch: defaults
                 to the sink's class path; set it whenever one class writes to more
@@ -240,7 +243,8 @@ class SinkTopologyTranslator:
 
         Raises:
             SinkDefinitionError: The sink does not implement what it claims.
-            SinkConfigurationError: An argument is invalid; or the sink does not
+            SinkConfigurationError: An argument is invalid (a streaming DataFrame of
+                a Spark Connect session too); or the sink does not
                 pickle (the message names the attribute), or Spark's Python workers
                 cannot load it (the message says how to ship its module); or
                 (streaming) the checkpoint location belongs to another sink id, or
