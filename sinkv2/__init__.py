@@ -36,6 +36,13 @@ from sinkv2._metrics import (
     SinkCommitterMetricGroup,
     SinkWriterMetricGroup,
 )
+from sinkv2._native import (
+    NativeFilesWritten,
+    NativeFileWrite,
+    NativeWriteUnavailable,
+    SupportsNativeFileWrite,
+    native_attempt_token,
+)
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2._sink import (
     Sink,
@@ -174,6 +181,9 @@ __all__ = [
     "InitContext",
     "MetricGroup",
     "MsgpackRequestStateSerializer",
+    "NativeFileWrite",
+    "NativeFilesWritten",
+    "NativeWriteUnavailable",
     "ProcessingTimeCallback",
     "ProcessingTimeService",
     "RateLimitingStrategy",
@@ -203,6 +213,7 @@ __all__ = [
     "SupportsAbort",
     "SupportsAttemptCleanup",
     "SupportsCommitter",
+    "SupportsNativeFileWrite",
     "SupportsPostCommitTopology",
     "SupportsPreCommitTopology",
     "SupportsPreWriteTopology",
@@ -215,4 +226,5 @@ __all__ = [
     "WriterInitContext",
     "default_error_verdict",
     "inspect_sink",
+    "native_attempt_token",
 ]

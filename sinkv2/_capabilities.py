@@ -15,6 +15,7 @@ import attrs
 from sinkv2._committer import Committer
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._extensions import ArrowSinkWriter, SupportsAbort, SupportsAttemptCleanup
+from sinkv2._native import SupportsNativeFileWrite
 from sinkv2._sink import (
     Sink,
     SupportsCommitter,
@@ -64,6 +65,7 @@ _MIXINS: Final = (
     _interface(SupportsPostCommitTopology, "add_post_commit_topology", *_COMMITTER_METHODS),
     _interface(SupportsAttemptCleanup, "clean_up_attempts"),
     _interface(SupportsAbort, "abort"),
+    _interface(SupportsNativeFileWrite, "plan_native_file_write", "native_file_committables"),
 )
 _WRITER = _interface(SinkWriter, "write", "flush", "close")
 _COMMITTING_WRITER = _interface(CommittingSinkWriter, "prepare_commit")
@@ -166,6 +168,7 @@ class SinkCapabilities:
         post_commit_topology: `SupportsPostCommitTopology`.
         attempt_cleanup: `SupportsAttemptCleanup` (sinkv2 extension).
         abort: `SupportsAbort` (sinkv2 extension).
+        native_file_write: `SupportsNativeFileWrite` (sinkv2 extension).
     """
 
     sink_type: str
@@ -177,6 +180,7 @@ class SinkCapabilities:
     post_commit_topology: bool = False
     attempt_cleanup: bool = False
     abort: bool = False
+    native_file_write: bool = False
 
     @property
     def delivery_guarantee(self) -> DeliveryGuarantee:
@@ -199,6 +203,7 @@ class SinkCapabilities:
             (self.post_commit_topology, "SupportsPostCommitTopology"),
             (self.attempt_cleanup, "SupportsAttemptCleanup"),
             (self.abort, "SupportsAbort"),
+            (self.native_file_write, "SupportsNativeFileWrite"),
         )
         return tuple(name for flag, name in flags if flag)
 
@@ -302,13 +307,27 @@ def inspect_sink(sink: object) -> SinkCapabilities:
             "it only makes sense with SupportsWriterState; implement restore_writer() and "
             "get_writer_state_serializer() too"
         )
+    committing = (
+        claimed[SupportsCommitter]
+        or claimed[SupportsPreCommitTopology]
+        or claimed[SupportsPostCommitTopology]
+    )
+    if claimed[SupportsNativeFileWrite] and not committing:
+        problems["SupportsNativeFileWrite"].append(
+            "it turns natively written files into committables, so it needs SupportsCommitter; "
+            "implement create_committer() and get_committable_serializer() too"
+        )
+    if claimed[SupportsNativeFileWrite] and not claimed[SupportsAttemptCleanup]:
+        problems["SupportsNativeFileWrite"].append(
+            "each native write stages a directory named by its attempt token, which only "
+            "SupportsAttemptCleanup removes (also after a failed write or a dead driver); "
+            "implement clean_up_attempts() too"
+        )
     _raise_if(sink, "sink", problems)
 
     capabilities = SinkCapabilities(
         sink_type=type(sink).__qualname__,
-        committer=claimed[SupportsCommitter]
-        or claimed[SupportsPreCommitTopology]
-        or claimed[SupportsPostCommitTopology],
+        committer=committing,
         writer_state=claimed[SupportsWriterState],
         compatible_state=claimed[WithCompatibleState],
         pre_write_topology=claimed[SupportsPreWriteTopology],
@@ -316,6 +335,7 @@ def inspect_sink(sink: object) -> SinkCapabilities:
         post_commit_topology=claimed[SupportsPostCommitTopology],
         attempt_cleanup=claimed[SupportsAttemptCleanup],
         abort=claimed[SupportsAbort],
+        native_file_write=claimed[SupportsNativeFileWrite],
     )
     serializer_problems = [
         problem

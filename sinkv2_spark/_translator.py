@@ -35,12 +35,8 @@ from sinkv2.runtime import (
     StageListener,
 )
 from sinkv2_spark._connect import is_connect
-from sinkv2_spark._engine import (
-    SparkCommittableStreams,
-    SparkWriterStage,
-    arrow_schema,
-    pre_write,
-)
+from sinkv2_spark._engine import SparkCommittableStreams, pre_write
+from sinkv2_spark._native_write import batch_writer_stage
 from sinkv2_spark._preflight import check_loadable, check_shippable
 from sinkv2_spark._streaming import SinkStreamingQuery, start_stream
 
@@ -367,7 +363,7 @@ class SinkTopologyTranslator:
         started = time.perf_counter()
         source = pre_write(df, sink, capabilities)  # a plan: no Spark job runs
         planned = time.perf_counter() - started
-        schema = arrow_schema(source)
+        stage, schema = batch_writer_stage(source, sink, capabilities, name)
         coordinator = CommitCoordinator(
             sink,
             sink_id=name,
@@ -383,7 +379,7 @@ class SinkTopologyTranslator:
         recovery = coordinator.open()
         try:
             result = coordinator.run_epoch(
-                SparkWriterStage(source, sink, capabilities, name, schema),
+                stage,
                 checkpoint_id=checkpoint,
                 recovery=recovery,
             )

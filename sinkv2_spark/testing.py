@@ -36,6 +36,7 @@ from sinkv2 import (
 from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
 from sinkv2.testing import Multiset, SinkUnderTest, resolve_examples
 from sinkv2_spark._connect import master, number_of_partitions
+from sinkv2_spark._native_faults import with_failing_input
 from sinkv2_spark._translator import SinkTopologyTranslator
 
 if TYPE_CHECKING:
@@ -120,7 +121,11 @@ def with_task_failures(sink: Any, schedule: FailureSchedule) -> Any:
     ``create_writer`` and ``restore_writer``, so it implements the same mixins.
     A writer raises ``InjectedTaskFailure`` (a ``RuntimeError``) before the element at
     its scheduled index, or at ``flush(True)`` if the index is past the end of its
-    partition; Spark then retries the task.
+    partition; Spark then retries the task. For a sink whose files Spark writes
+    (`sinkv2.SupportsNativeFileWrite`), the copy also changes
+    ``plan_native_file_write``: the write's input raises in the same way, inside
+    the task that writes, after handing Spark every element before the scheduled
+    one (past the end: after all of them, before the task commits).
 
     Args:
         sink: The sink to copy; it is not changed.
@@ -143,6 +148,12 @@ def with_task_failures(sink: Any, schedule: FailureSchedule) -> Any:
             return _wrap(base.restore_writer(self, context, states), frozen, context)
 
         namespace["restore_writer"] = restore_writer
+    if callable(getattr(base, "plan_native_file_write", None)):
+
+        def plan_native_file_write(self: Any, input: Any) -> Any:
+            return with_failing_input(base.plan_native_file_write(self, input), input, frozen)
+
+        namespace["plan_native_file_write"] = plan_native_file_write
     faulty_class = type(f"{base.__name__}WithTaskFailures", (base,), namespace)
     faulty_class.__qualname__ = faulty_class.__name__
     faulty = copy.copy(sink)

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from reference_sinks.files import _native
 from reference_sinks.files._committables import (
     InProgressFile,
     PendingFile,
@@ -30,11 +31,15 @@ from reference_sinks.files._writer import FileWriter
 from sinkv2 import (
     AttrsMsgpackSerializer,
     CommitterInitContext,
+    NativeFilesWritten,
+    NativeFileWrite,
+    NativeWriteUnavailable,
     Sink,
     SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
     SupportsCommitter,
+    SupportsNativeFileWrite,
     SupportsPreCommitTopology,
     SupportsPreWriteTopology,
     SupportsWriterState,
@@ -87,6 +92,7 @@ class FileSink(
     SupportsAttemptCleanup,
     SupportsAbort[PendingFile],
     SupportsPreWriteTopology[dict[str, Any]],
+    SupportsNativeFileWrite[PendingFile],
 ):
     """Exactly-once files under ``base_path``: Parquet or JSON lines, Hive-partitioned.
 
@@ -110,6 +116,15 @@ class FileSink(
         compaction: Merge small files before commit, or ``None``.
         filesystem: A ``pyarrow.fs.FileSystem`` to use instead of the one
             ``base_path``'s URI names; ``base_path`` is then a path inside it.
+        native_write: Whether Spark's own writer writes the files (the native
+            path, `SupportsNativeFileWrite`: about 2 x faster, no row enters
+            Python): ``None`` (default) when the configuration allows it, else the
+            sink's writers, reporting why in ``SinkResult.native_write_unavailable``;
+            ``True`` requires it (a configuration that does not allow it is refused
+            before any Spark job); ``False`` always runs the sink's writers. It
+            allows it for a local ``base_path`` without ``filesystem=``, no
+            ``compaction``, ``RollingPolicy(max_bytes=None)`` (``max_rows`` becomes
+            Spark's ``maxRecordsPerFile``) and partition columns of the types above.
 
     Raises:
         SinkConfigurationError: Any argument has a bad value or type.
@@ -140,6 +155,7 @@ class FileSink(
         rolling_policy: RollingPolicy | None = None,
         compaction: CompactionPolicy | None = None,
         filesystem: pafs.FileSystem | None = None,
+        native_write: bool | None = None,
     ) -> None:
         self.base_path = _check_base_path(base_path)
         if format not in FORMATS:
@@ -176,6 +192,12 @@ class FileSink(
                 f"{describe(filesystem)}); pass e.g. pyarrow.fs.LocalFileSystem() or None"
             )
         self.filesystem = filesystem
+        if native_write is not None and not isinstance(native_write, bool):
+            raise SinkConfigurationError(
+                f"FileSink native_write must be True, False or None (got "
+                f"{describe(native_write)}); None lets Spark write the files when it can"
+            )
+        self.native_write = native_write
         self.resolve()  # a base_path pyarrow cannot parse fails here, not in a task
         self._accepted_schema: str | None = None
 
@@ -183,7 +205,7 @@ class FileSink(
         return (
             f"FileSink({self.base_path!r}, format={self.format!r}, "
             f"partition_by={list(self.partition_by)!r}, rolling_policy={self.rolling_policy!r}, "
-            f"compaction={self.compaction!r})"
+            f"compaction={self.compaction!r}, native_write={self.native_write!r})"
         )
 
     def resolve(self) -> tuple[pafs.FileSystem, str]:
@@ -242,6 +264,29 @@ class FileSink(
         check_existing(fs, root, self.format, schema, self.partition_by)
         self._accepted_schema = schema.json()
         return input
+
+    # --- Spark's own writer (the native path) --------------------------------------------------
+
+    def plan_native_file_write(self, input: DataFrame) -> NativeFileWrite | NativeWriteUnavailable:
+        """Spark's Parquet or JSON writer for this job, or why the sink's own writers run.
+
+        Runs on the driver after the pre-write topology, before any Spark job. See
+        ``native_write`` for when Spark writes the files.
+
+        Raises:
+            SinkConfigurationError: ``native_write=True`` and the configuration or a
+                partition column's type does not allow it.
+        """
+        return _native.plan(self, input)
+
+    def native_file_committables(self, written: NativeFilesWritten) -> list[PendingFile]:
+        """One `PendingFile` per data file Spark staged under ``_staging/<token>/``.
+
+        Files are committed under the names the sink's own writers use
+        (``part-<token>-<n>.<ext>``); Spark's bookkeeping (``_temporary``, ``.crc``
+        checksums) stays in staging for `clean_up_attempts`.
+        """
+        return _native.committables(self, written)
 
     # --- writers ---------------------------------------------------------------------------
 

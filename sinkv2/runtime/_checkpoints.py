@@ -192,7 +192,7 @@ class CheckpointRunner:
         coordinator.clean_up_attempts(kept | written.attempt_tokens)
         coordinator.report_stage("writers-finished", epoch)
         try:
-            committables = coordinator.pre_commit(written.table)
+            committables = coordinator.pre_commit(written.table, final=written.final_committables)
         except BaseException:
             coordinator.clean_up_attempts(kept)
             raise
@@ -505,4 +505,6 @@ def _result(
         records_written=written.records if written else 0,
         subtasks=written.subtasks if written else 0,
         writer_metrics=dict(written.metrics) if written else {},
+        native_write=written.native_write if written else False,
+        native_write_unavailable=written.native_write_unavailable if written else None,
     )

@@ -467,7 +467,7 @@ class CommitCoordinator:
         self.clean_up_attempts(written.attempt_tokens)
         self._on_stage("writers-finished", epoch)
         try:
-            committables = self.pre_commit(written.table)
+            committables = self.pre_commit(written.table, final=written.final_committables)
         except BaseException:
             self.clean_up_attempts(())  # nothing of this run will be committed
             raise
@@ -494,17 +494,20 @@ class CommitCoordinator:
             records_written=written.records if written else 0,
             subtasks=written.subtasks if written else 0,
             writer_metrics=dict(written.metrics) if written else {},
+            native_write=written.native_write if written else False,
+            native_write_unavailable=written.native_write_unavailable if written else None,
         )
 
     # --- the steps of an epoch ---------------------------------------------------------------
 
-    def pre_commit(self, written: pa.Table) -> list[Any]:
+    def pre_commit(self, written: pa.Table, *, final: bool = False) -> list[Any]:
         """The epoch's committables from the writers' outputs.
 
         Without a pre-commit topology the outputs are the committables. With one,
         the outputs are write results: they go through the topology on the
         engine's stream, and every writer output must come out in exactly one
-        committable's lineage.
+        committable's lineage. ``final``: the outputs are committables already (a
+        native write, `SupportsNativeFileWrite`); no topology runs.
 
         Raises:
             SinkConfigurationError: The topology returned something other than the
@@ -513,7 +516,7 @@ class CommitCoordinator:
         """
         if self._committables is None:
             return []
-        if self._write_results is None:
+        if self._write_results is None or final:
             return self._decode(written)
         from sinkv2.runtime.committables import check_lineage  # noqa: PLC0415  # loads pyarrow
 

@@ -59,6 +59,12 @@ class SinkResult:
             summed, gauges (such as ``currentSendTime``) at their largest. Only what
             some writer measured: a counter no writer incremented (say
             ``numBytesSend`` of a sink that does not count bytes) is absent, not 0.
+        native_write: The engine's own file writer wrote the data files
+            (`SupportsNativeFileWrite`); ``False`` when the sink's writers did, or
+            nothing was written.
+        native_write_unavailable: The sink supports native writes, but this run's
+            configuration or input did not allow one: why, in the sink's words. The
+            sink's own writers wrote the data.
     """
 
     sink_id: str
@@ -77,6 +83,8 @@ class SinkResult:
     cleaned_jobs: tuple[str, ...] = ()
     stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
     writer_metrics: Mapping[str, float] = attrs.field(factory=dict)
+    native_write: bool = False
+    native_write_unavailable: str | None = None
 
     def summary(self) -> str:
         """A readable table of everything above."""
@@ -87,6 +95,12 @@ class SinkResult:
             ("job id", self.job_id),
             ("records written", f"{self.records_written:,}"),
             ("writer subtasks", str(self.subtasks)),
+        ]
+        if self.native_write:
+            rows.append(("writer", "the engine's native file writer"))
+        elif self.native_write_unavailable is not None:
+            rows.append(("writer", f"the sink's writers: {self.native_write_unavailable}"))
+        rows += [
             ("committables committed", str(self.committed)),
             ("  already committed", str(self.already_committed)),
             ("  dropped (known reason)", str(self.failed_with_known_reason)),

@@ -85,6 +85,14 @@ class WriterStageOutput:
         stage_seconds: Wall time of engine stages (e.g. the pre-write topology).
         states: The writers' ``snapshot_state(checkpoint_id)`` (streaming), with
             every subtask present; ``None`` for batch runs and stateless sinks.
+        final_committables: ``table`` holds the sink's committables, not writer
+            outputs: the engine wrote the files natively and the sink turned them
+            into committables (`SupportsNativeFileWrite`), so no pre-commit
+            topology runs.
+        native_write: The engine's own file writer wrote the data
+            (`SupportsNativeFileWrite`), not the sink's writers.
+        native_write_unavailable: Why the sink's writers ran although the sink
+            supports native writes, as its `NativeWriteUnavailable` said.
     """
 
     table: pa.Table
@@ -94,6 +102,9 @@ class WriterStageOutput:
     metrics: Mapping[str, float] = attrs.field(factory=dict)
     stage_seconds: Mapping[str, float] = attrs.field(factory=dict)
     states: WriterStates | None = None
+    final_committables: bool = False
+    native_write: bool = False
+    native_write_unavailable: str | None = None
 
 
 WriterStage = Callable[[str, int], WriterStageOutput]

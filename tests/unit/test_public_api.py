@@ -83,8 +83,13 @@ EXTENSIONS = {
     "CooperativeProcessingTimeService",
     "InMemorySinkCommitterMetricGroup",
     "InMemorySinkWriterMetricGroup",
+    "NativeFileWrite",
+    "NativeFilesWritten",
+    "NativeWriteUnavailable",
     "SinkCapabilities",
+    "SupportsNativeFileWrite",
     "inspect_sink",
+    "native_attempt_token",
 }
 RUNTIME = {
     "DEFAULT_FILE_NAME",
