@@ -211,8 +211,17 @@ def _encoding(field: pa.Field, column: Column) -> Encoding | None:  # noqa: PLR0
         if category != "A":
             return None
         element = pa.field("element", kind.value_type)
-        inner = _encoding(element, attrs.evolve(column, category=column.element_category or "S"))
-        if inner is Encoding.NATIVE or (inner is Encoding.BYTEA and column.base_type == "_bytea"):
+        # The element type as a column of its own: an array type's name is "_" + its
+        # element's (``_bytea``: ``bytea[]``).
+        inner = _encoding(
+            element,
+            attrs.evolve(
+                column,
+                category=column.element_category or "S",
+                base_type=column.base_type.removeprefix("_"),
+            ),
+        )
+        if inner is Encoding.NATIVE or inner is Encoding.BYTEA:
             return Encoding.ARRAY
         return None
     return None
