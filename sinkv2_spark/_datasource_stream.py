@@ -74,6 +74,13 @@ logger = logging.getLogger("sinkv2.spark")
 BATCH_ID_PROPERTY: Final = "streaming.sql.batchId"
 """The Spark local property that tells a micro-batch's tasks its id."""
 
+CONTINUOUS_PROPERTY: Final = "__continuous_start_epoch"
+"""The local property Spark's continuous execution sets on its tasks (which never end).
+
+Such a task rarely gets here: Spark hands a Python writer its rows in Arrow batches,
+and a continuous task's first batch fills slowly. Its epochs' commits fail in
+`_outputs` instead, which Spark logs without failing the query (documented)."""
+
 _BUG: Final = "this is a bug in sinkv2, please report it"
 
 
@@ -294,7 +301,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         if task is None:
             raise RuntimeError("StreamWriter.write must run inside a Spark task")
         batch_id = task.getLocalProperty(BATCH_ID_PROPERTY)
-        if batch_id is None:
+        if batch_id is None or task.getLocalProperty(CONTINUOUS_PROPERTY) is not None:
             raise SinkConfigurationError(
                 "the sinkv2 data source writes micro-batches, and this task belongs to none "
                 "(the continuous trigger?): it has no checkpoints to commit exactly once. Use "
