@@ -193,7 +193,8 @@ class NativeWriterStage:
             sf.count(sf.lit(1)).alias("records"),
             sf.max(sf.spark_partition_id()).alias("last_task"),
         )
-        writer = observed.write.format(plan.format).mode("errorifexists")
+        # "error", not "errorifexists": Spark Connect's client knows only the short name.
+        writer = observed.write.format(plan.format).mode("error")
         writer = writer.options(**{**plan.options, **_WRITE_OPTIONS})
         if plan.partition_by:
             writer = writer.partitionBy(*plan.partition_by)

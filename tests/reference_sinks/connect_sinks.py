@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from sinkv2_spark.testing import with_task_failures
 
-__all__ = ["ARROW_SCHEMA", "files", "http", "iceberg", "postgres", "redis"]
+__all__ = ["ARROW_SCHEMA", "files", "files_native", "http", "iceberg", "postgres", "redis"]
 
 ARROW_SCHEMA = pa.schema([("id", pa.int64()), ("key", pa.string()), ("value", pa.float64())])
 """The rows every test writes: ``id`` (unique), ``key``, ``value``."""
@@ -31,6 +31,14 @@ def files(*, path: str, format: str = "parquet", failures: str = "[]") -> Any:
 
     fmt = "parquet" if format == "parquet" else "jsonl"
     return _failing(FileSink(path, fmt, rolling_policy=RollingPolicy(max_rows=60)), failures)
+
+
+def files_native(*, path: str, failures: str = "[]") -> Any:
+    """FileSink with Spark's own Parquet writer writing the files (``native_write=True``)."""
+    from reference_sinks.files import FileSink, RollingPolicy
+
+    policy = RollingPolicy(max_rows=60, max_bytes=None)
+    return _failing(FileSink(path, "parquet", rolling_policy=policy, native_write=True), failures)
 
 
 def iceberg(*, warehouse: str, table: str, failures: str = "[]") -> Any:

@@ -85,6 +85,19 @@ def files_target(tmp_path_factory):
     )
 
 
+def files_native_target(tmp_path_factory):
+    from tests.reference_sinks.files.test_contract import read_visible
+
+    base = tmp_path_factory.mktemp("files")
+    out = base / "out"
+    return (
+        {"path": str(out)},
+        lambda: connect_sinks.files_native(path=str(out)),
+        lambda: read_visible(out, "parquet"),
+        lambda: shutil.rmtree(base, ignore_errors=True),
+    )
+
+
 def iceberg_target(tmp_path_factory):
     warehouse = tmp_path_factory.mktemp("lake")
     table = f"ns.events_{next(_names)}"
@@ -156,6 +169,7 @@ def http_target(server):
 
 SINKS = {
     "files": DeliveryGuarantee.EXACTLY_ONCE,
+    "files_native": DeliveryGuarantee.EXACTLY_ONCE,  # Spark's Parquet writer (issue 13)
     "iceberg": DeliveryGuarantee.EXACTLY_ONCE,
     "postgres": DeliveryGuarantee.EXACTLY_ONCE,
     "redis": DeliveryGuarantee.AT_LEAST_ONCE,
@@ -169,6 +183,8 @@ def target(request, tmp_path_factory):
     name = request.param
     if name == "files":
         return lambda: files_target(tmp_path_factory)
+    if name == "files_native":
+        return lambda: files_native_target(tmp_path_factory)
     if name == "iceberg":
         return lambda: iceberg_target(tmp_path_factory)
     if name == "postgres":
