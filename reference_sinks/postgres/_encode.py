@@ -4,9 +4,11 @@ pyarrow's CSV writer (C++) writes most columns: integers, floats (``nan``, ``inf
 ``-0``, all read back exactly by PostgreSQL), decimals, strings (always quoted, so
 an empty string stays empty while a null is an unquoted empty field, which is how
 COPY's CSV format tells them apart), booleans, dates and timestamps (zoned ones with
-their UTC offset). Only what it cannot write, or PostgreSQL would read differently,
-goes through Python first, value by value: bytes (bytea's hex form), lists (array
-literals), anything into a json or jsonb column, and durations (intervals).
+their UTC offset; into timestamptz, zoned in UTC first, as pyarrow cuts an offset's
+seconds, e.g. Amsterdam's +00:19:32 before 1937). Only what it cannot write, or
+PostgreSQL would read differently, goes through Python first, value by value: bytes
+(bytea's hex form), lists (array literals), anything into a json or jsonb column,
+and durations (intervals).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from reference_sinks._json_values import is_variant, shortest_float32
 from reference_sinks.postgres._table import Encoding
 
 __all__ = ["encode_csv", "json_text"]
@@ -86,7 +89,7 @@ def json_text(value: Any) -> str:  # noqa: PLR0911 - one return per kind of valu
         return (
             "{"
             + ",".join(
-                f"{json.dumps(str(key), ensure_ascii=False)}:{json_text(item)}"
+                f"{json.dumps(_key_text(key), ensure_ascii=False)}:{json_text(item)}"
                 for key, item in value.items()
             )
             + "}"
@@ -102,6 +105,65 @@ def json_text(value: Any) -> str:  # noqa: PLR0911 - one return per kind of valu
     return json.dumps(str(value), ensure_ascii=False)
 
 
+def _key_text(key: Any) -> str:
+    """A map key as Spark's JSON writer names it (``true``, not Python's ``True``)."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+def _variant_value(value: dict[str, Any]) -> Any:
+    """A variant (its value and metadata bytes) as the JSON value it holds, digits kept."""
+    from pyspark.sql.types import VariantVal  # noqa: PLC0415  # only variant columns need it
+
+    return json.loads(
+        VariantVal(value["value"], value["metadata"]).toJson(), parse_float=decimal.Decimal
+    )
+
+
+def _json_ready(field: pa.Field) -> Callable[[Any], Any] | None:  # noqa: PLR0911 - one return per kind of type
+    """What turns a Python value of ``field`` into `json_text`'s input, if anything must.
+
+    What only the type tells: a float32 arrives as its exact double
+    (``1.100000023841858``) and is written with its own shortest digits (``1.1``), as
+    Spark does; a variant arrives as its bytes and is written as its JSON value.
+    """
+    kind = field.type
+    if is_variant(field):
+        return _variant_value
+    if pa.types.is_float32(kind):
+        return shortest_float32
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        element = _json_ready(kind.value_field)
+        if element is None:
+            return None
+        return lambda value: [None if item is None else element(item) for item in value]
+    if pa.types.is_map(kind):
+        key, item = _json_ready(kind.key_field), _json_ready(kind.item_field)
+        if key is None and item is None:
+            return None
+        return lambda value: {
+            k if key is None else key(k): v if v is None or item is None else item(v)
+            for k, v in value.items()
+        }
+    if pa.types.is_struct(kind):
+        fields = {f.name: ready for f in kind if (ready := _json_ready(f)) is not None}
+        if not fields:
+            return None
+        return lambda value: {
+            name: found if found is None or name not in fields else fields[name](found)
+            for name, found in value.items()
+        }
+    return None
+
+
+def _json_converter(kind: pa.DataType) -> Callable[[Any], str]:
+    ready = _json_ready(pa.field("value", kind))
+    if ready is None:
+        return json_text
+    return lambda value: json_text(ready(value))
+
+
 def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
     convert: Callable[[Any], str]
     if encoding is Encoding.INTERVAL:
@@ -115,7 +177,7 @@ def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
     elif encoding is Encoding.ARRAY:
         convert = _array_literal
     else:
-        convert = json_text
+        convert = _json_converter(column.type)
     return pa.array(
         [
             None if value is None else convert(value)
@@ -131,6 +193,9 @@ def encode_csv(batch: pa.RecordBatch, encodings: Sequence[Encoding]) -> bytes:
     for column, encoding in zip(batch.columns, encodings, strict=True):
         if pa.types.is_dictionary(column.type):
             column = column.dictionary_decode()  # noqa: PLW2901  # decoded in place
+        if encoding is Encoding.INSTANT:  # the same instants, zoned in UTC: no offset to cut
+            column = column.cast(pa.timestamp(column.type.unit, "UTC"))  # noqa: PLW2901
+            encoding = Encoding.NATIVE  # noqa: PLW2901
         if encoding is not Encoding.NATIVE:
             column = _converted(column, encoding)  # noqa: PLW2901
         columns.append(column)

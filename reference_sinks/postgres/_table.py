@@ -80,6 +80,9 @@ class Encoding(enum.Enum):
     """Any value as JSON text, for a json or jsonb column."""
     INTERVAL = "interval"
     """A duration as ``<n> microseconds``."""
+    INSTANT = "instant"
+    """A zoned timestamp as its UTC time, for a timestamptz column (pyarrow's CSV writer
+    drops the seconds of an offset such as +00:19:32, local mean time before ~1900)."""
 
 
 @final
@@ -187,6 +190,13 @@ def describe_table(connection: psycopg.Connection[Any], table: TableName) -> Tar
 _JSON_TYPES: Final = frozenset({"json", "jsonb"})
 
 
+def _holds_duration(kind: pa.DataType) -> bool:
+    """Whether ``kind`` is a duration or has one inside."""
+    if pa.types.is_duration(kind):
+        return True
+    return any(_holds_duration(kind.field(i).type) for i in range(kind.num_fields))
+
+
 def _encoding(field: pa.Field, column: Column) -> Encoding | None:  # noqa: PLR0911  # one answer per type family
     """How ``field`` is written into ``column``, or ``None`` if it cannot be."""
     kind = field.type
@@ -194,13 +204,17 @@ def _encoding(field: pa.Field, column: Column) -> Encoding | None:  # noqa: PLR0
         kind = kind.value_type
     category = column.category
     if column.base_type in _JSON_TYPES:
-        return Encoding.JSON
+        # Spark's JSON spells a day-time interval by its fields ('INTERVAL '1' DAY'),
+        # which Arrow's duration does not carry.
+        return None if _holds_duration(kind) else Encoding.JSON
     if pa.types.is_null(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return Encoding.NATIVE  # PostgreSQL parses text into any type, row by row
     if pa.types.is_boolean(kind):
         return Encoding.NATIVE if category in ("B", "S") else None
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
         return Encoding.NATIVE if category in ("N", "S") else None
+    if pa.types.is_timestamp(kind) and kind.tz is not None and column.base_type == "timestamptz":
+        return Encoding.INSTANT
     if pa.types.is_date(kind) or pa.types.is_timestamp(kind):
         return Encoding.NATIVE if category in ("D", "S") else None
     if pa.types.is_duration(kind):
@@ -221,7 +235,7 @@ def _encoding(field: pa.Field, column: Column) -> Encoding | None:  # noqa: PLR0
                 base_type=column.base_type.removeprefix("_"),
             ),
         )
-        if inner is Encoding.NATIVE or inner is Encoding.BYTEA:
+        if inner in (Encoding.NATIVE, Encoding.BYTEA, Encoding.INSTANT):
             return Encoding.ARRAY
         return None
     return None

@@ -19,6 +19,7 @@ the same transaction.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -63,8 +64,9 @@ _PREPARED_ADVICE: Final = (
     "commit: set max_prepared_transactions in postgresql.conf to at least the number of "
     "partitions written at once (of every exactly-once sink on the server) and restart it"
 )
-_LINE: Final = re.compile(r"\bline (\d+)")
-_COLUMN: Final = re.compile(r"\bcolumn ([^:]+):")
+# COPY's own context line; a JSON value's error has its own "line 1" before it.
+_LINE: Final = re.compile(r"^COPY .*?, line (\d+)", re.MULTILINE)
+_COLUMN: Final = re.compile(r"^COPY .*?, line \d+, column ([^:]+):", re.MULTILINE)
 
 
 class WriterOptions:
@@ -84,6 +86,32 @@ class WriterOptions:
         self.sink_id = sink_id
         self.upsert_key = None if upsert_key is None else tuple(upsert_key)
         self.exactly_once = exactly_once
+
+
+def _column_holding_nul(data: bytes, names: Sequence[str], record: int) -> str | None:
+    """The column whose text holds a NUL in CSV record ``record`` (from 1) of ``data``.
+
+    PostgreSQL refuses a NUL (text cannot hold one) while it reads a record, before it
+    splits the record into columns, so its error names no column; the rows are still
+    at hand as the CSV sent.
+    """
+    import pyarrow.csv as pacsv  # noqa: PLC0415  # only for this error
+
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(data),
+            read_options=pacsv.ReadOptions(
+                column_names=list(names), block_size=len(data) + 1, use_threads=False
+            ),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string())),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if record > table.num_rows:
+        return None
+    found = table.slice(record - 1, 1).to_pylist()[0]
+    return next((name for name in names if "\x00" in (found[name] or "")), None)
 
 
 class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
@@ -250,10 +278,16 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         context = diag.context or ""
         line = _LINE.search(context)
         column = diag.column_name or (_COLUMN.search(context) or [None, None])[1]
-        where = ""
+        where, hint = "", ""
         if line is not None:
             row = self._seen_rows + self._copied_rows + int(line.group(1)) - 1
             where = f" row {row} of subtask {self._subtask}'s input"
+            if not column and self._schema is not None:
+                column = _column_holding_nul(
+                    b"".join(self._buffer), self._schema.names, int(line.group(1))
+                )
+                if column:
+                    hint = "; the value holds a NUL character (\\x00), which PostgreSQL text cannot"
         if column:
             where += f", column {column!r}"
         detail = (diag.message_primary or str(error)).strip()
@@ -263,6 +297,7 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         return FatalDestinationError(
             f"PostgreSQL refused{where} for table {str(self._options.table)!r}: {detail}"
             + (f" ({context.strip()})" if context else "")
+            + hint
             + ". Nothing of this attempt is visible; fix or filter the row and re-run"
         )
 
