@@ -45,7 +45,9 @@ def test_a_half_implemented_mixin_names_the_missing_method():
         def clean_up_attempts(self, job_id, kept_attempt_tokens):
             pass
 
-    with pytest.raises(SinkDefinitionError, match=r"native_file_committables\(\) is only inherited"):
+    with pytest.raises(
+        SinkDefinitionError, match=r"native_file_committables\(\) is only inherited"
+    ):
         inspect_sink(Half())
 
 
