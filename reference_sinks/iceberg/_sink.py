@@ -12,6 +12,8 @@ import attrs
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from reference_sinks._spark_output import list_written_files
+from reference_sinks.iceberg import _native
 from reference_sinks.iceberg._catalog import CatalogSpec, local_catalog
 from reference_sinks.iceberg._committer import IcebergCommitter, committed_state
 from reference_sinks.iceberg._model import (
@@ -31,11 +33,15 @@ from sinkv2 import (
     END_OF_INPUT,
     AttrsMsgpackSerializer,
     CommitterInitContext,
+    NativeFilesWritten,
+    NativeFileWrite,
+    NativeWriteUnavailable,
     SimpleVersionedSerialization,
     Sink,
     SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
+    SupportsNativeFileWrite,
     SupportsPreCommitTopology,
     SupportsPreWriteTopology,
     WriterInitContext,
@@ -79,6 +85,7 @@ class IcebergSink(
     SupportsPreCommitTopology[IcebergWriteResult, IcebergCommittable],
     SupportsAttemptCleanup,
     SupportsAbort[IcebergCommittable],
+    SupportsNativeFileWrite[IcebergCommittable],
 ):
     """Exactly-once appends to an Iceberg table through any pyiceberg catalog.
 
@@ -103,6 +110,20 @@ class IcebergSink(
         commit_attempts: Commit attempts per committable on conflicts with other
             committers, each re-checking the guard, before ``retry_later``.
         snapshot_properties: Extra summary properties of every snapshot.
+        native_write: Whether Spark's own Parquet writer writes the data files (the
+            native path, `SupportsNativeFileWrite`: about 2 x faster, no row enters
+            Python; the files are registered in one append per checkpoint, with the
+            same guard): ``None`` (default) when the table and the input allow it,
+            else the sink's writers, reporting why in
+            ``SinkResult.native_write_unavailable``; ``True`` requires it (refused
+            before any Spark job otherwise); ``False`` always runs the sink's
+            writers. It allows it for a table on a local disk whose partition spec
+            uses identity (string, int, long, boolean, date, timestamptz), ``day``,
+            ``hour``, ``month`` or ``year`` transforms (not ``bucket`` or
+            ``truncate``), whose columns Spark writes as Iceberg reads them (not
+            uuid, fixed, time or nanosecond timestamps), without dots in column
+            names, and whose ``schema.name-mapping.default`` agrees with its schema
+            (one is set from the schema if it has none).
 
     Raises:
         SinkConfigurationError: ``catalog`` is not a pyiceberg catalog, ``table`` does
@@ -118,6 +139,7 @@ class IcebergSink(
         write_parallelism: int | None = None,
         commit_attempts: int = 8,
         snapshot_properties: Mapping[str, str] | None = None,
+        native_write: bool | None = None,
     ) -> None:
         from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
 
@@ -135,6 +157,13 @@ class IcebergSink(
         self.commit_attempts = _positive("commit_attempts", commit_attempts)
         self.snapshot_properties = dict(snapshot_properties or {})
         self._committed_attempts: dict[str, set[str]] = {}  # see clean_up_attempts
+        if native_write is not None and not isinstance(native_write, bool):
+            raise SinkConfigurationError(
+                f"'native_write' must be True, False or None (got {native_write!r} of type "
+                f"{type(native_write).__name__}); None lets Spark write the files when it can"
+            )
+        self.native_write = native_write
+        self.native_layout: _native.NativeLayout | None = None  # the last plan's (driver)
         try:
             catalog.load_table(table)
         except NoSuchTableError as error:
@@ -311,9 +340,37 @@ class IcebergSink(
             snapshot_properties=self.snapshot_properties,
         )
 
+    # --- Spark's own writer (the native path) --------------------------------------------
+
+    def plan_native_file_write(self, input: DataFrame) -> NativeFileWrite | NativeWriteUnavailable:
+        """Spark's Parquet write of this job's epochs, or why the sink's own writers run.
+
+        Runs on the driver after the pre-write topology, before any Spark job: reads
+        the table's metadata, and sets ``schema.name-mapping.default`` from the
+        schema if the table has none (a metadata commit). See ``native_write`` and
+        ``reference_sinks.iceberg._native`` for what is checked.
+
+        Raises:
+            SinkConfigurationError: ``native_write=True`` and the table or the input
+                does not allow it.
+        """
+        return _native.plan(self, input)
+
+    def native_file_committables(self, written: NativeFilesWritten) -> list[IcebergCommittable]:
+        """One committable with every data file Spark wrote for the epoch (none if empty).
+
+        Each file's statistics come from its Parquet footer, its partition values
+        from its directories, checked against the table's spec and the file's column
+        bounds.
+
+        Raises:
+            SinkWriterError: A file does not fit the table; nothing is committed.
+        """
+        return _native.committables(self, written)
+
     # --- cleanup --------------------------------------------------------------------------
 
-    def _data_location(self) -> tuple[Table, pafs.FileSystem, str, str]:
+    def data_location(self) -> tuple[Table, pafs.FileSystem, str, str]:
         """The table, and its data location: filesystem, URI and path inside the filesystem."""
         from pyiceberg.table.locations import load_location_provider  # noqa: PLC0415  # optional extra
 
@@ -334,13 +391,14 @@ class IcebergSink(
 
     def _staged_files(self) -> tuple[pafs.FileSystem, list[pafs.FileInfo]]:
         """The filesystem of the table's data location and every file this sink named."""
-        _, filesystem, _, root = self._data_location()
+        _, filesystem, _, root = self.data_location()
         return filesystem, self._files_under(filesystem, root)
 
     def __getstate__(self) -> dict[str, Any]:
         """What is pickled: the configuration, without the driver's memo of committed attempts."""
         state = dict(self.__dict__)
         state["_committed_attempts"] = {}
+        state["native_layout"] = None
         return state
 
     def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
@@ -367,10 +425,16 @@ class IcebergSink(
         committed attempt never writes again) and skips them; the memo holds only
         attempts whose files are still listed, and is not pickled. It only ever
         spares files, so it cannot delete a referenced one.
+
+        A native write (Spark's files) stages one directory,
+        ``<data>/sinkv2-native/<token>/``: its data files are candidates as above
+        (committed ones stay where Spark wrote them), and Spark's bookkeeping in it
+        (``_temporary/`` of an unfinished write, ``.crc`` checksums) is always
+        deleted; a directory left without a referenced file is deleted whole.
         """
         kept = frozenset(kept_attempt_tokens)
         committed = self._committed_attempts.get(job_id, set())
-        table, filesystem, data_uri, root = self._data_location()
+        table, filesystem, data_uri, root = self.data_location()
         candidates: dict[str, str] = {}
         token_of: dict[str, str] = {}
         listed: set[str] = set()
@@ -382,14 +446,62 @@ class IcebergSink(
             if token not in kept and token not in committed:
                 candidates[_location_key(_uri_of(info.path, root, data_uri))] = info.path
                 token_of[info.path] = token
+        native = self._native_directories(filesystem, root, job_id, kept, committed)
+        for token, directory in native.items():
+            listed.add(token)
+            for file in list_written_files(filesystem, directory):
+                candidates[_location_key(_uri_of(file.path, root, data_uri))] = file.path
+                token_of[file.path] = token
         unreferenced = _unreferenced(table, candidates) if candidates else []
         for path in unreferenced:
             with contextlib.suppress(FileNotFoundError):
                 filesystem.delete_file(path)
-        committed = (committed & listed) | (
-            set(token_of.values()) - {token_of[path] for path in unreferenced}
+        gone = set(unreferenced)
+        referenced = {token for path, token in token_of.items() if path not in gone}
+        for token, directory in native.items():
+            if token not in referenced:
+                filesystem.delete_dir(directory)  # nothing of it is in the table
+        # Attempts whose files are all referenced now (a native one's unreferenced files
+        # are deleted, so what is left of it is).
+        committed = (
+            (committed & listed)
+            | (set(token_of.values()) - {token_of[path] for path in unreferenced})
+            | (referenced & set(native))
         )
         self._committed_attempts = {job_id: committed}
+
+    @staticmethod
+    def _native_directories(
+        filesystem: pafs.FileSystem,
+        root: str,
+        job_id: str,
+        kept: frozenset[str],
+        committed: set[str],
+    ) -> dict[str, str]:
+        """The job's native write directories to clean, by token, bookkeeping removed."""
+        native_root = f"{root}/{_native.NATIVE_DIRECTORY}"
+        found = {}
+        for info in filesystem.get_file_info(pafs.FileSelector(native_root, allow_not_found=True)):
+            token = info.base_name
+            if (
+                info.type != pafs.FileType.Directory
+                or not token.startswith(f"{job_id}-")
+                or token in kept
+                or token in committed
+            ):
+                continue
+            found[token] = info.path
+            inside = pafs.FileSelector(info.path, recursive=True, allow_not_found=True)
+            for entry in filesystem.get_file_info(inside):
+                relative = entry.path[len(info.path) :].strip("/").split("/")
+                if not any(part.startswith(("_", ".")) for part in relative):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.type == pafs.FileType.Directory:
+                        filesystem.delete_dir(entry.path)
+                    elif entry.type == pafs.FileType.File:
+                        filesystem.delete_file(entry.path)
+        return found
 
     def abort(self, committables: Collection[IcebergCommittable]) -> None:
         """Delete the staged files of committables that will never be committed.

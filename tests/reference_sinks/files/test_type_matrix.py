@@ -9,6 +9,10 @@ and nulls inside nested types included. Spark's JSON reader takes string map key
 only, so JSON lines are read with integer-keyed maps read as string-keyed (both
 writers spell the key as its text).
 
+The tests comparing with Spark's writers run on both of FileSink's paths: its own
+writers (``native_write=False``) and Spark's writer staging the files for it (the
+native path, ``native_write=True``), where the bytes are Spark's own.
+
 Types FileSink cannot write so that they read back are refused before any file is
 written, naming the column and its type. The defects of issue 14 are pinned: binary
 and maps in JSON lines (whole rows read back as null), bare NaN tokens, and a Parquet
@@ -28,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
-from reference_sinks.files import FileSink
+from reference_sinks.files import FileSink, RollingPolicy
 from sinkv2 import SinkConfigurationError
 from tests.reference_sinks.spark_values import (
     ALL_TYPES,
@@ -76,29 +80,43 @@ def spark_write(df, path: str, fmt: str) -> None:  # type: ignore[no-untyped-def
         )
 
 
-def through_both(spark, translator, tmp_path: Path, df, fmt: str) -> tuple[list[Any], list[Any]]:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["sink-writers", "native"])
+def file_sink(request):  # type: ignore[no-untyped-def]
+    """Makes FileSinks on one of its paths: its own writers, or Spark's (native) writer."""
+    native = request.param == "native"
+
+    def make(path: str, fmt: str) -> FileSink:
+        if native:
+            rolling = RollingPolicy(max_bytes=None)  # Spark cannot roll files by size
+            return FileSink(path, fmt, rolling_policy=rolling, native_write=True)  # type: ignore[arg-type]
+        return FileSink(path, fmt, native_write=False)  # type: ignore[arg-type]
+
+    return make
+
+
+def through_both(spark, translator, tmp_path: Path, df, fmt: str, *, make=FileSink):  # type: ignore[no-untyped-def]
     """``df`` through FileSink and through Spark's writer, each read back by Spark."""
     run = next(_RUNS)
     ours, theirs = str(tmp_path / f"sink-{run}"), str(tmp_path / f"spark-{run}")
-    translator.apply(df, FileSink(ours, fmt), sink_id=f"matrix-{run}")
+    translator.apply(df, make(ours, fmt), sink_id=f"matrix-{run}")
     spark_write(df, theirs, fmt)
     return read(spark, ours, fmt, df.schema), read(spark, theirs, fmt, df.schema)
 
 
-def check_same(spark, translator, tmp_path: Path, schema: T.StructType, data, *, fmt: str) -> None:  # type: ignore[no-untyped-def]
+def check_same(spark, translator, tmp_path: Path, schema, data, *, fmt: str, make=FileSink):  # type: ignore[no-untyped-def]
     df = spark.createDataFrame(data, schema).repartition(2)
-    ours, theirs = through_both(spark, translator, tmp_path, df, fmt)
+    ours, theirs = through_both(spark, translator, tmp_path, df, fmt, make=make)
     assert len(theirs) == len(data)
     assert comparable(ours) == comparable(theirs)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_every_type_with_its_edge_values(spark, translator, tmp_path, fmt):  # type: ignore[no-untyped-def]
-    check_same(spark, translator, tmp_path, ALL_TYPES, ALL_TYPES_ROWS, fmt=fmt)
+def test_every_type_with_its_edge_values(spark, translator, tmp_path, fmt, file_sink):  # type: ignore[no-untyped-def]
+    check_same(spark, translator, tmp_path, ALL_TYPES, ALL_TYPES_ROWS, fmt=fmt, make=file_sink)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_variants_and_void_columns(spark, translator, tmp_path, fmt):  # type: ignore[no-untyped-def]
+def test_variants_and_void_columns(spark, translator, tmp_path, fmt, file_sink):  # type: ignore[no-untyped-def]
     df = spark.sql(
         """
         SELECT id,
@@ -111,7 +129,7 @@ def test_variants_and_void_columns(spark, translator, tmp_path, fmt):  # type: i
     ).repartition(2)
     run = next(_RUNS)
     ours, theirs = str(tmp_path / f"sink-{run}"), str(tmp_path / f"spark-{run}")
-    translator.apply(df, FileSink(ours, fmt), sink_id=f"variant-{run}")
+    translator.apply(df, file_sink(ours, fmt), sink_id=f"variant-{run}")
     spark_write(df, theirs, fmt)
 
     def as_json(path: str) -> list[Any]:
@@ -128,7 +146,7 @@ def test_variants_and_void_columns(spark, translator, tmp_path, fmt):  # type: i
     assert as_json(ours)[0]["v"] == '{"a":[1,"x",null],"b":{"c":1.5E300}}'
 
 
-def test_day_time_intervals_in_parquet(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+def test_day_time_intervals_in_parquet(spark, translator, tmp_path, file_sink):  # type: ignore[no-untyped-def]
     schema = T.StructType(
         [
             T.StructField("id", T.LongType(), nullable=False),
@@ -142,7 +160,7 @@ def test_day_time_intervals_in_parquet(spark, translator, tmp_path):  # type: ig
         (1, dt.timedelta(days=1, microseconds=5), None, None),
         (2, None, dt.timedelta(hours=-3), []),
     ]
-    check_same(spark, translator, tmp_path, schema, data, fmt="parquet")
+    check_same(spark, translator, tmp_path, schema, data, fmt="parquet", make=file_sink)
 
 
 @pytest.mark.parametrize(
@@ -176,9 +194,11 @@ def test_a_type_arrow_cannot_carry_is_refused_naming_its_column(spark, translato
 )
 @given(data=schemas().flatmap(lambda schema: rows(schema).map(lambda found: (schema, found))))
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_random_schemas_and_values(spark, translator, tmp_path_factory, fmt, data):  # type: ignore[no-untyped-def]
+def test_random_schemas_and_values(spark, translator, tmp_path_factory, fmt, file_sink, data):  # type: ignore[no-untyped-def]  # noqa: PLR0917  # pytest fixtures
     schema, found = data
-    check_same(spark, translator, tmp_path_factory.mktemp("matrix"), schema, found, fmt=fmt)
+    check_same(
+        spark, translator, tmp_path_factory.mktemp("matrix"), schema, found, fmt=fmt, make=file_sink
+    )
 
 
 # --- the defects of issue 14 -------------------------------------------------------------

@@ -38,10 +38,12 @@ ELEMENTS = st.fixed_dictionaries(
 )
 
 
-def fresh_sink() -> SinkUnderTest:
+def fresh_sink(native_write: bool | None = None) -> SinkUnderTest:
     """An IcebergSink on a new table in a new local catalog, read back with a pyiceberg scan."""
     warehouse = Path(tempfile.mkdtemp(prefix="iceberg-kit-", dir=FAST_TMP))
-    sink = IcebergSink.local(warehouse, "kit.rows", schema=SCHEMA, commit_attempts=2)
+    sink = IcebergSink.local(
+        warehouse, "kit.rows", schema=SCHEMA, commit_attempts=2, native_write=native_write
+    )
 
     def read_back() -> list[dict[str, object]]:
         return sink.load_table().scan().to_arrow().to_pylist()

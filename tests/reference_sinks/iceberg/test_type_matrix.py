@@ -13,6 +13,10 @@ equal value for value, NaN, -0.0 and nulls inside nested types included:
 
 byte and short read back as int (Iceberg has no 8- or 16-bit integers); timestamps
 as UTC instants (``timestamptz``), timestamp_ntz as ``timestamp``.
+
+Each test runs on both of IcebergSink's paths: its own writers (``native_write=False``)
+and Spark's Parquet writer writing the data files (``native_write=True``: files without
+field ids, read through the table's name mapping).
 """
 
 from __future__ import annotations
@@ -60,12 +64,19 @@ def pyiceberg_view(value: Any, kind: T.DataType) -> Any:  # noqa: PLR0911 - one 
     return value
 
 
-def through_sink(spark, translator, tmp_path: Path, df) -> tuple[list[Any], list[Any]]:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=[False, True], ids=["sink-writers", "native"])
+def native(request):  # type: ignore[no-untyped-def]
+    """IcebergSink's ``native_write``: its own writers, or Spark's Parquet writer."""
+    return request.param
+
+
+def through_sink(spark, translator, tmp_path: Path, df, *, native: bool = False):  # type: ignore[no-untyped-def]
     """Append ``df`` to a new table; its rows by id, from the data files and from pyiceberg."""
     name = f"ns.t{next(_TABLES)}"
     schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
-    sink = IcebergSink.local(tmp_path / "warehouse", name, schema=schema)
-    translator.apply(df, sink, sink_id=name, checkpoint_id=1)
+    sink = IcebergSink.local(tmp_path / "warehouse", name, schema=schema, native_write=native)
+    result = translator.apply(df, sink, sink_id=name, checkpoint_id=1)
+    assert result.native_write is native
     table = sink.load_table()
     paths = [task.file.file_path.removeprefix("file://") for task in table.scan().plan_files()]
     files = pa.concat_tables(
@@ -82,10 +93,10 @@ def through_spark(spark, tmp_path: Path, df) -> list[Any]:  # type: ignore[no-un
     return spark.read.parquet(path).orderBy("id").toArrow().to_pylist()  # type: ignore[no-any-return]
 
 
-def check_same(spark, translator, tmp_path: Path, schema: T.StructType, data: list[Any]) -> None:  # type: ignore[no-untyped-def]
+def check_same(spark, translator, tmp_path: Path, schema, data, *, native: bool = False) -> None:  # type: ignore[no-untyped-def]
     df = spark.createDataFrame(data, schema).repartition(2)
     expected = through_spark(spark, tmp_path, df)
-    files, scanned = through_sink(spark, translator, tmp_path, df)
+    files, scanned = through_sink(spark, translator, tmp_path, df, native=native)
     assert len(expected) == len(data)
     assert comparable(files) == comparable(expected)
     seen_by_pyiceberg = [
@@ -94,11 +105,11 @@ def check_same(spark, translator, tmp_path: Path, schema: T.StructType, data: li
     assert comparable(scanned) == comparable(seen_by_pyiceberg)
 
 
-def test_every_type_with_its_edge_values(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
-    check_same(spark, translator, tmp_path, ALL_TYPES, ALL_TYPES_ROWS)
+def test_every_type_with_its_edge_values(spark, translator, tmp_path, native):  # type: ignore[no-untyped-def]
+    check_same(spark, translator, tmp_path, ALL_TYPES, ALL_TYPES_ROWS, native=native)
 
 
-def test_a_null_array_of_structs_stays_null_in_the_data_files(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+def test_a_null_array_of_structs_stays_null_in_the_data_files(spark, translator, tmp_path, native):  # type: ignore[no-untyped-def]
     """The defect of issue 14: pyiceberg's projection wrote a null array<struct> as []."""
     struct = T.StructType([T.StructField("x", T.IntegerType())])
     schema = T.StructType(
@@ -111,14 +122,14 @@ def test_a_null_array_of_structs_stays_null_in_the_data_files(spark, translator,
     )
     data = [(0, None, None, [None, []]), (1, [None, (None,)], {"k": None}, None)]
     df = spark.createDataFrame(data, schema).coalesce(1)
-    files, _ = through_sink(spark, translator, tmp_path, df)
+    files, _ = through_sink(spark, translator, tmp_path, df, native=native)
     assert files == [
         {"id": 0, "a": None, "m": None, "n": [None, []]},
         {"id": 1, "a": [None, {"x": None}], "m": [("k", None)], "n": None},
     ]
 
 
-def test_byte_and_short_columns_widen_to_int(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+def test_byte_and_short_columns_widen_to_int(spark, translator, tmp_path, native):  # type: ignore[no-untyped-def]
     schema = T.StructType(
         [
             T.StructField("id", T.LongType(), nullable=False),
@@ -127,7 +138,7 @@ def test_byte_and_short_columns_widen_to_int(spark, translator, tmp_path):  # ty
         ]
     )
     df = spark.createDataFrame([(0, -128, 32767), (1, None, None)], schema)
-    files, scanned = through_sink(spark, translator, tmp_path, df)
+    files, scanned = through_sink(spark, translator, tmp_path, df, native=native)
     assert scanned == files == [{"id": 0, "b": -128, "s": 32767}, {"id": 1, "b": None, "s": None}]
     table = IcebergSink.local(tmp_path / "warehouse", "ns.t" + str(next(_TABLES) - 1)).load_table()
     assert [str(field.field_type) for field in table.schema().fields] == ["long", "int", "int"]
@@ -139,17 +150,19 @@ def test_byte_and_short_columns_widen_to_int(spark, translator, tmp_path):  # ty
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=schemas().flatmap(lambda schema: rows(schema).map(lambda found: (schema, found))))
-def test_random_schemas_and_values(spark, translator, tmp_path_factory, data):  # type: ignore[no-untyped-def]
+def test_random_schemas_and_values(spark, translator, tmp_path_factory, native, data):  # type: ignore[no-untyped-def]
     schema, found = data
-    check_same(spark, translator, tmp_path_factory.mktemp("matrix"), schema, found)
+    check_same(spark, translator, tmp_path_factory.mktemp("matrix"), schema, found, native=native)
 
 
-def test_schema_changes_between_runs(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+def test_schema_changes_between_runs(spark, translator, tmp_path, native):  # type: ignore[no-untyped-def]
     """An added optional column works after the table evolves; a narrower type is refused."""
     from pyiceberg.types import StringType
 
     first = spark.createDataFrame([(0, 1.5)], "id long, v double")
-    sink = IcebergSink.local(tmp_path / "wh", "ns.evolving", schema=first.toArrow().schema)
+    sink = IcebergSink.local(
+        tmp_path / "wh", "ns.evolving", schema=first.toArrow().schema, native_write=native
+    )
     translator.apply(first, sink, sink_id="evolving", checkpoint_id=1)
 
     second = spark.createDataFrame([(1, 2.5, "new")], "id long, v double, tag string")
