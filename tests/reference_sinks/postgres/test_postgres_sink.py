@@ -419,6 +419,40 @@ def test_every_supported_type_reads_back_exactly(postgres_url):
                 assert actual == value, (name, actual, value)
 
 
+@pytest.mark.parametrize("zone", ["UTC", "Etc/UTC", "GMT", "+00:00"])
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_timestamps_zoned_in_utc_read_back_exactly(postgres_url, zone, unit):
+    # Written as text by pyarrow's compute functions, not by its CSV writer (see _encode).
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE stamps (id integer, at timestamptz, local timestamp)")
+    utc = dt.timezone.utc
+    values = [
+        dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=utc),
+        None,
+        dt.datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=utc),
+        dt.datetime(1, 1, 1, tzinfo=utc),
+        dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=utc),
+    ]
+    if unit in ("s", "ms"):
+        values = [v and v.replace(microsecond=v.microsecond // 1000 * 1000) for v in values]
+    if unit == "s":
+        values = [v and v.replace(microsecond=0) for v in values]
+    if unit == "ns":  # nanoseconds reach only 1677..2262
+        values = [v for v in values if v is None or 1677 < v.year < 2262]
+    stamps = pa.array(values, pa.timestamp(unit, tz=zone))
+    batch = pa.RecordBatch.from_pydict(
+        {"id": pa.array(range(len(values)), pa.int32()), "at": stamps, "local": stamps}
+    )
+    sink = PostgresSink(postgres_url, "stamps")
+    writer = writer_for(sink, schema=batch.schema)
+    writer.write_arrow_batch(batch, CONTEXT)
+    commit(sink, writer.prepare_commit())
+    writer.close()
+    got = read_rows(postgres_url, "stamps", "id, at, local")
+    assert [row["at"] for row in got] == values
+    assert [row["local"] for row in got] == [v and v.replace(tzinfo=None) for v in values]
+
+
 def test_bad_rows_name_row_and_column_and_leave_nothing(postgres_url):
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("CREATE TABLE strict (id integer NOT NULL, code varchar(3), n integer)")
