@@ -41,7 +41,14 @@ from sinkv2 import (
     native_attempt_token,
 )
 from sinkv2.metrics import NUM_RECORDS_SEND
-from sinkv2.runtime import WriterStage, WriterStageOutput
+from sinkv2.runtime import (
+    Restore,
+    StreamWriterStage,
+    SubtaskStates,
+    WriterStage,
+    WriterStageOutput,
+    WriterStates,
+)
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
 from sinkv2.text import describe
 from sinkv2_spark._engine import SparkWriterStage, arrow_schema, describe_jobs
@@ -49,7 +56,7 @@ from sinkv2_spark._engine import SparkWriterStage, arrow_schema, describe_jobs
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["NativeWriterStage", "batch_writer_stage", "plan_native_write"]
+__all__ = ["NativeWriterStage", "batch_writer_stage", "plan_native_write", "stream_writer_stage"]
 
 logger = logging.getLogger("sinkv2.spark")
 
@@ -131,6 +138,65 @@ def batch_writer_stage(
     if isinstance(plan, NativeWriteUnavailable):
         return _ReportingUnavailable(stage, plan.reason), schema
     return stage, schema
+
+
+def stream_writer_stage(
+    source: DataFrame, sink: Any, capabilities: SinkCapabilities, sink_id: str
+) -> StreamWriterStage:
+    """The writer stage of one micro-batch over ``source`` (a `StreamWriterStage`).
+
+    As `batch_writer_stage`, per micro-batch: Spark's writer if the sink plans a
+    native write, else the sink's writers. A checkpoint whose writers would restore
+    non-empty states (the previous micro-batch ran the sink's writers, and they kept
+    something) runs the sink's writers too: only they can take those states over.
+
+    Raises:
+        SinkConfigurationError: As `batch_writer_stage`.
+        SinkDefinitionError: As `batch_writer_stage`.
+    """
+    plan = plan_native_write(source, sink, capabilities)
+    writers: SparkWriterStage | None = None
+
+    def sink_writers() -> SparkWriterStage:
+        nonlocal writers
+        if writers is None:
+            writers = SparkWriterStage(source, sink, capabilities, sink_id, arrow_schema(source))
+        return writers
+
+    if not isinstance(plan, NativeFileWrite):
+        reason = plan.reason if isinstance(plan, NativeWriteUnavailable) else None
+
+        def write(job_id: str, checkpoint_id: int, restore: Restore | None) -> WriterStageOutput:
+            output = sink_writers().checkpoint(job_id, checkpoint_id, restore)
+            return attrs.evolve(output, native_write_unavailable=reason)
+
+        sink_writers()  # a schema the writers cannot take fails before the micro-batch runs
+        return write
+    native = NativeWriterStage(source, sink, capabilities, sink_id, plan)
+
+    def native_write(job_id: str, checkpoint_id: int, restore: Restore | None) -> WriterStageOutput:
+        states = restore.states if restore is not None else None
+        if states is not None and states.referenced_attempts():
+            output = sink_writers().checkpoint(job_id, checkpoint_id, restore)
+            return attrs.evolve(
+                output,
+                native_write_unavailable=(
+                    "the previous checkpoint's writer states are restored by the sink's own "
+                    "writers; the next checkpoint is written by Spark"
+                ),
+            )
+        output = native(job_id, checkpoint_id)
+        if not capabilities.writer_state:
+            return output
+        token = native_attempt_token(job_id, checkpoint_id)
+        empty = WriterStates(  # a native write keeps nothing for the next checkpoint
+            state_name="",
+            number_of_subtasks=1,
+            subtasks=(SubtaskStates(subtask_id=0, attempt_token=token, states=()),),
+        )
+        return attrs.evolve(output, states=empty)
+
+    return native_write
 
 
 @final

@@ -47,10 +47,10 @@ from sinkv2.runtime import (
 from sinkv2_spark._drain import drain_on_driver
 from sinkv2_spark._engine import (
     SparkCommittableStreams,
-    SparkWriterStage,
     arrow_schema,
     pre_write,
 )
+from sinkv2_spark._native_write import stream_writer_stage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -371,12 +371,10 @@ class _MicroBatches:
             started = time.perf_counter()
             source = pre_write(batch, self._sink, self._capabilities)
             planned = time.perf_counter() - started
-            stage = SparkWriterStage(
-                source, self._sink, self._capabilities, self._sink_id, arrow_schema(source)
-            )
+            stage = stream_writer_stage(source, self._sink, self._capabilities, self._sink_id)
 
             def write(job_id: str, checkpoint_id: int, restore: Restore | None) -> Any:
-                output = stage.checkpoint(job_id, checkpoint_id, restore)
+                output = stage(job_id, checkpoint_id, restore)
                 if not self._capabilities.pre_write_topology:
                     return output
                 seconds = {"pre-write topology": planned, **output.stage_seconds}

@@ -3,6 +3,9 @@
 Micro-batch ``b`` is checkpoint ``b + 1``; its files are renamed into place when it
 commits, so a reader sees each row once whether the query is stopped, replays its
 last micro-batch, or died between recording a micro-batch and committing it.
+
+Each test runs on both paths: FileSink's own writers and Spark's writer staging the
+files (``native_write=True``, per micro-batch).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_sinks.files import FileSink
+from reference_sinks.files import FileSink, RollingPolicy
 from sinkv2_spark import CommitStatus
 from tests.reference_sinks.streaming import (
     json_stream,
@@ -27,6 +30,18 @@ pytestmark = pytest.mark.spark
 SCHEMA = "id long, key string"
 
 
+@pytest.fixture(params=[False, True], ids=["sink-writers", "native"])
+def file_sink(request):  # type: ignore[no-untyped-def]
+    """Makes FileSinks on one path: their own writers, or Spark's (native) writer."""
+
+    def make(out: Path, fmt: str, **options: object) -> FileSink:
+        if request.param:
+            options["rolling_policy"] = RollingPolicy(max_bytes=None)
+        return FileSink(str(out), fmt, native_write=request.param, **options)  # type: ignore[arg-type]
+
+    return make
+
+
 def staged_files(out: Path) -> list[Path]:
     return [p for p in (out / "_staging").rglob("*") if p.is_file()]
 
@@ -35,9 +50,11 @@ def id_rows(start: int, count: int) -> list[dict[str, object]]:
     return [{"id": i, "key": f"k{i % 3}"} for i in range(start, start + count)]
 
 
-def test_rate_source_parquet_every_value_once_across_a_restart(spark, translator, tmp_path):
+def test_rate_source_parquet_every_value_once_across_a_restart(
+    spark, translator, tmp_path, file_sink
+):
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    sink = FileSink(str(out), "parquet")
+    sink = file_sink(out, "parquet")
     results = []
     for decoupled in (False, True):  # the restart commits on the commit thread
         query = translator.apply(
@@ -68,11 +85,13 @@ def test_rate_source_parquet_every_value_once_across_a_restart(spark, translator
     assert len(values) > 0
 
 
-def test_file_source_jsonl_a_replayed_micro_batch_is_not_written_twice(spark, translator, tmp_path):
+def test_file_source_jsonl_a_replayed_micro_batch_is_not_written_twice(
+    spark, translator, tmp_path, file_sink
+):
     source, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     for index in range(3):
         write_json_file(source, index, id_rows(index * 100, 100))
-    sink = FileSink(str(out), "jsonl", partition_by=["key"])
+    sink = file_sink(out, "jsonl", partition_by=["key"])
 
     def run() -> list:
         query = translator.apply(
@@ -112,12 +131,12 @@ def test_file_source_jsonl_a_replayed_micro_batch_is_not_written_twice(spark, tr
 
 
 def test_a_micro_batch_recorded_but_not_committed_at_a_crash_is_committed_once(
-    spark, translator, tmp_path
+    spark, translator, tmp_path, file_sink
 ):
     source, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "checkpoint"
     for index in range(2):
         write_json_file(source, index, id_rows(index * 50, 50))
-    sink = FileSink(str(out), "parquet")
+    sink = file_sink(out, "parquet")
 
     def crash_after_recording_checkpoint_2(event: str, epoch: int) -> None:
         if event == "pending-recorded" and epoch == 2:

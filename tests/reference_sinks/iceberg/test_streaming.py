@@ -4,6 +4,9 @@ Micro-batch ``b`` is checkpoint ``b + 1``, and its snapshot's summary carries it
 (``sinkv2.checkpoint-id``). The table's own history is the last word on what was
 committed: with the commit state store lost, a micro-batch Spark replays is
 written again but its commit is recognised as done, and its files are removed.
+
+Tests taking ``native`` run on both paths: the sink's own writers and Spark's
+Parquet writer (``native_write=True``, per micro-batch).
 """
 
 from __future__ import annotations
@@ -41,7 +44,13 @@ BY_KEY = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "key"))
 
 
 def data_files(warehouse: Path) -> set[str]:
-    return {p.name for p in warehouse.rglob("sinkv2-*.parquet")}
+    return {p.name for p in warehouse.rglob("*.parquet")}
+
+
+@pytest.fixture(params=[False, True], ids=["sink-writers", "native"])
+def native(request):  # type: ignore[no-untyped-def]
+    """IcebergSink's ``native_write``: its own writers, or Spark's Parquet writer."""
+    return request.param
 
 
 def referenced_files(sink: IcebergSink) -> set[str]:
@@ -53,8 +62,10 @@ def column(sink: IcebergSink, name: str) -> list[object]:
     return sorted(sink.load_table().scan().to_arrow().column(name).to_pylist())
 
 
-def test_rate_source_one_snapshot_per_non_empty_micro_batch(spark, translator, tmp_path):
-    sink = IcebergSink.local(tmp_path / "warehouse", "ns.rate", schema=RATE_SCHEMA)
+def test_rate_source_one_snapshot_per_non_empty_micro_batch(spark, translator, tmp_path, native):
+    sink = IcebergSink.local(
+        tmp_path / "warehouse", "ns.rate", schema=RATE_SCHEMA, native_write=native
+    )
     query = translator.apply(
         rate_stream(spark),
         sink,
@@ -82,13 +93,19 @@ def test_rate_source_one_snapshot_per_non_empty_micro_batch(spark, translator, t
     assert data_files(tmp_path) == referenced_files(sink)
 
 
-def test_a_lost_commit_state_store_and_a_replayed_micro_batch_add_no_duplicate(spark, tmp_path):
+def test_a_lost_commit_state_store_and_a_replayed_micro_batch_add_no_duplicate(
+    spark, tmp_path, native
+):
     from sinkv2_spark import SinkTopologyTranslator
 
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     store_path = tmp_path / "store" / "commit_state.sqlite"
     sink = IcebergSink.local(
-        tmp_path / "warehouse", "ns.events", schema=EVENTS_SCHEMA, partition_spec=BY_KEY
+        tmp_path / "warehouse",
+        "ns.events",
+        schema=EVENTS_SCHEMA,
+        partition_spec=BY_KEY,
+        native_write=native,
     )
     for index in range(3):
         write_json_file(
@@ -135,12 +152,14 @@ def test_a_lost_commit_state_store_and_a_replayed_micro_batch_add_no_duplicate(s
     assert data_files(tmp_path) == referenced_files(sink)
 
 
-def test_the_summary_guard_skips_a_recommit_through_a_fresh_store(spark, tmp_path):
+def test_the_summary_guard_skips_a_recommit_through_a_fresh_store(spark, tmp_path, native):
     """A batch run of the same checkpoint id through an empty store: the table says no."""
     from sinkv2_spark import SinkTopologyTranslator
 
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
-    sink = IcebergSink.local(tmp_path / "warehouse", "ns.guard", schema=EVENTS_SCHEMA)
+    sink = IcebergSink.local(
+        tmp_path / "warehouse", "ns.guard", schema=EVENTS_SCHEMA, native_write=native
+    )
     write_json_file(source, 0, [{"id": i, "key": "a"} for i in range(5)])
     query = SinkTopologyTranslator().apply(
         json_stream(spark, source, "id long, key string"),
