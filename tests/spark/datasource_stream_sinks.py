@@ -28,12 +28,15 @@ class DriverDied(RuntimeError):
     """Stands in for a driver that dies at one coordinator step."""
 
 
-def configure_hook(sink_id: str, *, log: Path, die_at: tuple[str, int] | None = None) -> None:
-    """Make `hook` log ``sink_id``'s stages to ``log``, and raise at ``die_at``."""
+def configure_hook(sink_id: str, *, log: Path, die_at: tuple[str, int] | None = None) -> Path:
+    """Make `hook` log ``sink_id``'s stages to ``log``, and raise at ``die_at``.
+
+    Returns the configuration file; remove it after the test.
+    """
     HOOKS.mkdir(exist_ok=True)
-    (HOOKS / f"{sink_id}.json").write_text(
-        json.dumps({"log": str(log), "die_at": list(die_at) if die_at else None})
-    )
+    path = HOOKS / f"{sink_id}.json"
+    path.write_text(json.dumps({"log": str(log), "die_at": list(die_at) if die_at else None}))
+    return path
 
 
 def hook(sink_id: str, event: str, epoch: int) -> None:

@@ -258,6 +258,25 @@ def test_random_task_failures_never_lose_duplicate_or_misroute_anything(
     }
 
 
+def test_a_writer_failing_every_attempt_fails_the_query_and_a_restart_writes_once(door, tmp_path):
+    files, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    write_files(files, 0, 1)
+    always = json.dumps([[0, attempt, 1] for attempt in range(4)])  # local[2,4]: 4 attempts
+    with pytest.raises(Exception, match="injected failure at element 1"):
+        run_stateful(door, tmp_path, files, failures=always)
+    sink = StatefulSink(tmp_path / "out")
+    assert committed(sink) == []
+    assert epochs(checkpoint) == []
+    assert list(sink.staging.glob("*.jsonl")) == []  # abort() removed the job's staging
+
+    run_stateful(door, tmp_path, files)
+    assert committed(sink) == expected(range(2))
+    chain = check_door_state_chain(sink)
+    assert {p.stem for p in sink.staging.glob("*.jsonl")} == {
+        writer["token"] for writer in chain[2].values()
+    }
+
+
 # --- a driver that died mid micro-batch ---------------------------------------------------
 
 # The restart's view of checkpoint 2 after a death at each step: written again, or
@@ -271,11 +290,13 @@ REWRITTEN = {
 
 
 @pytest.mark.parametrize("stage", list(REWRITTEN))
-def test_a_micro_batch_the_commit_died_in_is_committed_once_after_a_restart(door, tmp_path, stage):
+def test_a_micro_batch_the_commit_died_in_is_committed_once_after_a_restart(
+    door, tmp_path, request, stage
+):
     files, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     sink_id = f"died-{stage}-{tmp_path.name}"
     stages = tmp_path / "stages.jsonl"
-    configure_hook(sink_id, log=stages, die_at=(stage, 2))
+    request.addfinalizer(configure_hook(sink_id, log=stages, die_at=(stage, 2)).unlink)
     write_files(files, 0, 1)
     with pytest.raises(Exception, match=f"DriverDied: {stage} of checkpoint 2"):
         run_stateful(door, tmp_path, files, sink_id=sink_id, on_stage=f"{SINKS}:hook")
