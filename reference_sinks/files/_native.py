@@ -11,7 +11,7 @@ files included) and abort are the ones of the Python path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -26,7 +26,30 @@ from sinkv2 import (
 )
 
 if TYPE_CHECKING:
-    from reference_sinks.files._sink import FileSink
+    from reference_sinks.files._config import CompactionPolicy, FileFormat, RollingPolicy
+
+
+class FileSinkConfig(Protocol):
+    """What the native write reads of a `FileSink` (its configuration), without importing it."""
+
+    @property
+    def base_path(self) -> str: ...
+    @property
+    def format(self) -> FileFormat: ...
+    @property
+    def partition_by(self) -> tuple[str, ...]: ...
+    @property
+    def rolling_policy(self) -> RollingPolicy: ...
+    @property
+    def compaction(self) -> CompactionPolicy | None: ...
+    @property
+    def filesystem(self) -> pafs.FileSystem | None: ...
+    @property
+    def native_write(self) -> bool | None: ...
+    def resolve(self) -> tuple[pafs.FileSystem, str]:
+        """The sink's filesystem and root path."""
+        ...
+
 
 __all__ = ["committables", "plan"]
 
@@ -40,7 +63,7 @@ _JSON_OPTIONS: Final = {
 _PARTITION_TYPES: Final = ("string", "tinyint", "smallint", "int", "bigint", "boolean", "date")
 
 
-def unavailable(sink: FileSink, input: Any) -> str | None:  # noqa: PLR0911  # one return per reason
+def unavailable(sink: FileSinkConfig, input: Any) -> str | None:  # noqa: PLR0911  # one return per reason
     """Why Spark cannot write this sink's files for ``input``, or ``None`` if it can."""
     if sink.native_write is False:
         return "FileSink(native_write=False) asks for its own writers"
@@ -76,7 +99,7 @@ def unavailable(sink: FileSink, input: Any) -> str | None:  # noqa: PLR0911  # o
     return None
 
 
-def plan(sink: FileSink, input: Any) -> NativeFileWrite | NativeWriteUnavailable:
+def plan(sink: FileSinkConfig, input: Any) -> NativeFileWrite | NativeWriteUnavailable:
     """Spark's write of ``input`` for ``sink``, or why its own writers must run.
 
     Raises:
@@ -102,7 +125,7 @@ def plan(sink: FileSink, input: Any) -> NativeFileWrite | NativeWriteUnavailable
     )
 
 
-def committables(sink: FileSink, written: NativeFilesWritten) -> list[PendingFile]:
+def committables(sink: FileSinkConfig, written: NativeFilesWritten) -> list[PendingFile]:
     """One `PendingFile` per data file Spark wrote; empty files are left for the clean-up.
 
     Each is renamed on commit to ``<base>/<partition>/part-<token>-<n>.<ext>``, as

@@ -40,7 +40,7 @@ What makes Spark's files Iceberg data files, and how each pitfall is handled:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 
 import attrs
 import pyarrow.fs as pafs
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
-    from reference_sinks.iceberg._sink import IcebergSink
 
 __all__ = ["NATIVE_DIRECTORY", "NativeLayout", "committables", "plan"]
 
@@ -109,7 +108,32 @@ class NativeLayout:
 # --- planning ----------------------------------------------------------------------------
 
 
-def plan(sink: IcebergSink, input: DataFrame) -> NativeFileWrite | NativeWriteUnavailable:
+class IcebergSinkConfig(Protocol):
+    """What the native write reads of an `IcebergSink`, without importing it.
+
+    ``native_layout`` is written: the driver keeps the last plan's layout on the sink.
+    """
+
+    native_layout: NativeLayout | None
+
+    @property
+    def table(self) -> str: ...
+    @property
+    def sink_id(self) -> str: ...
+    @property
+    def commit_attempts(self) -> int: ...
+    @property
+    def native_write(self) -> bool | None: ...
+    def load_table(self) -> Table:
+        """The Iceberg table, freshly loaded from its catalog."""
+        ...
+
+    def data_location(self) -> tuple[Table, pafs.FileSystem, str, str]:
+        """The table, its data files' filesystem, data URI and local root."""
+        ...
+
+
+def plan(sink: IcebergSinkConfig, input: DataFrame) -> NativeFileWrite | NativeWriteUnavailable:
     """Spark's write of ``input`` into ``sink``'s table, or why its own writers must run.
 
     Raises:
@@ -129,7 +153,7 @@ def plan(sink: IcebergSink, input: DataFrame) -> NativeFileWrite | NativeWriteUn
     return write
 
 
-def _plan(sink: IcebergSink, input: DataFrame) -> tuple[NativeFileWrite, NativeLayout]:
+def _plan(sink: IcebergSinkConfig, input: DataFrame) -> tuple[NativeFileWrite, NativeLayout]:
     from pyspark.sql import functions as sf  # noqa: PLC0415  # pyspark is optional
 
     if sink.native_write is False:
@@ -411,7 +435,7 @@ def _check_mapping(table: Table, schema: Schema) -> None:
             )
 
 
-def _set_name_mapping(sink: IcebergSink, table: Table) -> None:
+def _set_name_mapping(sink: IcebergSinkConfig, table: Table) -> None:
     """Give the table a name mapping from its schema, if it has none (a metadata commit)."""
     from pyiceberg.exceptions import CommitFailedException  # noqa: PLC0415  # optional extra
 
@@ -435,7 +459,7 @@ def _set_name_mapping(sink: IcebergSink, table: Table) -> None:
 # --- after the write --------------------------------------------------------------------------
 
 
-def committables(sink: IcebergSink, written: NativeFilesWritten) -> list[IcebergCommittable]:
+def committables(sink: IcebergSinkConfig, written: NativeFilesWritten) -> list[IcebergCommittable]:
     """The epoch's one committable: every non-empty data file Spark wrote, or none.
 
     Raises:
