@@ -65,6 +65,9 @@ def make_sink(kind: str, location: str, *, filesystem: Any = None) -> Any:
     """The sink of a job: ``"files"``, ``"compacting"`` (FileSink), ``"iceberg"`` or ``"postgres"``.
 
     ``location`` is a directory, a warehouse, or for ``"postgres"`` the database's URL.
+    ``"files-native"`` and ``"iceberg-native"`` are FileSink and IcebergSink with
+    Spark's writer writing the files (``native_write=True``); ``"files"`` and
+    ``"iceberg"`` run the sinks' own writers.
     """
     from reference_sinks.files import CompactionPolicy, FileSink, RollingPolicy
     from reference_sinks.iceberg import IcebergSink, local_catalog
@@ -80,14 +83,19 @@ def make_sink(kind: str, location: str, *, filesystem: Any = None) -> Any:
             compaction=CompactionPolicy(min_files=2, target_bytes=10**7),
             filesystem=filesystem,
         )
-    if kind == "iceberg":
-        return IcebergSink(local_catalog(location), TABLE, write_parallelism=3)
+    if kind == "files-native":
+        rolling = RollingPolicy(max_rows=70, max_bytes=None)
+        return FileSink(location, partition_by=["key"], rolling_policy=rolling, native_write=True)
+    if kind in ("iceberg", "iceberg-native"):
+        native = kind == "iceberg-native"
+        return IcebergSink(local_catalog(location), TABLE, write_parallelism=3, native_write=native)
     if kind == "postgres":
         from reference_sinks.postgres import PostgresSink
 
         return PostgresSink(location, PG_TABLE)
     raise ValueError(
-        f"unknown sink kind {kind!r}; use 'files', 'compacting', 'iceberg' or 'postgres'"
+        f"unknown sink kind {kind!r}; use 'files', 'compacting', 'iceberg', 'postgres', "
+        "'files-native' or 'iceberg-native'"
     )
 
 
@@ -109,10 +117,17 @@ def _run_job(spark: Any, job: dict[str, Any], config: dict[str, Any]) -> None:
             (markers / f"{sink_id}.stopped").touch()
             time.sleep(3600)  # killed from outside meanwhile
 
+    sink = make_sink(job["kind"], job["location"], filesystem=filesystem)
+    if job.get("stall_native_write"):  # subtask 0 stops mid-write: <sink id>-stall/stalled-0-0
+        from tests.integration.stalled_input import StalledInput, with_stalled_input
+
+        stall_markers = markers / f"{sink_id}-stall"
+        stall_markers.mkdir(exist_ok=True)
+        sink = with_stalled_input(sink, StalledInput(str(stall_markers), frozenset({(0, 0)})))
     store = SqliteCommitStateStore(job["store"])
     SinkTopologyTranslator(state_store=store).apply(
         dataframe(spark),
-        make_sink(job["kind"], job["location"], filesystem=filesystem),
+        sink,
         sink_id=sink_id,
         checkpoint_id=config["checkpoint_id"],
         on_stage=on_stage,

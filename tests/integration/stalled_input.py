@@ -4,7 +4,8 @@
 the write ``after`` rows, record ``<markers>/stalled-<partition>-<attempt>`` (holding
 the Python worker's pid; the first such attempt only), and then sleep - with part of
 their partition written, by the sink's writer or by Spark's (a half-written attempt
-file under ``_temporary``). Other attempts pass everything through at once.
+file under ``_temporary``). Other attempts pass everything through at once. Every
+attempt records ``seen-<partition>-<attempt>``.
 
 `with_stalled_input` puts it where the writes happen:
 
@@ -42,6 +43,7 @@ class StalledInput:
         task = TaskContext.get()
         assert task is not None
         key = (task.partitionId(), task.attemptNumber())
+        (Path(self.markers) / f"seen-{key[0]}-{key[1]}").touch()
         stall = key in self.attempts
         seen = 0
         for batch in batches:

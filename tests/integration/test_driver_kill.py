@@ -16,6 +16,12 @@ in this process, and every sink must hold every row exactly once, ``<base>/_stag
 must be empty (no file, no directory), and the Iceberg table's data location must hold
 only files its current snapshot references.
 
+Every kill is also run on the native path (issue 13): a host whose partitioned
+FileSink and IcebergSink let Spark's writer write the files (``files-native``,
+``iceberg-native``), plus a host killed while Spark's writer is mid-write (subtask 0
+stalled after its first rows): the dead job leaves Spark's ``_temporary`` in its
+staging, and the re-run must remove it like any dead job's staging.
+
 Also: the Python worker running FileSink's compaction task dies mid-merge (SIGKILL to
 itself on the first write of the merged file's ``.tmp``), Spark retries the task, and
 the job succeeds with nothing left in staging.
@@ -54,6 +60,8 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = 42
 KINDS = ("files", "compacting", "iceberg", "postgres")
+NATIVE_KINDS = ("files-native", "iceberg-native")
+WRITERS = {"sink-writers": KINDS, "native": NATIVE_KINDS}
 START_TIMEOUT_S = 240.0  # a cold JVM on a loaded 2-core machine
 DEATH_TIMEOUT_S = 30.0
 
@@ -188,14 +196,14 @@ def _location(tmp_path: Path, kind: str, postgres_url: str | None) -> str:
     if kind == "postgres":
         assert postgres_url is not None, "a postgres job needs the postgres_url fixture"
         return postgres_url
-    return str(tmp_path / ("warehouse" if kind == "iceberg" else kind))
+    return str(tmp_path / ("warehouse" if kind.startswith("iceberg") else kind))
 
 
 def jobs_for(
     tmp_path: Path, kinds=KINDS, postgres_url: str | None = None, **options: object
 ) -> list[dict[str, object]]:
     """One job per sink kind, each with its own output and commit state store."""
-    if "iceberg" in kinds:
+    if any(kind.startswith("iceberg") for kind in kinds):
         create_table(str(tmp_path / "warehouse"))
     if "postgres" in kinds:
         create_postgres_table(_location(tmp_path, "postgres", postgres_url))
@@ -233,7 +241,7 @@ def rerun_and_check(spark, job, expected: set[CommitStatus], dead_jobs: int | No
         )
     if dead_jobs is not None and len(result.cleaned_jobs) != dead_jobs:
         problems.append(f"re-run cleaned jobs {result.cleaned_jobs} (expected {dead_jobs})")
-    if kind == "iceberg":
+    if kind.startswith("iceberg"):
         problems += iceberg_problems(location)
     elif kind == "postgres":
         problems += postgres_problems(location)
@@ -309,17 +317,18 @@ def postgres_problems(url: str) -> list[str]:
 # epoch, a Pending epoch already committed by the sink, a Committed epoch whose job never
 # finished (its staging not yet removed). One host runs all three sinks, so five hosts
 # cover the stages of every sink (a host costs 10-20 s of Spark start-up).
+@pytest.mark.parametrize("writers", list(WRITERS))
 @pytest.mark.parametrize("stage", list(STATUS_AFTER))
-def test_a_driver_host_killed_at_a_stage_leaves_nothing_after_the_rerun(
-    spark, tmp_path, start_host, postgres_url, stage
+def test_a_driver_host_killed_at_a_stage_leaves_nothing_after_the_rerun(  # noqa: PLR0917  # fixtures
+    spark, tmp_path, start_host, postgres_url, stage, writers
 ):
-    jobs = jobs_for(tmp_path, postgres_url=postgres_url, stop_at=stage)
+    jobs = jobs_for(tmp_path, WRITERS[writers], postgres_url=postgres_url, stop_at=stage)
     host = start_host(jobs)
     host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
     host.kill()
     if stage != "job-recorded":  # the dead job left staging behind for the re-run to remove
         for job in jobs:
-            if job["kind"] not in ("iceberg", "postgres"):
+            if not job["kind"].startswith(("iceberg", "postgres")):
                 assert staging_leftovers(Path(job["location"])), job
     problems = [
         problem
@@ -358,15 +367,25 @@ RANDOM_MOMENTS = {  # seed: (anchor event, shortest and longest delay after it, 
     2: ("kill-iceberg.job-recorded", 1.0, 4.0),
     3: ("kill-compacting.writers-finished", 0.0, 1.5),
 }
+# The native path's jobs take 1-3 s: kills mid-write of either sink, and around the commits.
+NATIVE_RANDOM_MOMENTS = {
+    4: ("kill-files-native.job-recorded", 0.2, 1.5),
+    5: ("kill-iceberg-native.job-recorded", 0.2, 2.0),
+    6: ("kill-files-native.writers-finished", 0.0, 0.5),
+}
 
 
-@pytest.mark.parametrize("seed", list(RANDOM_MOMENTS))
-def test_a_driver_host_killed_at_a_random_moment_leaves_nothing_after_the_rerun(
-    spark, tmp_path, start_host, postgres_url, seed
+@pytest.mark.parametrize(
+    ("writers", "seed"),
+    [("sink-writers", seed) for seed in RANDOM_MOMENTS]
+    + [("native", seed) for seed in NATIVE_RANDOM_MOMENTS],
+)
+def test_a_driver_host_killed_at_a_random_moment_leaves_nothing_after_the_rerun(  # noqa: PLR0917  # fixtures
+    spark, tmp_path, start_host, postgres_url, writers, seed
 ):
-    anchor, low, high = RANDOM_MOMENTS[seed]
+    anchor, low, high = {**RANDOM_MOMENTS, **NATIVE_RANDOM_MOMENTS}[seed]
     delay = random.Random(seed).uniform(low, high)
-    jobs = jobs_for(tmp_path, postgres_url=postgres_url)
+    jobs = jobs_for(tmp_path, WRITERS[writers], postgres_url=postgres_url)
     host = start_host(jobs)
     host.wait_for(anchor)
     time.sleep(delay)
@@ -387,6 +406,32 @@ def test_a_driver_host_killed_at_a_random_moment_leaves_nothing_after_the_rerun(
     moment = f"killed {delay:.2f}s after {anchor}, having reached {reached}"
     print(moment)
     assert problems == [], f"{moment}:\n" + "\n".join(problems)
+
+
+# --- a driver killed while Spark's writer is mid-write (the native path) -------------------------
+
+
+def test_a_driver_host_killed_mid_native_write_leaves_nothing_after_the_rerun(
+    spark, tmp_path, start_host
+):
+    # Subtask 0 of each job stalls after its first rows, inside Spark's write: the host
+    # dies with the write's _temporary in the epoch's staging directory.
+    jobs = jobs_for(tmp_path, NATIVE_KINDS, stall_native_write=True)
+    host = start_host(jobs)
+    host.wait_for(*(f"{job['sink_id']}-stall/stalled-0-0" for job in jobs))
+    host.kill()
+    for job in jobs:
+        temporary = list(Path(job["location"]).rglob("*-native-*/_temporary"))
+        assert temporary, f"{job['sink_id']}: no _temporary left by the killed write"
+    problems = [
+        problem
+        for job in jobs
+        for problem in rerun_and_check(spark, job, {CommitStatus.COMMITTED}, dead_jobs=1)
+    ]
+    for job in jobs:
+        if list(Path(job["location"]).rglob("_temporary")):
+            problems.append(f"{job['sink_id']}: _temporary is still there")
+    assert problems == [], "\n".join(problems)
 
 
 # --- an executor dies mid-compaction ----------------------------------------------------------

@@ -207,3 +207,96 @@ def test_a_postgres_speculative_loser_leaves_no_rows_and_no_prepared_transaction
         ids = [row[0] for row in connection.execute("SELECT id FROM events ORDER BY id")]
     assert prepared == []
     assert ids == list(range(400))  # exactly once
+
+
+NATIVE_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    sys.path.insert(0, {root!r})
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from sinkv2.runtime import SqliteCommitStateStore
+    from sinkv2_spark import SinkTopologyTranslator
+    from tests.integration.kill_driver import create_table, make_sink
+    from tests.integration.stalled_input import StalledInput, with_stalled_input
+
+    spark = (
+        SparkSession.builder.master({master!r})
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.executor.memory", "512m")
+        .config("spark.speculation", "true")
+        .config("spark.speculation.interval", "100ms")
+        .config("spark.speculation.quantile", "0.5")
+        .config("spark.speculation.multiplier", "1.5")
+        .config("spark.speculation.minTaskRuntime", "8s")  # the first attempt starts writing
+        .getOrCreate()
+    )
+    if {kind!r}.startswith("iceberg"):
+        create_table({location!r})
+    # Python workers started on both executors first, so the slow attempt is slow
+    # because it stalls mid-write, not because its worker is still starting.
+    spark.range(0, 16, numPartitions=16).mapInArrow(lambda it: it, "id long").collect()
+    # Subtask 1's first attempt stalls mid-write for 25 s: its speculative copy wins.
+    stall = StalledInput({markers!r}, frozenset({{(1, 0)}}), seconds=25)
+    sink = with_stalled_input(make_sink({kind!r}, {location!r}), stall)
+    df = spark.range(0, {rows}, numPartitions=4).selectExpr(
+        "id", "concat('k', cast(id % 5 as string)) as key"
+    )
+    result = SinkTopologyTranslator(state_store=SqliteCommitStateStore({store!r})).apply(
+        df, sink, sink_id="speculative-native", checkpoint_id=42)
+    print("RESULT", json.dumps({{"native": result.native_write, "rows": result.records_written}}))
+    spark.stop()
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["files-native", "iceberg-native"])
+def test_a_native_writes_speculative_loser_leaves_nothing(cluster, tmp_path, kind):
+    """Spark's writer under speculation: the stalled attempt of subtask 1 loses to its copy.
+
+    Spark's commit protocol lets one attempt of the task commit and deletes the other's
+    attempt files; every row is there once, and nothing but committed files is left.
+    """
+    from tests.integration.kill_driver import N_ROWS
+    from tests.integration.test_driver_kill import iceberg_problems, staging_leftovers
+
+    location = str(tmp_path / ("warehouse" if kind.startswith("iceberg") else "out"))
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    script = NATIVE_DRIVER.format(
+        root=str(ROOT),
+        master=cluster.master_url,
+        kind=kind,
+        location=location,
+        markers=str(markers),
+        store=str(tmp_path / "state.sqlite"),
+        rows=N_ROWS,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert json.loads(line.removeprefix("RESULT ")) == {"native": True, "rows": N_ROWS}
+    assert (markers / "stalled-1-0").exists()  # the slow attempt really ran,
+    assert (markers / "seen-1-1").exists()  # and a speculative copy of it
+    deadline = time.monotonic() + 60  # a killed attempt's executor may outlive the driver briefly
+    while True:
+        if kind.startswith("iceberg"):
+            problems = iceberg_problems(location)
+        else:
+            import pyarrow.dataset as ds
+
+            found = ds.dataset(location, format="parquet", partitioning="hive").to_table()
+            problems = []
+            if sorted(found.column("id").to_pylist()) != list(range(N_ROWS)):
+                problems.append(f"{found.num_rows} rows (expected {N_ROWS} once)")
+            left = staging_leftovers(Path(location))
+            if left:
+                problems.append(f"left under _staging/: {left[:8]}")
+        if not problems or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert problems == []
