@@ -123,7 +123,7 @@ class NativeFileWrite:
         default=(), converter=_as_tuple, validator=_check_names
     )
     options: Mapping[str, str] = attrs.field(factory=dict, validator=_check_options)
-    input: Any = None
+    input: Any = attrs.field(default=None, eq=False, repr=False)  # a DataFrame: no == on it
 
     def epoch_directory(self, attempt_token: str) -> str:
         """Where the engine writes the files of the write named ``attempt_token``."""
