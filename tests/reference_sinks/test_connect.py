@@ -1,5 +1,7 @@
 """Every reference sink on a real Spark Connect server, through both doors, under task failures.
 
+The data source door runs the same writes from the run's classic session too.
+
 ``apply()`` runs the contract kit's Spark scenarios (`check_sink_on_spark`) on the
 Connect session; ``df.write.format("sinkv2")`` runs the factories of
 ``connect_sinks`` (the server's workers import them by name). Each write has task
@@ -228,11 +230,22 @@ def test_apply_under_the_kit_s_task_failures(connect_session, target, request):
 @pytest.mark.parametrize("target", list(SINKS), indirect=True)
 def test_the_data_source_under_task_failures(connect_session, target, request, tmp_path):
     name = request.node.callspec.params["target"]
-    register(connect_session)
+    write_through_the_door(connect_session, name, target, tmp_path)
+
+
+@pytest.mark.parametrize("target", list(SINKS), indirect=True)
+def test_the_data_source_on_a_classic_session_under_task_failures(spark, target, request, tmp_path):
+    """The same writes from the run's classic (py4j) session: one door, both kinds of session."""
+    name = request.node.callspec.params["target"]
+    write_through_the_door(spark, name, target, tmp_path)
+
+
+def write_through_the_door(session, name, target, tmp_path):
+    register(session)
     options, _, read, close = target()
     state = tmp_path / "state.sqlite"
     writer = (
-        frame(connect_session)
+        frame(session)
         .write.format("sinkv2")
         .option("sink", f"{FACTORIES}:{name}")
         .option("sink_id", f"connect-door-{name}")
