@@ -21,7 +21,9 @@ The data is every benchmark's (``common.data``): ``spark.range(N)`` + ``key`` st
   ``native_write=False`` (their own writers), for the before/after.
 
 Prints one markdown table per N: median seconds, every run, rows/s and x native, plus
-the commit stage's median (Pending record + commit + Committed record).
+the medians of the native path's driver work after Spark's write (listing the files,
+reading footers, making committables) and of the commit stage (Pending record,
+committer, Committed record).
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ def main() -> None:
         for rows in args.rows:
             seconds: dict[str, list[float]] = {name: [] for name in args.paths}
             commits: dict[str, list[float]] = {name: [] for name in args.paths}
+            listings: dict[str, list[float]] = {name: [] for name in args.paths}
             for round_ in range(args.rounds):
                 for name in args.paths:
                     out = scratch / f"{rows}-{round_}-{len(seconds[name])}-{abs(hash(name))}"
@@ -138,33 +141,44 @@ def main() -> None:
                     seconds[name].append(elapsed)
                     if "commit" in stages:
                         commits[name].append(stages["commit"])
+                    if "committables from files" in stages:
+                        listings[name].append(stages["committables from files"])
                     shutil.rmtree(out, ignore_errors=True)
                     print(
                         f"# {rows:,} round {round_}: {name} {seconds[name][-1]:.2f} s", flush=True
                     )
-            report(rows, seconds, commits)
+            report(rows, seconds, commits, listings)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         spark.stop()
 
 
-def report(rows: int, seconds: dict[str, list[float]], commits: dict[str, list[float]]) -> None:
+def report(
+    rows: int,
+    seconds: dict[str, list[float]],
+    commits: dict[str, list[float]],
+    listings: dict[str, list[float]],
+) -> None:
     base = (
         statistics.median(seconds["native df.write.parquet"])
         if seconds.get("native df.write.parquet")
         else None
     )
     print()
-    print("| rows | path | median s | runs (s) | rows/s | x native | commit stage, median |")
-    print("|---:|---|---:|---|---:|---:|---:|")
+    print(
+        "| rows | path | median s | runs (s) | rows/s | x native | files -> committables "
+        "| commit stage |"
+    )
+    print("|---:|---|---:|---|---:|---:|---:|---:|")
     for name, runs in seconds.items():
         median = statistics.median(runs)
         ratio = f"{base / median:.2f}" if base else "-"
         commit = f"{statistics.median(commits[name]) * 1000:.1f} ms" if commits[name] else "-"
-        listed = ", ".join(f"{run:.2f}" for run in runs)
+        listed = f"{statistics.median(listings[name]) * 1000:.1f} ms" if listings[name] else "-"
+        every = ", ".join(f"{run:.2f}" for run in runs)
         print(
-            f"| {rows:,} | {name} | {median:.2f} | {listed} | {rows / median:,.0f} | {ratio} "
-            f"| {commit} |"
+            f"| {rows:,} | {name} | {median:.2f} | {every} | {rows / median:,.0f} | {ratio} "
+            f"| {listed} | {commit} |"
         )
     print(flush=True)
 

@@ -308,6 +308,7 @@ class NativeWriterStage:
             records=records,
             subtasks=0 if last_task is None else int(last_task) + 1,
             metrics={NUM_RECORDS_SEND: float(records)},
+            stage_seconds={"committables from files": listed},
             final_committables=True,
             native_write=True,
         )
