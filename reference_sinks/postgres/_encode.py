@@ -10,6 +10,12 @@ PostgreSQL would read differently, goes through Python first, value by value: by
 (bytea's hex form), lists (array literals), anything into a json or jsonb column,
 and durations (intervals).
 
+Zoned timestamps inside those (an array of timestamps, a struct in jsonb) are read
+in UTC and shown in their own zone, as Spark writes them; one whose wall time in
+that zone is off Python's calendar (year 1 in a zone west of UTC, 9999 east of it:
+both valid Spark values) is spelled by hand, as year 0 or 10000 in JSON and with
+``BC`` in an array literal, which PostgreSQL reads as the same instant.
+
 Timestamps zoned in UTC (so every zoned one bound for timestamptz, and, into a
 timestamp column, Spark's in a UTC session) are made text by pyarrow's compute
 functions first, as the wall time in UTC with a ``Z``: the CSV writer formats zoned
@@ -39,6 +45,8 @@ __all__ = ["encode_csv", "json_text"]
 
 _OPTIONS: Final = pacsv.WriteOptions(include_header=False, batch_size=8192)
 _UTC_ZONES: Final = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "+00:00"})
+_GREGORIAN_CYCLE: Final = datetime.timedelta(days=146_097)
+"""400 years: the calendar (weekdays, leap years) repeats after it."""
 
 
 def _float_text(value: float) -> str:
@@ -128,18 +136,82 @@ def _variant_value(value: dict[str, Any]) -> Any:
     )
 
 
+def _zone_of(kind: pa.TimestampType) -> datetime.tzinfo:
+    """The tzinfo pyarrow gives ``kind``'s values (it knows every spelling Spark uses)."""
+    zone = pa.scalar(0, type=kind).as_py().tzinfo
+    assert zone is not None  # only zoned types get here
+    return zone
+
+
+def _in_zone(zone: datetime.tzinfo, *, array: bool) -> Callable[[datetime.datetime], Any]:
+    """A UTC datetime shown in ``zone``; as text if its wall time there is off the calendar.
+
+    The text is the wall time of the instant 400 years nearer, with the year put
+    back: ``0000-12-31T16:07:02-07:52:58`` (ISO 8601's year 0) for JSON,
+    ``0001-12-31 16:07:02-07:52:58 BC`` for an array literal (PostgreSQL's spelling).
+    """
+
+    def shown(value: datetime.datetime) -> Any:
+        try:
+            return value.astimezone(zone)
+        except OverflowError:
+            shift = _GREGORIAN_CYCLE if value.year < 5000 else -_GREGORIAN_CYCLE
+            local = (value + shift).astimezone(zone)
+            year = local.year - (400 if value.year < 5000 else -400)
+            rest = local.isoformat(sep=" " if array else "T")[4:]
+            if array and year < 1:
+                return f"{1 - year:04d}{rest} BC"
+            return f"{year:04d}{rest}"
+
+    return shown
+
+
+def _utc_kind(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every zoned timestamp in it zoned in UTC (the same instants)."""
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return pa.timestamp(kind.unit, "UTC")
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_utc_kind(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_utc_kind(kind.value_type)))
+    if pa.types.is_map(kind):
+        return pa.map_(
+            kind.key_field.with_type(_utc_kind(kind.key_type)),
+            kind.item_field.with_type(_utc_kind(kind.item_type)),
+            kind.keys_sorted,
+        )
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_utc_kind(field.type)) for field in kind])
+    return kind
+
+
+def _array_ready(kind: pa.DataType) -> Callable[[Any], Any] | None:
+    """What shows an array's zoned timestamps (read in UTC) in their zone, if it has any."""
+    if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz not in _UTC_ZONES:
+        return _in_zone(_zone_of(kind), array=True)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        element = _array_ready(kind.value_type)
+        if element is None:
+            return None
+        return lambda value: [None if item is None else element(item) for item in value]
+    return None
+
+
 def _json_ready(field: pa.Field) -> Callable[[Any], Any] | None:  # noqa: PLR0911 - one return per kind of type
     """What turns a Python value of ``field`` into `json_text`'s input, if anything must.
 
     What only the type tells: a float32 arrives as its exact double
     (``1.100000023841858``) and is written with its own shortest digits (``1.1``), as
-    Spark does; a variant arrives as its bytes and is written as its JSON value.
+    Spark does; a variant arrives as its bytes and is written as its JSON value; a
+    zoned timestamp arrives in UTC and is shown in its zone.
     """
     kind = field.type
     if is_variant(field):
         return _variant_value
     if pa.types.is_float32(kind):
         return shortest_float32
+    if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz not in _UTC_ZONES:
+        return _in_zone(_zone_of(kind), array=False)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         element = _json_ready(kind.value_field)
         if element is None:
@@ -182,9 +254,13 @@ def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
             return "\\x" + bytes(value).hex()
 
     elif encoding is Encoding.ARRAY:
-        convert = _array_literal
+        ready = _array_ready(column.type)
+        convert = _array_literal if ready is None else lambda value: _array_literal(ready(value))
     else:
         convert = _json_converter(column.type)
+    in_utc = _utc_kind(column.type)  # read in UTC: no value's wall time is off the calendar
+    if in_utc != column.type:
+        column = column.cast(in_utc)
     return pa.array(
         [
             None if value is None else convert(value)

@@ -34,6 +34,7 @@ import re
 import struct
 from collections.abc import Iterator
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 import pyarrow as pa
@@ -382,6 +383,54 @@ def test_a_session_zone_whose_offsets_have_seconds(spark, translator, postgres_u
         assert comparable(row["at"]) == value, row["id"]
         assert comparable(row["ats"]) == [value], row["id"]
         assert json_value(json.loads(row["doc"]), schema["doc"].dataType) == {"at": value}
+
+
+@pytest.mark.parametrize(
+    ("zone", "beyond"),
+    [
+        # Year 1 at midnight UTC is still year 0 in Los Angeles (LMT, -07:52:58).
+        ("America/Los_Angeles", "0000-12-31T16:07:02-07:52:58"),
+        # 9999-12-31 23:59:59.999999 UTC is already year 10000 in Tokyo.
+        ("Asia/Tokyo", "10000-01-01T08:59:59.999999+09:00"),
+    ],
+)
+def test_years_1_and_9999_in_a_session_zone_that_moves_them_off_the_calendar(  # type: ignore[no-untyped-def]
+    spark, translator, postgres_url, zone, beyond
+):
+    """Valid Spark timestamps whose wall time in the session's zone Python cannot hold.
+
+    In arrays (timestamptz[]) they are the same instants; in jsonb, where Spark
+    writes the wall time in the session's zone, they are spelled with year 0 or
+    10000, the rest as Spark's values are.
+    """
+    at = [
+        dt.datetime(1, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+        dt.datetime(2024, 2, 29, 12, tzinfo=dt.UTC),
+    ]
+    schema = T.StructType(
+        [
+            T.StructField("id", T.LongType(), nullable=False),
+            T.StructField("at", T.TimestampType()),
+            T.StructField("ats", T.ArrayType(T.TimestampType())),
+            T.StructField("doc", T.StructType([T.StructField("at", T.TimestampType())])),
+        ]
+    )
+    with session_time_zone(spark, zone):
+        df = spark.createDataFrame([(i, v, [v, None], (v,)) for i, v in enumerate(at)], schema)
+        stored = through_sink(spark, translator, postgres_url, df)
+    for row, value in zip(stored, at, strict=True):
+        assert comparable(row["at"]) == value, row["id"]
+        assert comparable(row["ats"]) == [value, None], row["id"]
+        text = json.loads(row["doc"])["at"]
+        try:
+            shown = value.astimezone(ZoneInfo(zone))
+        except OverflowError:
+            assert text == beyond, row["id"]
+        else:  # the wall time in the session's zone, with its offset, as Spark writes it
+            assert dt.datetime.fromisoformat(text) == shown, row["id"]
+            assert dt.datetime.fromisoformat(text).utcoffset() == shown.utcoffset(), row["id"]
+    assert sum(json.loads(row["doc"])["at"] == beyond for row in stored) == 1
 
 
 def test_floats_into_numeric_keep_nan_and_infinities(spark, translator, postgres_url):  # type: ignore[no-untyped-def]
