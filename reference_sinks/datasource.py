@@ -9,6 +9,12 @@ that name the option, and returns the configured sink::
     .option("partition_by", "day,country").option("max_rows", "500000")
 
     .option("sink", "iceberg").option("warehouse", "/data/lake").option("table", "db.orders")
+
+    .option("sink", "postgres").option("url", "postgresql://app@db/shop")
+    .option("table", "public.orders").option("upsert_key", "id")
+
+    .option("sink", "redis").option("url", "redis://cache:6379/0").option("mode", "hash")
+    .option("key", "user:{id}").option("ttl_ms", "86400000")
 """
 
 from __future__ import annotations
@@ -20,8 +26,13 @@ from sinkv2 import SinkConfigurationError
 
 if TYPE_CHECKING:
     from reference_sinks.iceberg import IcebergSink
+    from reference_sinks.postgres import PostgresAtLeastOnceSink, PostgresSink
+    from reference_sinks.redis import RedisSink
 
-__all__ = ["files", "iceberg"]
+__all__ = ["files", "iceberg", "postgres", "redis"]
+
+_TRUE = frozenset({"true", "yes", "1"})
+_FALSE = frozenset({"false", "no", "0"})
 
 
 def _positive(option: str, value: str | None) -> int | None:
@@ -34,6 +45,27 @@ def _positive(option: str, value: str | None) -> int | None:
             f".option({option!r}, '1000000')"
         )
     return int(text)
+
+
+def _boolean(option: str, value: str | None) -> bool | None:
+    if value is None:
+        return None
+    text = value.strip().lower()
+    if text not in _TRUE | _FALSE:
+        raise SinkConfigurationError(
+            f"the {option!r} option must be 'true' or 'false' (got {value!r})"
+        )
+    return text in _TRUE
+
+
+def _required(sink: str, option: str, value: str | None, example: str) -> str:
+    if value is None or not value.strip():
+        found = "missing" if value is None else "empty"
+        raise SinkConfigurationError(
+            f"the {sink} sink needs the {option!r} option ({found}); "
+            f"e.g. .option({option!r}, {example!r})"
+        )
+    return value
 
 
 def files(
@@ -151,3 +183,91 @@ def iceberg(
     from pyiceberg.catalog import load_catalog  # noqa: PLC0415  # optional extra
 
     return IcebergSink(load_catalog(name, **properties), table, commit_attempts=attempts)
+
+
+def postgres(
+    *,
+    url: str | None = None,
+    table: str | None = None,
+    upsert_key: str = "",
+    exactly_once: str | None = None,
+    sink_id: str | None = None,
+) -> PostgresSink | PostgresAtLeastOnceSink:
+    """A `PostgresSink` from options.
+
+    Args:
+        url: A ``postgresql://`` URL or a libpq conninfo string; required.
+        table: ``"table"`` or ``"schema.table"``, names as stored; required.
+        upsert_key: Comma-separated columns to upsert on (a unique index on exactly
+            them must exist) instead of inserting.
+        exactly_once: ``"true"`` (default: two-phase commit, the server needs
+            ``max_prepared_transactions`` > 0) or ``"false"``
+            (`PostgresSink.at_least_once`: plain commits).
+        sink_id: The data source's ``sink_id`` (passed by the data source): it names
+            the sink's prepared transactions, as the docs advise for ``apply()``.
+
+    Raises:
+        SinkConfigurationError: An option is missing or has a bad value.
+    """
+    from reference_sinks.postgres import PostgresSink  # noqa: PLC0415  # optional extra
+
+    connection = _required("postgres", "url", url, "postgresql://app@db:5432/shop")
+    name = _required("postgres", "table", table, "public.orders")
+    key = tuple(column.strip() for column in upsert_key.split(",") if column.strip()) or None
+    if _boolean("exactly_once", exactly_once) is False:
+        return PostgresSink.at_least_once(connection, name, upsert_key=key, sink_id=sink_id)
+    return PostgresSink(connection, name, upsert_key=key, sink_id=sink_id)
+
+
+def redis(
+    *,
+    url: str | None = None,
+    mode: str | None = None,
+    key: str | None = None,
+    ttl_ms: str | None = None,
+    keep_key_order: str | None = None,
+) -> RedisSink:
+    """A `RedisSink` from options: each row ``SET`` as JSON, ``HSET`` or ``XADD`` its columns.
+
+    The row's columns are what is stored: select the ones to store first. Values,
+    fields and stream ids computed by functions need the sink built in Python.
+
+    Args:
+        url: ``redis://host:port/db``, ``rediss://`` or ``unix://path``; required.
+        mode: ``"set"`` (the row as compact JSON), ``"hash"`` (its columns as the
+            hash's fields) or ``"stream"`` (its columns as the entry's fields, ids
+            assigned by Redis); required.
+        key: A template of column names in braces, e.g. ``"user:{id}"``; required.
+        ttl_ms: Expire keys this many milliseconds after each write (set and hash).
+        keep_key_order: ``"true"`` or ``"false"``; default: the mode's
+            (`RedisSink`).
+
+    Raises:
+        SinkConfigurationError: An option is missing or has a bad value.
+    """
+    from reference_sinks.redis import (  # noqa: PLC0415  # optional extra
+        HashMode,
+        RedisSink,
+        SetMode,
+        StreamMode,
+    )
+
+    address = _required("redis", "url", url, "redis://127.0.0.1:6379/0")
+    template = _required("redis", "key", key, "user:{id}")
+    kind = _required("redis", "mode", mode, "hash").strip().lower()
+    ttl = _positive("ttl_ms", ttl_ms)
+    order = _boolean("keep_key_order", keep_key_order)
+    if kind == "set":
+        return RedisSink(address, SetMode(key=template, ttl_ms=ttl), keep_key_order=order)
+    if kind == "hash":
+        return RedisSink(address, HashMode(key=template, ttl_ms=ttl), keep_key_order=order)
+    if kind == "stream":
+        if ttl is not None:
+            raise SinkConfigurationError(
+                "the redis sink's 'ttl_ms' option is for modes 'set' and 'hash'; a stream's "
+                "entries do not expire one by one (got mode 'stream')"
+            )
+        return RedisSink(address, StreamMode(key=template), keep_key_order=order)
+    raise SinkConfigurationError(
+        f"the redis sink's 'mode' option must be 'set', 'hash' or 'stream' (got {mode!r})"
+    )

@@ -50,6 +50,8 @@ __all__ = [
 SHORT_NAMES: Final[Mapping[str, str]] = {
     "files": "reference_sinks.datasource:files",
     "iceberg": "reference_sinks.datasource:iceberg",
+    "postgres": "reference_sinks.datasource:postgres",
+    "redis": "reference_sinks.datasource:redis",
 }
 """Reference sinks by short name: ``.option("sink", "files")``, with their factories."""
 
@@ -90,7 +92,7 @@ def parse_options(options: Mapping[str, str]) -> DoorOptions:
     checkpoint_id = _checkpoint_id(options.get("checkpoint_id"))
     store = open_store(options.get("state_store"))
     factory_options = {k: v for k, v in options.items() if k not in DOOR_OPTIONS}
-    sink = make_sink(spec, factory_options)
+    sink = make_sink(spec, factory_options, sink_id=name)
     return DoorOptions(sink=sink, sink_id=name, checkpoint_id=checkpoint_id, state_store=store)
 
 
@@ -203,12 +205,27 @@ def load_factory(spec: str) -> Callable[..., Any]:
 _MISSING: Final = object()
 
 
+def _takes_sink_id(signature: inspect.Signature) -> bool:
+    parameter = signature.parameters.get("sink_id")
+    return parameter is not None and parameter.kind in {
+        parameter.KEYWORD_ONLY,
+        parameter.POSITIONAL_OR_KEYWORD,
+    }
+
+
 def make_sink(
-    spec: str, options: Mapping[str, str], *, door_options: Sequence[str] = DOOR_OPTIONS
+    spec: str,
+    options: Mapping[str, str],
+    *,
+    sink_id: str,
+    door_options: Sequence[str] = DOOR_OPTIONS,
 ) -> Any:
     """The sink: ``factory(**options)``, its parameters checked first.
 
-    ``door_options`` are the data source's own options, named in the error.
+    A factory with a ``sink_id`` parameter also gets the data source's ``sink_id``
+    (a sink that names what it leaves in the destination by it, as `PostgresSink`
+    does, then uses the same name as the commit state). ``door_options`` are the
+    data source's own options, named in the error.
 
     Raises:
         SinkConfigurationError: The factory does not take these options, or failed.
@@ -218,6 +235,8 @@ def make_sink(
         signature = inspect.signature(factory)
     except (TypeError, ValueError):  # builtins without a signature: let the call decide
         signature = None
+    if signature is not None and _takes_sink_id(signature):
+        options = {**options, "sink_id": sink_id}
     if signature is not None:
         try:
             signature.bind(**options)

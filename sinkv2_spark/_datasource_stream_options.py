@@ -151,7 +151,7 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
     guarantee = _guarantee(options.get("guarantee"))
     on_stage = _hook(options.get("on_stage"))
     factory_options = {k: v for k, v in options.items() if k not in STREAM_DOOR_OPTIONS}
-    sink = make_sink(spec, factory_options, door_options=STREAM_DOOR_OPTIONS)
+    sink = make_sink(spec, factory_options, sink_id=sink_id, door_options=STREAM_DOOR_OPTIONS)
     capabilities = inspect_sink(sink)
     check_guarantee(guarantee, capabilities)
     return StreamOptions(

@@ -283,6 +283,44 @@ def test_iceberg_by_short_name_with_the_local_catalog(door, tmp_path):
     assert len(list(table.snapshots())) == 2
 
 
+def test_postgres_by_short_name_exactly_once_named_by_the_sink_id(door, tmp_path, postgres_url):
+    import psycopg
+
+    from reference_sinks.postgres._model import key_of
+
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(
+            "CREATE TABLE door_orders (id bigint PRIMARY KEY, key text, value float8)"
+        )
+    options = {"url": postgres_url, "table": "door_orders", "sink_id": "orders-door"}
+    for checkpoint in ("1", "1"):  # the re-run of checkpoint 1 writes nothing
+        write(frame(door), "postgres", tmp_path, checkpoint_id=checkpoint, **options)
+    # An upsert run at least once: the same rows again, changed, one per key.
+    changed = frame(door).selectExpr("id", "'new' as key", "value")
+    write(changed, "postgres", tmp_path, upsert_key="id", exactly_once="false", **options)
+    with psycopg.connect(postgres_url) as connection:
+        rows = connection.execute("SELECT id, key, value FROM door_orders ORDER BY id").fetchall()
+        keys = connection.execute("SELECT DISTINCT sink_key FROM sinkv2_pg_markers").fetchall()
+        prepared = connection.execute("SELECT gid FROM pg_prepared_xacts").fetchall()
+    assert rows == [(i, "new", i * 0.5) for i in range(1000)]
+    assert keys == [(key_of("orders-door"),)]  # the door's sink_id names its transactions
+    assert prepared == []
+    assert epochs(tmp_path, "orders-door")[0] == (1, EpochStatus.COMMITTED)
+
+
+def test_redis_by_short_name(door, tmp_path):
+    from tests.servers.redis_server import LocalRedisServer
+
+    with LocalRedisServer.start() as server:
+        df = frame(door, n=300)
+        write(df, "redis", tmp_path, url=server.url, mode="hash", key="row:{id}", sink_id="h")
+        write(df, "redis", tmp_path, url=server.url, mode="set", key="json:{id}", sink_id="s")
+        client = server.client()
+        assert client.hgetall("row:7") == {b"id": b"7", b"key": b"0", b"value": b"3.5"}
+        assert json.loads(client.get("json:7")) == {"id": 7, "key": "0", "value": 3.5}
+        assert len(client.keys("row:*")) == len(client.keys("json:*")) == 300
+
+
 # --- bad options: Spark's error carries our message, before any data moves ---------------
 
 
@@ -304,6 +342,28 @@ def test_iceberg_by_short_name_with_the_local_catalog(door, tmp_path):
         ({"sink": "files", "path": "P", "sink_id": "x", "colour": "red"}, "does not take"),
         ({"sink": "files", "path": "P", "sink_id": "x", "format": "csv"}, "'parquet' or 'jsonl'"),
         ({"sink": "iceberg", "sink_id": "x"}, "needs the 'table' option"),
+        ({"sink": "postgres", "table": "t", "sink_id": "x"}, "needs the 'url' option"),
+        ({"sink": "postgres", "url": "postgresql://h/d", "sink_id": "x"}, "'table' option"),
+        (
+            {"sink": "postgres", "url": "u", "table": "t", "sink_id": "x", "exactly_once": "maybe"},
+            "'exactly_once' option must be 'true' or 'false'",
+        ),
+        ({"sink": "redis", "mode": "set", "key": "k:{id}", "sink_id": "x"}, "'url' option"),
+        (
+            {"sink": "redis", "url": "redis://h", "mode": "list", "key": "k", "sink_id": "x"},
+            "'mode' option must be 'set', 'hash' or 'stream'",
+        ),
+        (
+            {
+                "sink": "redis",
+                "url": "redis://h",
+                "mode": "stream",
+                "key": "k",
+                "ttl_ms": "5",
+                "sink_id": "x",
+            },
+            "'ttl_ms' option is for modes 'set' and 'hash'",
+        ),
     ],
 )
 def test_bad_options_fail_with_our_message_before_data_moves(door, tmp_path, options, message):
