@@ -3,13 +3,20 @@
 Spark ships the sink to executors with cloudpickle; a live catalog holds database
 connections and cannot travel. The sink keeps a `CatalogSpec` instead and every
 writer and committer builds its own catalog from it.
+
+Building one is not free: pyiceberg's SQL catalog makes an engine and checks its
+tables each time (about 3 ms on SQLite, a dozen times per run). A process keeps
+pyiceberg's own SQLite file catalogs it built and hands them out again while the
+catalog file is the same file; other catalogs (REST, a SQL server, Glue, subclasses) are
+built fresh each time, so a restarted server or an expired token never sticks.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -21,6 +28,23 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 __all__ = ["CatalogSpec", "local_catalog"]
+
+_SQLITE_FILE: Final = "sqlite:///"
+_BUILT: dict[tuple[Any, ...], tuple[tuple[int, int], Catalog]] = {}
+"""SQLite file catalogs this process built: key -> (the file's device and inode, catalog)."""
+_BUILT_LOCK: Final = threading.Lock()
+
+
+def _sqlite_file(properties: dict[str, str]) -> tuple[int, int] | None:
+    """The device and inode of a SQLite catalog's file, or ``None`` if it is not one."""
+    uri = properties.get("uri", "")
+    if not uri.startswith(_SQLITE_FILE) or ":memory:" in uri or "?" in uri:
+        return None
+    try:
+        found = os.stat(uri.removeprefix(_SQLITE_FILE))
+    except OSError:
+        return None  # not created yet: the catalog creates it, the next load keeps it
+    return found.st_dev, found.st_ino
 
 
 @attrs.frozen
@@ -57,8 +81,20 @@ class CatalogSpec:
         return cls(type(catalog), catalog.name, properties)
 
     def load(self) -> Catalog:
-        """A new catalog with the same configuration."""
-        return self.catalog_class(self.name, **self.properties)
+        """A catalog with the same configuration (a SQLite file catalog built before, if any)."""
+        from pyiceberg.catalog.sql import SqlCatalog  # noqa: PLC0415  # optional extra
+
+        identity = _sqlite_file(self.properties)
+        if identity is None or self.catalog_class is not SqlCatalog:
+            return self.catalog_class(self.name, **self.properties)
+        key = (os.getpid(), self.catalog_class, self.name, tuple(sorted(self.properties.items())))
+        with _BUILT_LOCK:
+            built = _BUILT.get(key)
+            if built is not None and built[0] == identity:
+                return built[1]
+            catalog = self.catalog_class(self.name, **self.properties)
+            _BUILT[key] = (identity, catalog)
+            return catalog
 
     def load_table(self, identifier: str) -> Table:
         """The table ``identifier`` at its current version, from a new catalog."""
