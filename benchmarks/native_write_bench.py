@@ -5,6 +5,10 @@ turn, so drift and noise hit all of them alike)::
 
     .venv/bin/python benchmarks/native_write_bench.py --rows 5000000 20000000 --rounds 5
     .venv/bin/python benchmarks/native_write_bench.py --rows 200000 --rounds 1   # smoke
+    .venv/bin/python benchmarks/native_write_bench.py --scratch /dev/shm   # no disk in the way
+
+Every timed run starts after ``os.sync()``, so the previous run's pages being written
+back to disk (or its files being removed) do not land in the next run's time.
 
 The data is every benchmark's (``common.data``): ``spark.range(N)`` + ``key`` string +
 ``value`` double, 2 partitions. The paths:
@@ -29,6 +33,7 @@ committer, Committed record).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -123,9 +128,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--paths", nargs="*", default=list(PATHS), choices=list(PATHS))
     parser.add_argument("--warmup", type=int, default=200_000, help="rows of the warm-up round")
+    parser.add_argument(
+        "--scratch", type=Path, default=None, help="where the runs write (default: a temp dir)"
+    )
     args = parser.parse_args()
     spark = session("native-write-bench")
-    scratch = Path(tempfile.mkdtemp(prefix="native-bench-"))
+    scratch = Path(tempfile.mkdtemp(prefix="native-bench-", dir=args.scratch))
     try:
         for name in args.paths:  # warm the JVM and Python workers once per path
             PATHS[name](spark, args.warmup, scratch / f"warm-{len(list(scratch.iterdir()))}")
@@ -137,6 +145,7 @@ def main() -> None:
                 for name in args.paths:
                     out = scratch / f"{rows}-{round_}-{len(seconds[name])}-{abs(hash(name))}"
                     out.mkdir(parents=True)
+                    os.sync()
                     elapsed, stages = PATHS[name](spark, rows, out)
                     seconds[name].append(elapsed)
                     if "commit" in stages:
