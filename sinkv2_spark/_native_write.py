@@ -4,8 +4,7 @@ For a sink with `sinkv2.SupportsNativeFileWrite` whose plan allows it, the write
 stage of an epoch is one Spark write instead of ``mapInArrow`` over Python
 writers::
 
-    input.observe(rows, tasks)
-         .write.format(f).partitionBy(...).options(...)
+    input.write.format(f).partitionBy(...).options(...)
          .save("<location>/<job id>-native-<checkpoint id>")      Spark's commit protocol
     sink.native_file_committables(NativeFilesWritten(...))     on the driver: the file list
 
@@ -17,18 +16,25 @@ died mid-write leaves - the epoch directory with ``_temporary`` in it - is named
 an attempt token of its job, so the next run of the sink id removes it with the
 sink's ``clean_up_attempts`` like any dead job's staging.
 
-Rows never enter Python; the driver gets two numbers from Spark (rows and tasks,
-through an ``Observation``) and the committables the sink makes from the files.
+Rows never enter Python; the driver gets two numbers from Spark - rows and tasks -
+and the committables the sink makes from the files. For Parquet the numbers are
+read from what Spark wrote to a local directory (each data file's footer has its
+row count, its name ``part-<task>-...`` its task); for other formats and places an
+``Observation`` on the input counts them, which costs about 5 % of the write (a
+footer read per local file costs a millisecond or less).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from sinkv2 import (
     NativeFilesWritten,
@@ -56,9 +62,44 @@ from sinkv2_spark._engine import SparkWriterStage, arrow_schema, describe_jobs
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["NativeWriterStage", "batch_writer_stage", "plan_native_write", "stream_writer_stage"]
+__all__ = [
+    "NativeWriterStage",
+    "batch_writer_stage",
+    "parquet_counts",
+    "plan_native_write",
+    "stream_writer_stage",
+]
 
 logger = logging.getLogger("sinkv2.spark")
+
+_TASK_FILE: Final = re.compile(r"part-(\d+)-")
+"""Spark names each data file after the task that wrote it: ``part-00003-<uuid>...``."""
+
+
+def parquet_counts(directory: str) -> tuple[int, int]:
+    """The rows in the Parquet files Spark wrote under ``directory``, and its tasks with rows.
+
+    Bookkeeping (a path component starting with ``_`` or ``.``, as Spark's readers
+    skip it) is not data. A missing directory holds nothing.
+    """
+    filesystem, root = pafs.FileSystem.from_uri(directory)
+    root = root.rstrip("/")
+    records, last_task = 0, -1
+    for info in filesystem.get_file_info(
+        pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    ):
+        relative = info.path[len(root) :].strip("/")
+        if info.type != pafs.FileType.File or any(
+            part.startswith(("_", ".")) for part in relative.split("/")
+        ):
+            continue
+        with filesystem.open_input_file(info.path) as file:
+            records += pq.read_metadata(file).num_rows
+        task = _TASK_FILE.match(info.base_name)
+        if task is not None:
+            last_task = max(last_task, int(task.group(1)))
+    return records, last_task + 1
+
 
 _WRITE_OPTIONS: Final = {
     # Spark's commit protocol as described above: task attempts are moved into place
@@ -253,14 +294,17 @@ class NativeWriterStage:
         token = native_attempt_token(job_id, checkpoint_id)
         directory = plan.epoch_directory(token)
         describe_jobs(self._source.sparkSession, f"sinkv2 {self._sink_id}: native write")
-        observation = Observation(f"sinkv2_{token.replace('-', '_')}")
-        observed = self._source.observe(
-            observation,
-            sf.count(sf.lit(1)).alias("records"),
-            sf.max(sf.spark_partition_id()).alias("last_task"),
-        )
+        observation = None
+        source = self._source
+        if plan.format != "parquet" or not plan.location.startswith("file:"):
+            observation = Observation(f"sinkv2_{token.replace('-', '_')}")
+            source = source.observe(
+                observation,
+                sf.count(sf.lit(1)).alias("records"),
+                sf.max(sf.spark_partition_id()).alias("last_task"),
+            )
         # "error", not "errorifexists": Spark Connect's client knows only the short name.
-        writer = observed.write.format(plan.format).mode("error")
+        writer = source.write.format(plan.format).mode("error")
         writer = writer.options(**{**plan.options, **_WRITE_OPTIONS})
         if plan.partition_by:
             writer = writer.partitionBy(*plan.partition_by)
@@ -275,9 +319,13 @@ class NativeWriterStage:
         started = time.perf_counter()
         writer.save(directory)
         wrote = time.perf_counter() - started
-        metrics = observation.get
-        records = int(metrics.get("records") or 0)
-        last_task = metrics.get("last_task")
+        if observation is None:
+            records, subtasks = parquet_counts(directory)
+        else:
+            metrics = observation.get
+            records = int(metrics.get("records") or 0)
+            last_task = metrics.get("last_task")
+            subtasks = 0 if last_task is None else int(last_task) + 1
         started = time.perf_counter()
         committables = list(
             self._sink.native_file_committables(
@@ -306,7 +354,7 @@ class NativeWriterStage:
             table=self._table(committables, checkpoint_id),
             attempt_tokens=frozenset({token}),
             records=records,
-            subtasks=0 if last_task is None else int(last_task) + 1,
+            subtasks=subtasks,
             metrics={NUM_RECORDS_SEND: float(records)},
             stage_seconds={"committables from files": listed},
             final_committables=True,

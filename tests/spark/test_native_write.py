@@ -206,3 +206,48 @@ def test_the_plans_input_is_what_spark_writes(spark, translator, tmp_path):  # t
     result = translator.apply(frame(spark), DirectorySink(root, plan), sink_id="derived")
     assert result.records_written == len([i for i in range(1000) if i % 7 == 3])
     assert committed_ids(root) == [i for i in range(1000) if i % 7 == 3]
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "json"])
+def test_rows_and_tasks_are_counted_for_every_format(spark, translator, tmp_path, file_format):  # type: ignore[no-untyped-def]
+    """Parquet's from the footers Spark wrote, JSON's by an Observation: the same numbers."""
+    root = tmp_path / "out"
+
+    def plan(_input):  # type: ignore[no-untyped-def]
+        return NativeFileWrite(
+            format=file_format, location=f"file://{root}/_staging", partition_by=("key",)
+        )
+
+    class Counted(DirectorySink):
+        def native_file_committables(self, written):  # type: ignore[no-untyped-def]
+            directory = self.root / "_staging" / written.attempt_token
+            return [
+                Staged(str(path), str(self.root / f"{path.parent.name}-{path.name}"))
+                for path in sorted(directory.glob("*/part-*"))
+            ]
+
+    # Three partitions, the last one empty: two tasks wrote rows.
+    df = spark.range(0, 1500, numPartitions=3).where("id < 1000").selectExpr("id", "id % 7 as key")
+    result = translator.apply(df, Counted(root, plan), sink_id=f"count-{file_format}")
+    assert (result.records_written, result.subtasks) == (1000, 2)
+    assert result.committed == len(list(root.glob("key=*-part-*")))
+
+
+def test_parquet_counts_read_data_files_only(tmp_path):  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
+    from sinkv2_spark._native_write import parquet_counts
+
+    def parquet(relative: str, rows: int) -> None:
+        path = tmp_path / "epoch" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"id": list(range(rows))}), path)
+
+    parquet("k=1/part-00004-a.c000.snappy.parquet", 3)
+    parquet("k=2/part-00001-b.c000.snappy.parquet", 4)
+    parquet("_temporary/0/_temporary/attempt_1/part-00009-c.parquet", 5)  # unfinished
+    parquet("k=1/.hidden.parquet", 6)
+    (tmp_path / "epoch" / "k=1" / ".part-00004-a.c000.snappy.parquet.crc").write_bytes(b"crc")
+    (tmp_path / "epoch" / "_SUCCESS").write_bytes(b"")
+    assert parquet_counts((tmp_path / "epoch").as_uri()) == (7, 5)
+    assert parquet_counts((tmp_path / "missing").as_uri()) == (0, 0)
