@@ -138,7 +138,7 @@ def _variant_value(value: dict[str, Any]) -> Any:
 
 def _zone_of(kind: pa.TimestampType) -> datetime.tzinfo:
     """The tzinfo pyarrow gives ``kind``'s values (it knows every spelling Spark uses)."""
-    zone = pa.scalar(0, type=kind).as_py().tzinfo
+    zone: datetime.tzinfo | None = pa.scalar(0, type=kind).as_py().tzinfo
     assert zone is not None  # only zoned types get here
     return zone
 
