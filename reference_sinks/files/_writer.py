@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.files._committables import InProgressFile, PendingFile
 from reference_sinks.files._committer import remove_quietly
 from reference_sinks.files._config import FileFormat, RollingPolicy
@@ -49,19 +50,7 @@ def _relaxed(kind: pa.DataType) -> pa.DataType:
     non-nullable child with a null slot (a variant's ``value``, Spark's non-null
     struct fields). Spark reads an optional field back as the same values.
     """
-    if pa.types.is_struct(kind):
-        return pa.struct([f.with_type(_relaxed(f.type)).with_nullable(True) for f in kind])
-    if pa.types.is_list(kind):
-        return pa.list_(kind.value_field.with_type(_relaxed(kind.value_type)))
-    if pa.types.is_large_list(kind):
-        return pa.large_list(kind.value_field.with_type(_relaxed(kind.value_type)))
-    if pa.types.is_map(kind):
-        return pa.map_(
-            kind.key_field.with_type(_relaxed(kind.key_type)),
-            kind.item_field.with_type(_relaxed(kind.item_type)),
-            keys_sorted=kind.keys_sorted,
-        )
-    return kind
+    return rebuild_type(kind, struct_field=lambda field: field.with_nullable(True))
 
 
 def parquet_schema(schema: pa.Schema) -> pa.Schema:

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from reference_sinks._arrow_types import rebuild_type
 from reference_sinks._json_values import is_variant, shortest_float32
 from reference_sinks.postgres._table import Encoding
 
@@ -166,22 +167,10 @@ def _in_zone(zone: datetime.tzinfo, *, array: bool) -> Callable[[datetime.dateti
     return shown
 
 
-def _utc_kind(kind: pa.DataType) -> pa.DataType:
-    """``kind`` with every zoned timestamp in it zoned in UTC (the same instants)."""
+def _in_utc(kind: pa.DataType) -> pa.DataType:
+    """A zoned timestamp type zoned in UTC (the same instants); other types as they are."""
     if pa.types.is_timestamp(kind) and kind.tz is not None:
         return pa.timestamp(kind.unit, "UTC")
-    if pa.types.is_list(kind):
-        return pa.list_(kind.value_field.with_type(_utc_kind(kind.value_type)))
-    if pa.types.is_large_list(kind):
-        return pa.large_list(kind.value_field.with_type(_utc_kind(kind.value_type)))
-    if pa.types.is_map(kind):
-        return pa.map_(
-            kind.key_field.with_type(_utc_kind(kind.key_type)),
-            kind.item_field.with_type(_utc_kind(kind.item_type)),
-            kind.keys_sorted,
-        )
-    if pa.types.is_struct(kind):
-        return pa.struct([field.with_type(_utc_kind(field.type)) for field in kind])
     return kind
 
 
@@ -258,7 +247,8 @@ def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
         convert = _array_literal if ready is None else lambda value: _array_literal(ready(value))
     else:
         convert = _json_converter(column.type)
-    in_utc = _utc_kind(column.type)  # read in UTC: no value's wall time is off the calendar
+    # Read in UTC: no value's wall time is off the calendar.
+    in_utc = rebuild_type(column.type, _in_utc)
     if in_utc != column.type:
         column = column.cast(in_utc)
     return pa.array(
