@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
@@ -81,17 +82,20 @@ STATUS_AFTER = {
 
 
 class Host:
-    """A child driver process running one job per sink kind, and where each job writes."""
+    """A child driver process running one job per sink kind, and where each job writes.
 
-    def __init__(self, tmp_path: Path, jobs: list[dict[str, object]]) -> None:
+    Subclasses run another driver script (``module``) with their own ``config``.
+    """
+
+    module = "tests.integration.kill_driver"
+
+    def __init__(self, tmp_path: Path, jobs: list[dict[str, Any]]) -> None:
         self.tmp_path = tmp_path
         self.markers = tmp_path / "markers"
         self.markers.mkdir()
         self.jobs = jobs
         config = tmp_path / "host.json"
-        config.write_text(
-            json.dumps({"markers": str(self.markers), "checkpoint_id": CHECKPOINT, "jobs": jobs})
-        )
+        config.write_text(json.dumps(self.config()))
         self.log = tmp_path / "host.log"
         env = {
             **os.environ,
@@ -99,7 +103,7 @@ class Host:
         }
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.kill_driver", str(config)],
+                [sys.executable, "-m", self.module, str(config)],
                 cwd=ROOT,
                 env=env,
                 stdout=log,
@@ -107,6 +111,10 @@ class Host:
                 start_new_session=True,  # its own session: we kill exactly its processes
             )
         self.started = time.monotonic()
+
+    def config(self) -> dict[str, Any]:
+        """What the driver script reads: where to put markers, and the jobs."""
+        return {"markers": str(self.markers), "checkpoint_id": CHECKPOINT, "jobs": self.jobs}
 
     def reached(self) -> list[str]:
         """The marker files so far: ``<sink id>.<event>``."""

@@ -27,11 +27,6 @@ Four hosts, one per scenario: about 11 minutes on a loaded 2-core machine.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +36,7 @@ from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
 from sinkv2_spark import register
 from tests.integration.kill_stream_door import create_unpartitioned_table, start
 from tests.integration.kill_stream_driver import write_input
-from tests.integration.test_driver_kill import ROOT, Host
+from tests.integration.test_driver_kill import Host
 from tests.integration.test_stream_driver_kill import (
     destination_problems,
     spark_log,
@@ -62,29 +57,11 @@ RESTART_TIMEOUT_S = 240.0
 class DoorHost(Host):
     """The batch test's `Host` (waiting, killing), running `kill_stream_door`."""
 
-    def __init__(self, tmp_path: Path, jobs: list[dict[str, Any]]) -> None:
-        # Not Host.__init__: it starts the batch driver.
-        self.tmp_path = tmp_path
-        self.markers = tmp_path / "markers"
-        self.markers.mkdir()
-        self.jobs = jobs
-        config = tmp_path / "host.json"
-        config.write_text(json.dumps({"markers": str(self.markers), "jobs": jobs}))
-        self.log = tmp_path / "host.log"
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        }
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.kill_stream_door", str(config)],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own session: we kill exactly its processes
-            )
-        self.started = time.monotonic()
+    module = "tests.integration.kill_stream_door"
+
+    def config(self) -> dict[str, Any]:
+        """Markers and jobs; a stream has no checkpoint id of its own."""
+        return {"markers": str(self.markers), "jobs": self.jobs}
 
 
 @pytest.fixture

@@ -44,11 +44,6 @@ process's Spark session: 4-5 minutes in all.
 from __future__ import annotations
 
 import concurrent.futures
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -66,7 +61,7 @@ from tests.integration.kill_stream_driver import (
     stream,
     write_input,
 )
-from tests.integration.test_driver_kill import ROOT, Host, staging_leftovers
+from tests.integration.test_driver_kill import Host, staging_leftovers
 
 pytestmark = pytest.mark.spark
 
@@ -106,29 +101,11 @@ STAGED_AT = ("writers-finished", "pending-recorded")
 class StreamHost(Host):
     """The batch test's `Host` (waiting, killing), running `kill_stream_driver` instead."""
 
-    def __init__(self, tmp_path: Path, jobs: list[dict[str, Any]]) -> None:
-        # Not Host.__init__: it starts the batch driver.
-        self.tmp_path = tmp_path
-        self.markers = tmp_path / "markers"
-        self.markers.mkdir()
-        self.jobs = jobs
-        config = tmp_path / "host.json"
-        config.write_text(json.dumps({"markers": str(self.markers), "jobs": jobs}))
-        self.log = tmp_path / "host.log"
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        }
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.kill_stream_driver", str(config)],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own session: we kill exactly its processes
-            )
-        self.started = time.monotonic()
+    module = "tests.integration.kill_stream_driver"
+
+    def config(self) -> dict[str, Any]:
+        """Markers and jobs; a stream has no checkpoint id of its own."""
+        return {"markers": str(self.markers), "jobs": self.jobs}
 
 
 @pytest.fixture
