@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 import os
 import random
+import re
 import shutil
 import tempfile
 import warnings
@@ -78,6 +79,7 @@ __all__ = [
     "LocalRuntime",
     "LocalStreams",
     "Phase",
+    "kit_state_dir",
     "same",
     "scratch_dir",
 ]
@@ -109,6 +111,35 @@ def scratch_dir() -> str | None:
     """Memory-backed scratch space if there is some: the kit's store is thrown away."""
     shm = "/dev/shm"  # a private mkdtemp inside it, removed by close()
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+_KIT_DIR: Final = re.compile(r"sinkv2-kit-(?:stream-)?(\d+)-")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def kit_state_dir(prefix: str) -> Path:
+    """A new private directory for a kit run's commit state, named by this process.
+
+    A run's ``close()`` removes its directory; a process killed mid-run cannot.
+    So each new directory first sweeps the kit directories of processes that no
+    longer exist (their pid is in the name): nothing a killed run left outlives
+    the next run.
+    """
+    base = scratch_dir() or tempfile.gettempdir()
+    for entry in os.scandir(base):
+        owner = _KIT_DIR.match(entry.name)
+        if owner is not None and entry.is_dir() and not _alive(int(owner.group(1))):
+            shutil.rmtree(entry.path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
 
 
 class Phase(enum.Enum):
@@ -239,7 +270,7 @@ class LocalRuntime:
         self._to_abort: list[Any] = []
         self._replay: list[object] = []
         self._rng = random.Random(0)
-        self._state_dir = Path(tempfile.mkdtemp(prefix="sinkv2-kit-", dir=scratch_dir()))
+        self._state_dir = kit_state_dir("sinkv2-kit-")
         self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
         self._coordinator: CommitCoordinator | None = None
         self.abandoned: list[Any] = []

@@ -38,10 +38,8 @@ import itertools
 import logging
 import random
 import shutil
-import tempfile
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -64,7 +62,7 @@ from sinkv2.runtime import (
     WriterStates,
 )
 from sinkv2.testing._multiset import Multiset, show
-from sinkv2.testing._runtime import ZERO_BACKOFF, LocalStreams, scratch_dir
+from sinkv2.testing._runtime import ZERO_BACKOFF, LocalStreams, kit_state_dir
 from sinkv2.testing._sut import SinkUnderTest
 
 if TYPE_CHECKING:
@@ -220,7 +218,7 @@ class LocalStream:
         self._jobs = 0
         self._attempts = itertools.count()
         self._rng = random.Random(0)
-        self._state_dir = Path(tempfile.mkdtemp(prefix="sinkv2-kit-stream-", dir=scratch_dir()))
+        self._state_dir = kit_state_dir("sinkv2-kit-stream-")
         self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
         logging.getLogger("sinkv2.coordinator").addFilter(_not_the_kits_crash)
         caps = self.capabilities
