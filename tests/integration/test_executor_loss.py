@@ -39,21 +39,14 @@ DRIVER = textwrap.dedent(
     import json, os, sys
     sys.path.insert(0, {root!r})
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from tests.integration.cluster_session import cluster_session
     from reference_sinks.files import FileSink, RollingPolicy
     from reference_sinks.iceberg import IcebergSink, local_catalog
     from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
     from tests.integration.stalled_input import StalledInput, stalled, with_stalled_input
 
-    spark = (
-        SparkSession.builder.master({master!r})
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executor.memory", "512m")
-        .getOrCreate()
-    )
+    spark = cluster_session({master!r})
     kind, location = {kind!r}, {location!r}
     stall = StalledInput({markers!r}, frozenset({{(0, 0)}}))
     df = spark.range(0, {rows}, numPartitions=2).selectExpr(  # no shuffle to lose

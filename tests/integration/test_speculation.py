@@ -26,7 +26,7 @@ DRIVER = textwrap.dedent(
     import json, os, sys, time
     sys.path.insert(0, {root!r})
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from tests.integration.cluster_session import cluster_session
     from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
     from tests.spark.recording_sink import RecordingSink
@@ -44,19 +44,7 @@ DRIVER = textwrap.dedent(
                 writer.flush = slow_flush
             return writer
 
-    spark = (
-        SparkSession.builder.master({master!r})
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executor.memory", "512m")
-        .config("spark.speculation", "true")
-        .config("spark.speculation.interval", "100ms")
-        .config("spark.speculation.quantile", "0.5")
-        .config("spark.speculation.multiplier", "1.5")
-        .config("spark.speculation.minTaskRuntime", "1s")
-        .getOrCreate()
-    )
+    spark = cluster_session({master!r}, speculation_after="1s")
     sink = SlowFirstAttempt({base!r})
     df = spark.range(400).selectExpr("id", "cast(id % 7 as string) as key").repartition(4)
     result = SinkTopologyTranslator(state_store=SqliteCommitStateStore({store!r})).apply(
@@ -110,7 +98,7 @@ POSTGRES_DRIVER = textwrap.dedent(
     import json, os, sys, time
     sys.path.insert(0, {root!r})
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from tests.integration.cluster_session import cluster_session
     from reference_sinks.postgres import PostgresSink
     from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
@@ -137,19 +125,7 @@ POSTGRES_DRIVER = textwrap.dedent(
                 writer.prepare_commit = slow_prepare_commit
             return writer
 
-    spark = (
-        SparkSession.builder.master({master!r})
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executor.memory", "512m")
-        .config("spark.speculation", "true")
-        .config("spark.speculation.interval", "100ms")
-        .config("spark.speculation.quantile", "0.5")
-        .config("spark.speculation.multiplier", "1.5")
-        .config("spark.speculation.minTaskRuntime", "1s")
-        .getOrCreate()
-    )
+    spark = cluster_session({master!r}, speculation_after="1s")
     sink = SlowFirstAttempt({url!r}, "events")
     df = spark.range(400).selectExpr("id", "cast(id % 7 as string) as key").repartition(4)
     result = SinkTopologyTranslator(state_store=SqliteCommitStateStore({store!r})).apply(
@@ -214,25 +190,13 @@ NATIVE_DRIVER = textwrap.dedent(
     import json, os, sys
     sys.path.insert(0, {root!r})
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from tests.integration.cluster_session import cluster_session
     from sinkv2.runtime import SqliteCommitStateStore
     from sinkv2_spark import SinkTopologyTranslator
     from tests.integration.kill_driver import create_table, make_sink
     from tests.integration.stalled_input import StalledInput, with_stalled_input
 
-    spark = (
-        SparkSession.builder.master({master!r})
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executor.memory", "512m")
-        .config("spark.speculation", "true")
-        .config("spark.speculation.interval", "100ms")
-        .config("spark.speculation.quantile", "0.5")
-        .config("spark.speculation.multiplier", "1.5")
-        .config("spark.speculation.minTaskRuntime", "8s")  # the first attempt starts writing
-        .getOrCreate()
-    )
+    spark = cluster_session({master!r}, speculation_after="8s")  # the first attempt starts writing
     if {kind!r}.startswith("iceberg"):
         create_table({location!r})
     # Python workers started on both executors first, so the slow attempt is slow
