@@ -37,9 +37,7 @@ from __future__ import annotations
 import enum
 import os
 import random
-import re
 import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -68,6 +66,7 @@ from sinkv2.runtime import (
 from sinkv2.testing._crash_points import CrashPoints, KitCrash
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 from sinkv2.testing._multiset import Multiset, show
+from sinkv2.testing._owned import owned_temp_dir
 from sinkv2.testing._sut import SinkUnderTest
 
 if TYPE_CHECKING:
@@ -113,33 +112,13 @@ def scratch_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-_KIT_DIR: Final = re.compile(r"sinkv2-kit-(?:stream-)?(\d+)-")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
 def kit_state_dir(prefix: str) -> Path:
     """A new private directory for a kit run's commit state, named by this process.
 
-    A run's ``close()`` removes its directory; a process killed mid-run cannot.
-    So each new directory first sweeps the kit directories of processes that no
-    longer exist (their pid is in the name): nothing a killed run left outlives
-    the next run.
+    A run's ``close()`` removes its directory; what a killed run left is removed
+    by the next one (`owned_temp_dir`).
     """
-    base = scratch_dir() or tempfile.gettempdir()
-    for entry in os.scandir(base):
-        owner = _KIT_DIR.match(entry.name)
-        if owner is not None and entry.is_dir() and not _alive(int(owner.group(1))):
-            shutil.rmtree(entry.path, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
+    return owned_temp_dir(prefix, base=scratch_dir())
 
 
 class Phase(enum.Enum):

@@ -11,6 +11,10 @@ It lives in the repository's tests, not in the wheel: copy it to test your own s
 ``initdb`` makes a fresh cluster in a temporary directory, ``pg_ctl`` starts it on a
 free port of 127.0.0.1 with ``max_prepared_transactions`` set (two-phase commit needs
 it), and `stop` ends it by the PID in ``postmaster.pid`` and deletes the directory.
+Dynamic shared memory lives in that directory too (``dynamic_shared_memory_type =
+mmap``), so nothing is left in ``/dev/shm``. A cluster whose test run was killed is
+stopped and removed when the next server starts (its owner's pid is in the
+directory's name), its System V interlock segment with it.
 PostgreSQL refuses to run as root: as root, the cluster belongs to the ``postgres``
 user and every server command runs as that user (``runuser``).
 """
@@ -24,11 +28,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, final
+
+from sinkv2.testing._owned import owned_temp_dir
 
 __all__ = ["INSTALL", "LocalPostgresServer", "find_server_binary"]
 
@@ -96,7 +101,7 @@ class LocalPostgresServer:
                 message carries the server's log).
         """
         initdb = find_server_binary("initdb")
-        root = Path(tempfile.mkdtemp(prefix="sinkv2-pg-"))
+        root = owned_temp_dir("sinkv2-pg-", before_removal=_end_orphan)
         server = cls(root, _free_port())
         if os.geteuid() == 0:
             shutil.chown(root, _USER, _USER)
@@ -119,6 +124,7 @@ class LocalPostgresServer:
             "full_page_writes": "off",
             "shared_buffers": "128MB",
             "logging_collector": "off",
+            "dynamic_shared_memory_type": "mmap",
         }
         with (server.data_dir / "postgresql.conf").open("a") as conf:
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
@@ -157,15 +163,7 @@ class LocalPostgresServer:
 
     def stop(self) -> None:
         """Stop the server (fast shutdown, by the PID in ``postmaster.pid``); delete its files."""
-        pid = self.pid()
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGINT)
-            deadline = time.monotonic() + 30
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _end_cluster(self.data_dir, signal.SIGINT)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _pg_ctl(self, *arguments: str) -> None:
@@ -195,12 +193,55 @@ class LocalPostgresServer:
         self.stop()
 
 
-def _alive(pid: int) -> bool:
+def _end_orphan(root: Path) -> None:
+    """End the cluster a killed test run left in ``root`` (immediate shutdown)."""
+    _end_cluster(root / "data", signal.SIGQUIT)
+
+
+def _end_cluster(data_dir: Path, how: signal.Signals) -> None:
+    """Stop the postmaster of ``data_dir`` with ``how`` (SIGKILL after 30 s).
+
+    A postmaster that ends without its shutdown leaves its System V interlock
+    segment; that is removed too, once nothing is attached to it.
+    """
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        lines = (data_dir / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return
+    if _runs_from(pid, data_dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, how)
+        deadline = time.monotonic() + 30
+        while _runs_from(pid, data_dir) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _runs_from(pid, data_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    if len(lines) > 6:
+        _remove_unattached_segment(lines[6].split())
+
+
+def _runs_from(pid: int, data_dir: Path) -> bool:
+    """Whether ``pid`` is a live postmaster of ``data_dir`` (not a zombie, not a reused pid)."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still answers signal 0; postgres is pg_ctl's child, not ours.
-    return True
+    return status.rsplit(")", 1)[-1].split()[0] != "Z" and str(data_dir).encode() in command
+
+
+def _remove_unattached_segment(key_and_id: list[str]) -> None:
+    """``ipcrm`` the segment of ``postmaster.pid``'s line 7 if it is the same and unused."""
+    if len(key_and_id) != 2 or not all(part.isdigit() for part in key_and_id):
+        return
+    key, shmid = key_and_id
+    try:
+        table = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except OSError:
+        return
+    for row in table:
+        fields = row.split()  # key shmid perms size cpid lpid nattch ...
+        if fields[0] == key and fields[1] == shmid and fields[6] == "0":
+            subprocess.run(["ipcrm", "-m", shmid], capture_output=True, check=False)

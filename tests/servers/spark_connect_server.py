@@ -19,27 +19,34 @@ stopped by its PID (``spark-submit`` execs the JVM, so the PID is the server's).
 Its Python workers run this interpreter, with the repository root on
 ``PYTHONPATH`` (tests' own sink modules import there as a user's would), in a
 working directory of their own: the server's default commit state store
-(``$SINKV2_STATE_DIR``) is under it.
+(``$SINKV2_STATE_DIR``) is under it. `stop` removes that directory; one a killed
+test run left (its owner's pid is in the name) goes when the next server starts,
+after its server, if it still runs, is stopped by the PID it recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, final
 
+from sinkv2.testing._owned import owned_temp_dir
+
 __all__ = ["SERVER_CLASS", "LocalSparkConnectServer"]
 
 SERVER_CLASS: Final = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _ROOT: Final = Path(__file__).resolve().parents[2]
 _LOG_TAIL: Final = 4000
+_PID_FILE: Final = "server.pid"
 
 
 def _free_port() -> int:
@@ -47,6 +54,19 @@ def _free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def _stop_orphan(workdir: Path) -> None:
+    """Kill the server a killed test run left running from ``workdir``, if it still runs."""
+    try:
+        pid = int((workdir / _PID_FILE).read_text())
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except (OSError, ValueError):
+        return
+    if SERVER_CLASS.encode() in command and cwd == str(workdir):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _pyspark_home() -> Path:
@@ -97,7 +117,7 @@ class LocalSparkConnectServer:
         """
         home = _pyspark_home()
         port = _free_port()
-        workdir = Path(tempfile.mkdtemp(prefix="sinkv2-connect-"))
+        workdir = owned_temp_dir("sinkv2-connect-", before_removal=_stop_orphan)
         (workdir / "state").mkdir()
         settings = {
             "spark.connect.grpc.binding.address": "127.0.0.1",
@@ -131,12 +151,13 @@ class LocalSparkConnectServer:
             process = subprocess.Popen(
                 command, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT
             )
+        (workdir / _PID_FILE).write_text(str(process.pid))
         server = cls(port, process, workdir)
         deadline = time.monotonic() + timeout_s
         while not server._listens():
             if process.poll() is not None or time.monotonic() > deadline:
-                server.stop()
                 tail = server.log.read_text(errors="replace")[-_LOG_TAIL:]
+                server.stop()
                 raise RuntimeError(
                     f"the Spark Connect server on port {port} did not start "
                     f"(exit status {process.poll()}); its log ends:\n{tail}"
@@ -162,7 +183,7 @@ class LocalSparkConnectServer:
         return SparkSession.builder.remote(self.url).create()
 
     def stop(self) -> None:
-        """Terminate the server (kill it if it does not exit in 30 s)."""
+        """Terminate the server (kill it if it does not exit in 30 s); remove its directory."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -170,6 +191,7 @@ class LocalSparkConnectServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> LocalSparkConnectServer:
         return self

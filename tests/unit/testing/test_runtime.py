@@ -27,6 +27,9 @@ def test_a_dead_processs_kit_directories_go_and_live_ones_stay(tmp_path, monkeyp
     mine = kit_state_dir("sinkv2-kit-")
     assert mine.parent == tmp_path
     assert mine.name.startswith(f"sinkv2-kit-{os.getpid()}-")
+    assert not left[0].exists()
+    assert left[1].exists()  # a stream run's, swept by the next stream run
+    kit_state_dir("sinkv2-kit-stream-")
     assert not any(directory.exists() for directory in left)
     assert alive.exists()
     assert unrelated.exists()
