@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pyspark
 
+from tests.integration.jvm_temp import jvm_temp_env
+
 
 def _free_port(host: str) -> int:
     with socket.socket() as probe:
@@ -42,6 +44,7 @@ class StandaloneCluster:
             "SPARK_HOME": str(self.spark_home),
             "SPARK_LOCAL_IP": host,
             "SPARK_WORKER_DIR": str(self.workdir / name),
+            **jvm_temp_env(self.workdir / "jvm-tmp"),
         }
         log = (self.workdir / f"{name}.log").open("wb")
         self.processes.append(

@@ -47,6 +47,7 @@ import pytest
 from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
 from sinkv2_spark import CommitStatus, SinkTopologyTranslator
 from tests.integration.fault_fs import MERGE_STARTED, fault_injecting_fs
+from tests.integration.jvm_temp import jvm_temp_env
 from tests.integration.kill_driver import (
     N_ROWS,
     PG_TABLE,
@@ -100,6 +101,7 @@ class Host:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            **jvm_temp_env(tmp_path / "jvm-tmp"),
         }
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(

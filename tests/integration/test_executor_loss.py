@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
+from tests.integration.jvm_temp import jvm_temp_env
 from tests.integration.standalone_cluster import StandaloneCluster
 
 pytestmark = pytest.mark.spark
@@ -131,7 +132,11 @@ def test_an_executor_killed_mid_write_is_replaced_and_every_row_lands_once(clust
     )
     log = (tmp_path / "driver.log").open("wb")
     driver = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=log, start_new_session=True
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        start_new_session=True,
+        env={**os.environ, **jvm_temp_env(tmp_path / "jvm-tmp")},
     )
     try:
         deadline = time.monotonic() + STALL_TIMEOUT_S
