@@ -4,6 +4,7 @@ One command, one child process (local[2]) and a private PostgreSQL server::
 
     .venv/bin/python benchmarks/postgres_bench.py                  # 2M rows, 3 rounds, both shapes
     .venv/bin/python benchmarks/postgres_bench.py --rows 5000000 --repeat 5 --shape events
+    .venv/bin/python benchmarks/postgres_bench.py --partitions 1 --path sink --path raw --path psql
 
 Needs PostgreSQL's server programs (``apt-get install postgresql``) and, for Spark's
 JDBC writer, PostgreSQL's JDBC driver: ``apt-get install -y libpostgresql-jdbc-java``
@@ -29,8 +30,10 @@ fsync off) by:
 - ``psql \\copy``: ``psql -c "\\copy t3 FROM 'rows.csv' CSV"``, one process, the same
   rows as a CSV file written beforehand (not timed) by pyarrow.
 
-Every path gets ``df.rdd.getNumPartitions()`` writer tasks (2 under local[2]); psql
-is one client process and one server backend.
+Every path gets ``df.rdd.getNumPartitions()`` writer tasks (2 under local[2];
+``--partitions 1`` makes one: a single writer task against psql's single process,
+the plainest reading of "per core"); psql is one client process and one server
+backend. ``--path`` picks paths (all by default).
 
 Paths run in interleaved rounds (a slow minute hits every path alike), each timed
 run right after the same path loaded 20,000 rows (Spark ends Python workers idle for
@@ -53,6 +56,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -112,8 +116,11 @@ PATHS = (SINK, RAW, JDBC, JDBC_REWRITE, PSQL)
 TABLES = {SINK: "t1", RAW: "t2", JDBC: "t3", JDBC_REWRITE: "t3", PSQL: "t4"}
 
 
-def frame(spark: Any, shape: str, rows: int) -> Any:
-    return spark.range(rows).selectExpr(*SHAPES[shape][0])
+PATH_NAMES = {"sink": SINK, "raw": RAW, "jdbc": JDBC, "jdbc-rewrite": JDBC_REWRITE, "psql": PSQL}
+
+
+def frame(spark: Any, shape: str, rows: int, partitions: int | None = None) -> Any:
+    return spark.range(0, rows, 1, partitions).selectExpr(*SHAPES[shape][0])
 
 
 def postgres_sink(df: Any, url: str, table: str, scratch: str) -> None:
@@ -285,7 +292,14 @@ def measure(
     }
 
 
-def child(rows: int, repeat: int, shapes: list[str], jdbc_jar: str) -> None:
+def child(  # noqa: PLR0917 - the command line's options, one by one
+    rows: int,
+    repeat: int,
+    shapes: list[str],
+    jdbc_jar: str,
+    partitions: int | None,
+    paths: list[str],
+) -> None:
     import pyarrow.csv as pacsv
 
     from tests.servers.postgres_server import LocalPostgresServer
@@ -318,26 +332,26 @@ def child(rows: int, repeat: int, shapes: list[str], jdbc_jar: str) -> None:
                         connection.execute(
                             f"CREATE TABLE {table} ({columns}) WITH (autovacuum_enabled = false)"
                         )
-                df = frame(spark, shape, rows)
+                df = frame(spark, shape, rows, partitions)
                 tasks = df.rdd.getNumPartitions()
                 csv_path = os.path.join(scratch, f"{shape}.csv")
                 pacsv.write_csv(df.toArrow(), csv_path, pacsv.WriteOptions(include_header=False))
-                warm = frame(spark, shape, 20_000)
+                warm = frame(spark, shape, 20_000, partitions)
                 warm_csv = os.path.join(scratch, f"{shape}-warm.csv")
                 pacsv.write_csv(warm.toArrow(), warm_csv, pacsv.WriteOptions(include_header=False))
                 measured: dict[str, dict[str, list[float]]] = {
                     name: {"runs": [], "server_cpu": [], "client_cpu": [], "machine_cpu": []}
-                    for name in PATHS
+                    for name in paths
                 }
                 expected: tuple[int, int] | None = None
                 for round_ in range(repeat):
-                    for name in PATHS:
+                    for name in paths:
                         # Warm right before each timed run: the JVM's classes, the JDBC
                         # driver, and Python workers (Spark ends those idle for a minute).
                         runners[name](warm, TABLES[name], warm_csv, scratch)
                         load = functools.partial(
                             runners[name],
-                            frame(spark, shape, rows),
+                            frame(spark, shape, rows, partitions),
                             TABLES[name],
                             csv_path,
                             scratch,
@@ -368,7 +382,7 @@ def child(rows: int, repeat: int, shapes: list[str], jdbc_jar: str) -> None:
 
 
 def _median(result: dict[str, Any], key: str) -> float:
-    return statistics.median(result[key])
+    return float(statistics.median(result[key]))
 
 
 def report(results: list[dict[str, Any]]) -> str:
@@ -387,18 +401,19 @@ def report(results: list[dict[str, Any]]) -> str:
             r["path"]: rows / (_median(r, "server_cpu") + _median(r, "client_cpu"))
             for r in of_shape
         }
-        jdbc = max(rate[JDBC], rate[JDBC_REWRITE])
+        jdbc = max((rate[p] for p in (JDBC, JDBC_REWRITE) if p in rate), default=math.nan)
         for r in of_shape:
             each = ", ".join(f"{run:.2f}" for run in r["runs"])
             path = r["path"]
             lines.append(
                 f"| {shape} | {path} | {_median(r, 'runs'):.2f} | {each} | "
                 f"{rate[r['path']]:,.0f} | {rate[r['path']] / jdbc:.2f} | "
-                f"{rate[r['path']] / rate[PSQL]:.2f} | {_median(r, 'server_cpu'):.2f} | "
+                f"{rate[r['path']] / rate.get(PSQL, math.nan):.2f} | "
+                f"{_median(r, 'server_cpu'):.2f} | "
                 f"{_median(r, 'client_cpu'):.2f} | {per_cpu[r['path']]:,.0f} | "
                 f"{_median(r, 'machine_cpu'):.2f} |"
             )
-        sink, psql = rate[SINK], rate[PSQL]
+        sink, psql = rate.get(SINK, math.nan), rate.get(PSQL, math.nan)
         checks = [
             ("PostgresSink >= the faster Spark JDBC writer", sink / jdbc, 1.0),
             (
@@ -408,11 +423,13 @@ def report(results: list[dict[str, Any]]) -> str:
             ),
             (
                 "PostgresSink rows per CPU second (client + server) >= 0.7 x psql \\copy's",
-                per_cpu[SINK] / per_cpu[PSQL],
+                per_cpu.get(SINK, math.nan) / per_cpu.get(PSQL, math.nan),
                 0.7,
             ),
         ]
         for target, ratio, floor in checks:
+            if math.isnan(ratio):
+                continue  # a path it needs was not run
             targets.append(
                 f"| {shape} | {target} | {ratio:.2f} x | {'yes' if ratio >= floor else 'NO'} |"
             )
@@ -425,6 +442,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--shape", choices=sorted(SHAPES), action="append")
     parser.add_argument("--jdbc-jar", default=JDBC_JAR)
+    parser.add_argument("--partitions", type=int, help="writer tasks (Spark's default: 2)")
+    parser.add_argument("--path", choices=list(PATH_NAMES), action="append")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     shapes = args.shape or list(SHAPES)
@@ -433,10 +452,15 @@ def main() -> None:
             f"PostgreSQL's JDBC driver is not at {args.jdbc_jar}: {JDBC_INSTALL} "
             "(or pass --jdbc-jar PATH)"
         )
+    paths = [PATH_NAMES[name] for name in args.path] if args.path else list(PATHS)
     if args.child:
-        child(args.rows, args.repeat, shapes, args.jdbc_jar)
+        child(args.rows, args.repeat, shapes, args.jdbc_jar, args.partitions, paths)
         return
     command = [sys.executable, __file__, "--child", "--rows", str(args.rows)]
+    if args.partitions is not None:
+        command += ["--partitions", str(args.partitions)]
+    for name in args.path or []:
+        command += ["--path", name]
     command += ["--repeat", str(args.repeat), "--jdbc-jar", args.jdbc_jar]
     for shape in shapes:
         command += ["--shape", shape]
