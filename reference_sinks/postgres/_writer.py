@@ -3,7 +3,9 @@
 Exactly once, the transaction is prepared (``PREPARE TRANSACTION``) at
 ``prepare_commit`` and its gid is the committable; the committer commits it. At
 least once, it is committed at every ``flush``. Rows travel as CSV made by pyarrow
-(see ``_encode``), buffered up to a few megabytes per ``COPY`` statement.
+(see ``_encode``), each batch sent as soon as it is encoded, through one ``COPY``
+statement that stays open until the transaction is prepared or committed: the
+server reads and inserts while the writer encodes the next batch.
 
 Into a target with a unique index or an exclusion constraint, and for upserts, the
 transaction loads a staging table of its own instead (the written columns with the
@@ -19,12 +21,14 @@ the same transaction.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from reference_sinks.postgres._bookkeeping import (
     cleanup_watermark,
@@ -54,10 +58,8 @@ from sinkv2 import (
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["COPY_BUFFER_BYTES", "PostgresWriter", "WriterOptions"]
+__all__ = ["PostgresWriter", "WriterOptions"]
 
-COPY_BUFFER_BYTES: Final = 8 << 20
-"""CSV bytes buffered before a ``COPY`` statement sends them."""
 _ROWS_PER_BATCH: Final = 8192
 _PREPARED_ADVICE: Final = (
     "Every writer task of a stage keeps one prepared transaction until the stage's "
@@ -88,12 +90,12 @@ class WriterOptions:
         self.exactly_once = exactly_once
 
 
-def _column_holding_nul(data: bytes, names: Sequence[str], record: int) -> str | None:
-    """The column whose text holds a NUL in CSV record ``record`` (from 1) of ``data``.
+def _first_nul(data: bytes, names: Sequence[str]) -> tuple[int, str] | None:
+    """The record (from 0) and column of the first value holding a NUL in CSV ``data``.
 
-    PostgreSQL refuses a NUL (text cannot hold one) while it reads a record, before it
-    splits the record into columns, so its error names no column; the rows are still
-    at hand as the CSV sent.
+    Only text can carry a NUL byte into the CSV (every other value is written as
+    ASCII, JSON escapes it), and PostgreSQL text cannot hold one: the server
+    would refuse the record, naming no column.
     """
     import pyarrow.csv as pacsv  # noqa: PLC0415  # only for this error
 
@@ -108,10 +110,12 @@ def _column_holding_nul(data: bytes, names: Sequence[str], record: int) -> str |
         )
     except pa.ArrowInvalid:
         return None
-    if record > table.num_rows:
-        return None
-    found = table.slice(record - 1, 1).to_pylist()[0]
-    return next((name for name in names if "\x00" in (found[name] or "")), None)
+    found = [
+        (index, name)
+        for name in names
+        if (index := pc.index(pc.match_substring(table[name], "\x00"), True).as_py()) >= 0
+    ]
+    return min(found) if found else None
 
 
 class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
@@ -136,10 +140,10 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
             self._connection.close()
             raise
         self._rows: list[dict[str, Any]] = []
-        self._buffer: list[bytes] = []
-        self._buffered_bytes = 0
-        self._buffered_rows = 0
-        self._copied_rows = 0  # rows sent in the open transaction
+        self._copy: psycopg.Copy | None = None  # the open COPY statement
+        self._copy_exit: contextlib.ExitStack | None = None  # ends it
+        self._rows_in_copy = 0  # rows sent through the open COPY statement
+        self._copied_rows = 0  # rows of the open transaction's finished COPY statements
         self._seen_rows = 0  # rows of this attempt's input before the open transaction
         self._in_transaction = False
         self._sequence = 0
@@ -176,19 +180,19 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
             self._drain_rows()
 
     def write_arrow_batch(self, batch: pa.RecordBatch, context: SinkWriter.Context) -> None:
-        """Encode ``batch`` for ``COPY``; send once enough is buffered."""
+        """Encode ``batch`` for ``COPY`` and send it."""
         if batch.num_rows == 0:
             return
         if self._schema is None or batch.schema != self._schema:
+            self._end_copy()  # the next COPY names the new batch's columns
             self._fit(batch.schema)
         data = encode_csv(batch, self._encodings)
-        self._buffer.append(data)
-        self._buffered_bytes += len(data)
-        self._buffered_rows += batch.num_rows
+        if b"\x00" in data:
+            raise self._nul_error(data)
+        self._send(data)
+        self._rows_in_copy += batch.num_rows
         self._metrics.get_num_records_send_counter().inc(batch.num_rows)
         self._metrics.get_num_bytes_send_counter().inc(len(data))
-        if self._buffered_bytes >= COPY_BUFFER_BYTES:
-            self._copy()
 
     def _fit(self, schema: pa.Schema) -> None:
         self._encodings = check_fit(schema, self._table, upsert_key=self._options.upsert_key)
@@ -246,27 +250,66 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
                 )
             )
 
-    def _copy(self) -> None:
-        """Send the buffered rows with one ``COPY`` statement."""
-        if not self._buffer:
-            return
+    def _send(self, data: bytes) -> None:
+        """Write CSV into the open ``COPY`` statement (opening one, and the transaction)."""
         from psycopg import sql  # noqa: PLC0415  # optional extra
 
-        if not self._in_transaction:
-            self._begin()
-        assert self._schema is not None  # set with the first batch
-        target = self._staging or self._options.table
-        statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
-            target.sql(), sql.SQL(", ").join(sql.Identifier(name) for name in self._schema.names)
-        )
+        if self._copy is None:
+            if not self._in_transaction:
+                self._begin()
+            assert self._schema is not None  # set with the first batch
+            target = self._staging or self._options.table
+            statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(
+                target.sql(),
+                sql.SQL(", ").join(sql.Identifier(name) for name in self._schema.names),
+            )
+            with contextlib.ExitStack() as opening:
+                self._copy = opening.enter_context(self._connection.cursor().copy(statement))
+                self._copy_exit = opening.pop_all()
+        assert self._copy is not None
         try:
-            with self._connection.cursor().copy(statement) as copy:
-                for chunk in self._buffer:
-                    copy.write(chunk)
+            self._copy.write(data)
+        except Exception as error:
+            raise self._row_error(self._abort_copy(error)) from error
+
+    def _end_copy(self) -> None:
+        """End the open ``COPY`` statement: the server has every row of it, or refuses one."""
+        if self._copy_exit is None:
+            return
+        ending, self._copy, self._copy_exit = self._copy_exit, None, None
+        try:
+            ending.close()
         except Exception as error:
             raise self._row_error(error) from error
-        self._copied_rows += self._buffered_rows
-        self._buffer, self._buffered_bytes, self._buffered_rows = [], 0, 0
+        self._copied_rows += self._rows_in_copy
+        self._rows_in_copy = 0
+
+    def _abort_copy(self, error: Exception) -> Exception:
+        """End the open ``COPY`` statement as failed (the transaction is lost); ``error``."""
+        ending, self._copy, self._copy_exit = self._copy_exit, None, None
+        if ending is not None:
+            with contextlib.suppress(Exception):  # the server's reason is in ``error``
+                ending.__exit__(type(error), error, error.__traceback__)
+        return error
+
+    def _nul_error(self, data: bytes) -> Exception:
+        """The row and column of a value holding a NUL, which PostgreSQL text cannot hold.
+
+        Found before sending: the server would refuse the record while reading it,
+        before it splits it into columns, naming none.
+        """
+        assert self._schema is not None
+        found = _first_nul(data, self._schema.names)
+        where = ""
+        if found is not None:
+            record, column = found
+            row = self._seen_rows + self._copied_rows + self._rows_in_copy + record
+            where = f" row {row} of subtask {self._subtask}'s input, column {column!r}"
+        return FatalDestinationError(
+            f"PostgreSQL cannot take{where} for table {str(self._options.table)!r}: the value "
+            "holds a NUL character (\\x00), which PostgreSQL text cannot. Nothing of this "
+            "attempt is visible; fix or filter the row and re-run"
+        )
 
     def _row_error(self, error: Exception) -> Exception:
         """A clear error for a row PostgreSQL refused: which row, which column, why."""
@@ -278,16 +321,10 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         context = diag.context or ""
         line = _LINE.search(context)
         column = diag.column_name or (_COLUMN.search(context) or [None, None])[1]
-        where, hint = "", ""
+        where = ""
         if line is not None:
             row = self._seen_rows + self._copied_rows + int(line.group(1)) - 1
             where = f" row {row} of subtask {self._subtask}'s input"
-            if not column and self._schema is not None:
-                column = _column_holding_nul(
-                    b"".join(self._buffer), self._schema.names, int(line.group(1))
-                )
-                if column:
-                    hint = "; the value holds a NUL character (\\x00), which PostgreSQL text cannot"
         if column:
             where += f", column {column!r}"
         detail = (diag.message_primary or str(error)).strip()
@@ -297,14 +334,13 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         return FatalDestinationError(
             f"PostgreSQL refused{where} for table {str(self._options.table)!r}: {detail}"
             + (f" ({context.strip()})" if context else "")
-            + hint
             + ". Nothing of this attempt is visible; fix or filter the row and re-run"
         )
 
     def _finish_transaction(self) -> int:
         """Everything buffered sent; the rows of the open transaction."""
         self._drain_rows()
-        self._copy()
+        self._end_copy()
         return self._copied_rows
 
     def _reset(self) -> None:
@@ -319,7 +355,7 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
     def flush(self, end_of_input: bool) -> None:
         """Send every buffered row; at least once, also commit them."""
         self._drain_rows()
-        self._copy()
+        self._end_copy()
         if not self._options.exactly_once and self._in_transaction:
             self._finish_transaction()
             if self._staging is not None:
@@ -353,7 +389,7 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         if not self._options.exactly_once:
             self.flush(False)
             return []
-        if not self._in_transaction and not self._buffer and not self._rows:
+        if not self._in_transaction and not self._rows:
             return []
         rows = self._finish_transaction()
         options = self._options
@@ -429,6 +465,8 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
     def close(self) -> None:
         """Roll back a transaction not prepared (its rows were never visible); disconnect."""
         try:
+            if self._copy_exit is not None:
+                self._abort_copy(RuntimeError("the writer was closed"))
             if self._in_transaction and not self._connection.closed:
                 self._connection.execute("ROLLBACK")
         except Exception:  # noqa: BLE001  # the connection may be dead: nothing to roll back then
