@@ -86,8 +86,8 @@ def _array_literal(values: list[Any]) -> str:
 def json_text(value: Any) -> str:  # noqa: PLR0911 - one return per kind of value reads best
     """``value`` as JSON text, the way Spark's JSON writer writes it.
 
-    Decimals digit for digit (a float would round), bytes as base64, maps (read
-    from Arrow as dicts) as objects, dates and timestamps as ISO 8601, and the
+    Decimals digit for digit (a float would round), bytes as base64, dicts as
+    objects (keys as text: `_key_text`), dates and timestamps as ISO 8601, and the
     floats JSON has no number for quoted (``"NaN"``, ``"Infinity"``), as Jackson
     writes them under Spark's ``to_json``.
     """
@@ -122,10 +122,20 @@ def json_text(value: Any) -> str:  # noqa: PLR0911 - one return per kind of valu
 
 
 def _key_text(key: Any) -> str:
-    """A map key as Spark's JSON writer names it (``true``, not Python's ``True``)."""
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    return str(key)
+    """A map key as an object key: a string as it is, anything else its JSON value's text.
+
+    So a key reads as the same value does (``true``, ``1.5``, ISO 8601 dates and
+    timestamps, base64 bytes, ``[1,2]``). Spark's ``to_json`` writes a date or
+    timestamp key as its internal number (days, microseconds) and a binary one as
+    a JVM object's name, which no reader could use.
+    """
+    if isinstance(key, str):
+        return key
+    text = json_text(key)
+    if text.startswith('"'):
+        found: str = json.loads(text)
+        return found
+    return text
 
 
 def _variant_value(value: dict[str, Any]) -> Any:
@@ -189,7 +199,8 @@ def _array_ready(kind: pa.DataType) -> Callable[[Any], Any] | None:
 def _json_ready(field: pa.Field) -> Callable[[Any], Any] | None:  # noqa: PLR0911 - one return per kind of type
     """What turns a Python value of ``field`` into `json_text`'s input, if anything must.
 
-    What only the type tells: a float32 arrives as its exact double
+    A map arrives as its (key, value) pairs and becomes a dict keyed by text. What
+    only the type tells: a float32 arrives as its exact double
     (``1.100000023841858``) and is written with its own shortest digits (``1.1``), as
     Spark does; a variant arrives as its bytes and is written as its JSON value; a
     zoned timestamp arrives in UTC and is shown in its zone.
@@ -206,13 +217,11 @@ def _json_ready(field: pa.Field) -> Callable[[Any], Any] | None:  # noqa: PLR091
         if element is None:
             return None
         return lambda value: [None if item is None else element(item) for item in value]
-    if pa.types.is_map(kind):
+    if pa.types.is_map(kind):  # (key, value) pairs: a key may be a list or a dict
         key, item = _json_ready(kind.key_field), _json_ready(kind.item_field)
-        if key is None and item is None:
-            return None
         return lambda value: {
-            k if key is None else key(k): v if v is None or item is None else item(v)
-            for k, v in value.items()
+            _key_text(k if key is None else key(k)): v if v is None or item is None else item(v)
+            for k, v in value
         }
     if pa.types.is_struct(kind):
         fields = {f.name: ready for f in kind if (ready := _json_ready(f)) is not None}
@@ -252,10 +261,7 @@ def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
     if in_utc != column.type:
         column = column.cast(in_utc)
     return pa.array(
-        [
-            None if value is None else convert(value)
-            for value in column.to_pylist(maps_as_pydicts="strict")
-        ],
+        [None if value is None else convert(value) for value in column.to_pylist()],
         type=pa.string(),
     )
 
