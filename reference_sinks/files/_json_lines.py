@@ -25,7 +25,8 @@ array, struct                 array, object (a null field is ``null``; Spark
                               variant is left out, as JSON null is the variant's
                               own null)
 map                           object; keys as text (``1`` -> ``"1"``), as Spark
-                              (whose reader takes string keys only)
+                              (whose reader takes string keys only); an array
+                              or struct key as its compact JSON (``"[1,2]"``)
 variant                       the variant's JSON, inline (as Spark)
 void                          null
 ============================  =====================================================
@@ -102,7 +103,7 @@ def unsupported(field: pa.Field) -> pa.DataType | None:
 
 
 def _key_text(key: Any) -> str:
-    """A map key as an object key: its text, as Spark's writer makes it."""
+    """A map key as an object key: its text (an array or struct key: its compact JSON)."""
     if isinstance(key, str):
         return key
     if isinstance(key, bool):
@@ -110,6 +111,8 @@ def _key_text(key: Any) -> str:
     converted = _spell_non_finite(key)
     if isinstance(converted, str):
         return converted
+    if isinstance(converted, list | dict):
+        return json.dumps(converted, separators=(",", ":"), ensure_ascii=False, default=_default)
     text = _default(converted) if not isinstance(converted, int | float) else converted
     return text if isinstance(text, str) else json.dumps(text)
 

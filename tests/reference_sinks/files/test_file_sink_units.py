@@ -653,3 +653,21 @@ def test_batches_with_the_same_columns_in_another_order_share_a_file(tmp_path):
     [file] = writer.prepare_commit()
     writer.close()
     assert pq.read_table(file.staged).to_pylist() == [{"id": 1, "v": 0.5}, {"id": 2, "v": 1.5}]
+
+
+def test_json_lines_map_keys_of_any_type_are_text():
+    """An array or struct key is its compact JSON; a float key NaN as Spark spells it."""
+    from reference_sinks.files._json_lines import JsonLinesEncoder
+
+    batch = pa.record_batch(
+        {
+            "a": pa.array([[([1, 2], 1)]], pa.map_(pa.list_(pa.int32()), pa.int32())),
+            "s": pa.array(
+                [[({"x": 1, "d": b"\x01"}, 1)]],
+                pa.map_(pa.struct([("x", pa.int32()), ("d", pa.binary())]), pa.int32()),
+            ),
+            "f": pa.array([[(float("nan"), 1)]], pa.map_(pa.float64(), pa.int32())),
+        }
+    )
+    line = JsonLinesEncoder(batch.schema).encode(batch)
+    assert json.loads(line) == {"a": {"[1,2]": 1}, "s": {'{"x":1,"d":"AQ=="}': 1}, "f": {"NaN": 1}}
