@@ -20,6 +20,10 @@ date                          ``"2024-03-30"`` (as Spark)
 timestamp                     ISO 8601 in UTC with ``+00:00``, microseconds kept
                               (Spark's default format cuts them to milliseconds)
 timestamp_ntz                 ISO 8601 without offset, microseconds kept
+                              (dates and timestamps outside years 1..9999, in
+                              UTC: ``"+10000-01-01"``, ``"0000-12-31"``,
+                              ``"-0001-12-31"``, the proleptic Gregorian years
+                              Spark writes and reads back)
 array, struct                 array, object (a null field is ``null``; Spark
                               leaves it out: both read back as null; a null
                               variant is left out, as JSON null is the variant's
@@ -54,6 +58,10 @@ __all__ = ["JsonLinesEncoder", "is_variant", "unsupported"]
 _Convert = Callable[[Any], Any]
 
 _NON_FINITE: Final = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_EPOCH_ORDINAL: Final = dt.date(1970, 1, 1).toordinal()
+_CYCLE_DAYS: Final = 146_097  # days in 400 Gregorian years: the calendar repeats
+_SECONDS_PER_DAY: Final = 86_400
+_PER_SECOND: Final = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
 def _default(value: object) -> object:
@@ -78,6 +86,56 @@ def _spell_non_finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_spell_non_finite(item) for item in value]
     return value
+
+
+def _year_text(year: int) -> str:
+    """A proleptic Gregorian year as Spark writes it: ``0005``, ``+10000``, ``-0001``."""
+    if year > 9999:
+        return f"+{year}"
+    if year < 0:
+        return f"-{-year:04d}"
+    return f"{year:04d}"
+
+
+def _date_text(days: int) -> str:
+    """Days since 1970-01-01 as ``"2024-03-30"``, for any year (Python's dates end at 9999).
+
+    The Gregorian calendar repeats every 400 years, so Python dates the day in the
+    400 years from 1970 and the year is moved back by the whole cycles.
+    """
+    cycles, rest = divmod(days, _CYCLE_DAYS)
+    day = dt.date.fromordinal(_EPOCH_ORDINAL + rest)
+    return f"{_year_text(day.year + 400 * cycles)}-{day.month:02d}-{day.day:02d}"
+
+
+def _timestamp_text(value: int, unit: str, offset: str) -> str:
+    """A timestamp's integer ``value`` in ``unit`` since the epoch, as ``datetime.isoformat``.
+
+    For any year: ``"+10000-01-01T04:59:59.999999+00:00"``; fractions as
+    microseconds (nanoseconds when ``unit`` is ``ns``), left out when zero.
+    """
+    per_second = _PER_SECOND[unit]
+    days, rest = divmod(value, _SECONDS_PER_DAY * per_second)
+    seconds, fraction = divmod(rest, per_second)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    text = f"{_date_text(days)}T{hours:02d}:{minutes:02d}:{seconds:02d}"
+    if fraction:
+        digits = 9 if unit == "ns" else 6
+        text += f".{fraction * 10**digits // per_second:0{digits}d}"
+    return text + offset
+
+
+def _temporal_text(kind: pa.DataType) -> _Convert | None:
+    """Turns a date's or timestamp's integer (its Arrow storage) into its text; else ``None``."""
+    if pa.types.is_timestamp(kind):
+        offset = "" if kind.tz is None else "+00:00"
+        return lambda value: _timestamp_text(value, kind.unit, offset)
+    if pa.types.is_date32(kind):
+        return _date_text
+    if pa.types.is_date64(kind):
+        return lambda value: _date_text(value // (_SECONDS_PER_DAY * 1000))
+    return None
 
 
 def unsupported(field: pa.Field) -> pa.DataType | None:
@@ -117,13 +175,20 @@ def _key_text(key: Any) -> str:
     return text if isinstance(text, str) else json.dumps(text)
 
 
-def _converter(field: pa.Field) -> _Convert | None:  # noqa: PLR0911 - one return per kind of type
-    """Turns a non-null value of ``field`` (from ``to_pylist``) into JSON; ``None``: as it is."""
+def _converter(field: pa.Field, *, raw: bool = False) -> _Convert | None:  # noqa: PLR0911 - one return per kind of type
+    """Turns a non-null value of ``field`` (from ``to_pylist``) into JSON; ``None``: as it is.
+
+    With ``raw``, dates and timestamps arrive as their integers (a batch cast to
+    `_raw`, for years Python's ``datetime`` cannot hold) and become their text.
+    """
     kind = field.type
     if is_variant(field):
         return variant_json
+    if raw and (temporal := _temporal_text(kind)) is not None:
+        return temporal
     if pa.types.is_map(kind):
-        key, item = _converter(kind.key_field), _converter(kind.item_field)
+        key = _converter(kind.key_field, raw=raw)
+        item = _converter(kind.item_field, raw=raw)
 
         def encode_map(value: list[tuple[Any, Any]]) -> dict[str, Any]:
             return {
@@ -133,7 +198,7 @@ def _converter(field: pa.Field) -> _Convert | None:  # noqa: PLR0911 - one retur
 
         return encode_map
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        element = _converter(kind.value_field)
+        element = _converter(kind.value_field, raw=raw)
         if element is None:
             return None
         return lambda value: [None if item is None else element(item) for item in value]
@@ -142,7 +207,7 @@ def _converter(field: pa.Field) -> _Convert | None:  # noqa: PLR0911 - one retur
         converters = {
             child.name: converter
             for child in children
-            if (converter := _converter(child)) is not None
+            if (converter := _converter(child, raw=raw)) is not None
         }
         if not converters:
             return None
@@ -181,6 +246,27 @@ def _utc(kind: pa.DataType) -> pa.DataType:
     return kind
 
 
+def _raw(kind: pa.DataType) -> pa.DataType:  # noqa: PLR0911 - one return per kind of type
+    """``kind`` with every date and timestamp as its integer storage (a cast of metadata only)."""
+    if pa.types.is_timestamp(kind) or pa.types.is_date64(kind):
+        return pa.int64()
+    if pa.types.is_date32(kind):
+        return pa.int32()
+    if pa.types.is_struct(kind):
+        return pa.struct([child.with_type(_raw(child.type)) for child in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(
+            kind.key_field.with_type(_raw(kind.key_type)),
+            kind.item_field.with_type(_raw(kind.item_type)),
+            keys_sorted=kind.keys_sorted,
+        )
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_raw(kind.value_type)))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_raw(kind.value_type)))
+    return kind
+
+
 class JsonLinesEncoder:
     """Encodes batches of one Arrow schema as UTF-8 JSON lines.
 
@@ -197,6 +283,12 @@ class JsonLinesEncoder:
             for field in schema
             if (converter := _converter(field)) is not None
         }
+        self._raw_schema = pa.schema([field.with_type(_raw(field.type)) for field in schema])
+        self._raw_converters = {
+            field.name: converter
+            for field in schema
+            if (converter := _converter(field, raw=True)) is not None
+        }
         self._variants = frozenset(field.name for field in schema if is_variant(field))
         self._encode = json.JSONEncoder(
             ensure_ascii=False, allow_nan=False, default=_default
@@ -204,10 +296,7 @@ class JsonLinesEncoder:
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
         """The rows of ``batch`` (of this encoder's schema), one JSON object per line."""
-        if self._cast is not None:
-            batch = batch.cast(self._cast)
-        rows = batch.to_pylist()
-        converters = self._converters
+        rows, converters = self._rows(batch)
         if converters:
             variants = self._variants
             for row in rows:
@@ -226,3 +315,16 @@ class JsonLinesEncoder:
                 lines.append(encode(_spell_non_finite(row)))
         lines.append("")
         return "\n".join(lines).encode("utf-8")
+
+    def _rows(self, batch: pa.RecordBatch) -> tuple[list[dict[str, Any]], dict[str, _Convert]]:
+        """``batch`` as Python rows, with the converters that turn their values into JSON.
+
+        Dates and timestamps become ``datetime`` values, unless one lies outside
+        years 1..9999 (in UTC), which Python cannot hold: then that batch's dates
+        and timestamps are read as their integers and turned into text directly.
+        """
+        try:
+            utc = batch if self._cast is None else batch.cast(self._cast)
+            return utc.to_pylist(), self._converters
+        except (OverflowError, ValueError):  # a year Python's datetime cannot hold
+            return batch.cast(self._raw_schema).to_pylist(), self._raw_converters
