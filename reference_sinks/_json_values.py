@@ -35,6 +35,7 @@ intervals) are refused when the writer is made, naming the column and its type.
 from __future__ import annotations
 
 import base64
+import decimal
 import functools
 import json
 import math
@@ -54,6 +55,7 @@ __all__ = [
     "json_float",
     "shortest_float32",
     "variant_json",
+    "variant_text",
 ]
 
 Encoder = Callable[[Any], Any]
@@ -61,6 +63,7 @@ Encoder = Callable[[Any], Any]
 
 _NON_FINITE: Final = {math.inf: "Infinity", -math.inf: "-Infinity"}
 _FLOAT32: Final = struct.Struct("<f")
+_VARIANT_DIGITS: Final = 80  # more than a variant decimal's 38 digits and scale 38
 
 
 def json_float(value: float) -> float | str:
@@ -143,11 +146,59 @@ def is_variant(field: pa.Field) -> bool:
     return "value" in children and tag is not None and tag.get(b"variant") == b"true"
 
 
-def variant_json(value: Mapping[str, Any]) -> Any:
-    """A variant's value (its ``value`` and ``metadata`` bytes) as the JSON value it holds."""
+def _variant_to_json(value: Mapping[str, Any]) -> str:
+    """PySpark's JSON text of a variant, its decimals with every digit.
+
+    PySpark computes a decimal as ``unscaled * 10 ** -scale`` in the current decimal
+    context, whose default 28 digits would round a variant decimal's 38.
+    """
     from pyspark.sql.types import VariantVal  # noqa: PLC0415  # only variant columns need pyspark
 
-    return json.loads(VariantVal(value["value"], value["metadata"]).toJson())
+    with decimal.localcontext(prec=_VARIANT_DIGITS):
+        return VariantVal(value["value"], value["metadata"]).toJson()
+
+
+def variant_json(value: Mapping[str, Any]) -> Any:
+    """A variant's value (its ``value`` and ``metadata`` bytes) as the JSON value it holds.
+
+    Numbers with a fraction or exponent become floats: for writers whose JSON
+    encoder cannot write more digits (`variant_text` keeps them all).
+    """
+    return json.loads(_variant_to_json(value))
+
+
+class _Number:
+    """A JSON number token, written as it is by `_dump`."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, token: str) -> None:
+        # PySpark writes a decimal as str(Decimal), "1E-10" for 0.0000000001 (a float as
+        # repr, with a lower-case "e"); Spark reads an exponent as a double, writes plain
+        self.text = f"{decimal.Decimal(token):f}" if "E" in token else token
+
+
+def _dump(value: Any) -> str:
+    """``value`` (from ``json.loads`` with `_Number` for its fractions) as compact JSON."""
+    if isinstance(value, _Number):
+        return value.text
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_dump(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(item) for item in value) + "]"
+    return json.dumps(value)
+
+
+def variant_text(value: Mapping[str, Any]) -> str:
+    """A variant's value as its JSON text, as Spark writes it: decimals with every digit.
+
+    A decimal is a plain number (``0.0000000001``, not ``1E-10``, which Spark's
+    JSON reader would take as a double), so that Spark reads the same decimal back.
+    """
+    text = _variant_to_json(value)
+    if "E" not in text:  # no decimal in exponent form (nor a string with an "E")
+        return text
+    return _dump(json.loads(text, parse_float=_Number))
 
 
 def field_encoder(field: pa.Field, where: Callable[[], str]) -> Encoder | None:

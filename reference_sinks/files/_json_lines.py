@@ -31,7 +31,8 @@ array, struct                 array, object (a null field is ``null``; Spark
 map                           object; keys as text (``1`` -> ``"1"``), as Spark
                               (whose reader takes string keys only); an array
                               or struct key as its compact JSON (``"[1,2]"``)
-variant                       the variant's JSON, inline (as Spark)
+variant                       the variant's JSON, inline (as Spark), decimals as
+                              plain numbers with every digit
 void                          null
 ============================  =====================================================
 
@@ -46,12 +47,13 @@ import datetime as dt
 import decimal
 import json
 import math
+import secrets
 from collections.abc import Callable
 from typing import Any, Final
 
 import pyarrow as pa
 
-from reference_sinks._json_values import is_variant, variant_json
+from reference_sinks._json_values import is_variant, variant_text
 
 __all__ = ["JsonLinesEncoder", "is_variant", "unsupported"]
 
@@ -73,6 +75,20 @@ def _default(value: object) -> object:
     if isinstance(value, bytes | bytearray | memoryview):
         return base64.b64encode(value).decode("ascii")
     raise TypeError(f"{type(value).__name__} {value!r} has no JSON form")
+
+
+class _Raw:
+    """JSON text to write as it is (a variant's: its decimals keep every digit)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _variant(value: dict[str, Any]) -> _Raw:
+    """A variant's value as its JSON text, written into the line as it is."""
+    return _Raw(variant_text(value))
 
 
 def _spell_non_finite(value: Any) -> Any:
@@ -183,7 +199,7 @@ def _converter(field: pa.Field, *, raw: bool = False) -> _Convert | None:  # noq
     """
     kind = field.type
     if is_variant(field):
-        return variant_json
+        return _variant
     if raw and (temporal := _temporal_text(kind)) is not None:
         return temporal
     if pa.types.is_map(kind):
@@ -290,8 +306,12 @@ class JsonLinesEncoder:
             if (converter := _converter(field, raw=True)) is not None
         }
         self._variants = frozenset(field.name for field in schema if is_variant(field))
-        self._encode = json.JSONEncoder(
-            ensure_ascii=False, allow_nan=False, default=_default
+        # a variant's text goes into the line as a placeholder string, then replaces it
+        self._placeholder = f"\x00{secrets.token_hex(16)}\x00"
+        self._quoted = json.dumps(self._placeholder)
+        self._raw_texts: list[str] = []
+        self._encode_row = json.JSONEncoder(
+            ensure_ascii=False, allow_nan=False, default=self._default
         ).encode
 
     def encode(self, batch: pa.RecordBatch) -> bytes:
@@ -315,6 +335,28 @@ class JsonLinesEncoder:
                 lines.append(encode(_spell_non_finite(row)))
         lines.append("")
         return "\n".join(lines).encode("utf-8")
+
+    def _default(self, value: object) -> object:
+        """`_default`, and a `_Raw` text as the placeholder `_encode` replaces."""
+        if isinstance(value, _Raw):
+            self._raw_texts.append(value.text)
+            return self._placeholder
+        return _default(value)
+
+    def _encode(self, row: Any) -> str:
+        """``row`` as one JSON line, any `_Raw` text written as it is."""
+        texts = self._raw_texts
+        texts.clear()
+        line = self._encode_row(row)
+        if not texts:
+            return line
+        pieces = line.split(self._quoted)
+        if len(pieces) != len(texts) + 1:  # pragma: no cover - a 128-bit random placeholder
+            raise RuntimeError("a string value equals the JSON lines writer's placeholder")
+        spliced = [pieces[0]]
+        for text, piece in zip(texts, pieces[1:], strict=True):
+            spliced += (text, piece)
+        return "".join(spliced)
 
     def _rows(self, batch: pa.RecordBatch) -> tuple[list[dict[str, Any]], dict[str, _Convert]]:
         """``batch`` as Python rows, with the converters that turn their values into JSON.

@@ -135,3 +135,30 @@ def test_a_date_spells_its_year_as_spark() -> None:
     ]
     assert found == ["-0001-12-31", "0001-01-01", "9999-12-31", "+10000-01-01"]
     assert dt.date(1, 1, 1).toordinal() - dt.date(1970, 1, 1).toordinal() == -719162
+
+
+@pytest.mark.spark
+def test_variant_decimals_keep_every_digit(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    """More digits than a double (17) or Python's default decimal context (28) keeps."""
+    docs = [
+        "12345678901234567890.123456789",
+        '{"a": [0.00000000012345678901234567890123456789, 1e-10, "E"]}',
+        "-99999999999999999999999999999999999999",
+        "0.0000000001",
+        "1.5e300",
+    ]
+    df = spark.createDataFrame(list(enumerate(docs)), "id long, doc string").selectExpr(
+        "id", "parse_json(doc) AS v", "array(parse_json(doc)) AS vs"
+    )
+    out = tmp_path / "out"
+    translator.apply(df, FileSink(str(out), "jsonl"), sink_id="variant-decimals")
+    written = sorted(lines(out), key=lambda line: json.loads(line)["id"])
+    assert written[0] == (
+        '{"id": 0, "v": 12345678901234567890.123456789, "vs": [12345678901234567890.123456789]}'
+    )
+    assert '"v": {"a":[0.00000000012345678901234567890123456789,1e-10,"E"]}' in written[1]
+    assert '"v": -99999999999999999999999999999999999999,' in written[2]
+    assert '"v": 0.0000000001,' in written[3]
+    as_text = ["id", "to_json(v)", "schema_of_variant(v)", "to_json(vs)"]
+    back = spark.read.schema(df.schema).json(str(out)).selectExpr(*as_text)
+    assert sorted(back.collect()) == sorted(df.selectExpr(*as_text).collect())
