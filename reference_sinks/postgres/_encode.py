@@ -48,6 +48,13 @@ _OPTIONS: Final = pacsv.WriteOptions(include_header=False, batch_size=8192)
 _UTC_ZONES: Final = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "+00:00"})
 _GREGORIAN_CYCLE: Final = datetime.timedelta(days=146_097)
 """400 years: the calendar (weekdays, leap years) repeats after it."""
+_GREGORIAN_CYCLE_MICROS: Final = _GREGORIAN_CYCLE // datetime.timedelta(microseconds=1)
+_MICROS_PER: Final = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0}  # 0: divide by 1000
+_EPOCH: Final = datetime.datetime(1970, 1, 1)  # naive on purpose: timestamp_ntz
+_EPOCH_UTC: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_EPOCH_DATE: Final = datetime.date(1970, 1, 1)
+_VARIANT_DECIMAL_DIGITS: Final = 80  # a variant's decimals have at most 38
+_YEAR_1_UTC: Final = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 
 
 def _float_text(value: float) -> str:
@@ -142,9 +149,11 @@ def _variant_value(value: dict[str, Any]) -> Any:
     """A variant (its value and metadata bytes) as the JSON value it holds, digits kept."""
     from pyspark.sql.types import VariantVal  # noqa: PLC0415  # only variant columns need it
 
-    return json.loads(
-        VariantVal(value["value"], value["metadata"]).toJson(), parse_float=decimal.Decimal
-    )
+    # pyspark makes a variant's decimal by Decimal arithmetic: in the default context
+    # (28 digits) a decimal(38, s) would be rounded.
+    with decimal.localcontext(prec=_VARIANT_DECIMAL_DIGITS):
+        text = VariantVal(value["value"], value["metadata"]).toJson()
+    return json.loads(text, parse_float=decimal.Decimal)
 
 
 def _zone_of(kind: pa.TimestampType) -> datetime.tzinfo:
@@ -154,40 +163,85 @@ def _zone_of(kind: pa.TimestampType) -> datetime.tzinfo:
     return zone
 
 
-def _in_zone(zone: datetime.tzinfo, *, array: bool) -> Callable[[datetime.datetime], Any]:
-    """A UTC datetime shown in ``zone``; as text if its wall time there is off the calendar.
+def _off_calendar(local: datetime.date, year: int, *, array: bool) -> str:
+    """``local`` (400 years nearer) spelled with its real ``year``: ``BC`` in an array literal."""
+    if isinstance(local, datetime.datetime):
+        rest = local.isoformat(sep=" " if array else "T")[4:]
+    else:
+        rest = local.isoformat()[4:]
+    if array and year < 1:
+        return f"{1 - year:04d}{rest} BC"
+    return f"{year:04d}{rest}"
 
-    The text is the wall time of the instant 400 years nearer, with the year put
-    back: ``0000-12-31T16:07:02-07:52:58`` (ISO 8601's year 0) for JSON,
-    ``0001-12-31 16:07:02-07:52:58 BC`` for an array literal (PostgreSQL's spelling).
+
+def _timestamp_shown(kind: pa.TimestampType, *, array: bool) -> Callable[[int], Any]:
+    """A timestamp's raw value (its int64) as a datetime, in its zone if it has one.
+
+    Made from the number, not by pyarrow: an instant whose wall time (in UTC or in
+    its zone) is off Python's calendar, as Spark's year 1 west of UTC or 9999 east
+    of it, or year 10000 made by ``timestamp_micros``, cannot be a datetime. It is
+    then text: the wall time of the instant 400 years nearer (the calendar repeats)
+    with the year put back, ``0000-12-31T16:07:02-07:52:58`` (ISO 8601's year 0)
+    for JSON, ``0001-12-31 16:07:02-07:52:58 BC`` for an array literal
+    (PostgreSQL's spelling).
     """
+    zone = None if kind.tz is None else _zone_of(kind)
+    scale = _MICROS_PER[kind.unit]
 
-    def shown(value: datetime.datetime) -> Any:
+    def at(micros: int) -> datetime.datetime:
+        if zone is None:
+            return _EPOCH + datetime.timedelta(microseconds=micros)
+        return (_EPOCH_UTC + datetime.timedelta(microseconds=micros)).astimezone(zone)
+
+    def shown(raw: int) -> Any:
+        micros = raw * scale if scale else raw // 1000
         try:
-            return value.astimezone(zone)
+            return at(micros)
         except OverflowError:
-            shift = _GREGORIAN_CYCLE if value.year < 5000 else -_GREGORIAN_CYCLE
-            local = (value + shift).astimezone(zone)
-            year = local.year - (400 if value.year < 5000 else -400)
-            rest = local.isoformat(sep=" " if array else "T")[4:]
-            if array and year < 1:
-                return f"{1 - year:04d}{rest} BC"
-            return f"{year:04d}{rest}"
+            cycle = _GREGORIAN_CYCLE_MICROS if micros < 0 else -_GREGORIAN_CYCLE_MICROS
+            local = at(micros + cycle)
+            return _off_calendar(local, local.year - 400 * (1 if cycle > 0 else -1), array=array)
 
     return shown
 
 
-def _in_utc(kind: pa.DataType) -> pa.DataType:
-    """A zoned timestamp type zoned in UTC (the same instants); other types as they are."""
-    if pa.types.is_timestamp(kind) and kind.tz is not None:
-        return pa.timestamp(kind.unit, "UTC")
+def _date_shown(*, array: bool) -> Callable[[int], Any]:
+    """A date's raw value (days since 1970) as a date; as text if off Python's calendar."""
+
+    def shown(days: int) -> Any:
+        try:
+            return _EPOCH_DATE + datetime.timedelta(days=days)
+        except OverflowError:
+            cycle = _GREGORIAN_CYCLE.days if days < 0 else -_GREGORIAN_CYCLE.days
+            local = _EPOCH_DATE + datetime.timedelta(days=days + cycle)
+            return _off_calendar(local, local.year - 400 * (1 if cycle > 0 else -1), array=array)
+
+    return shown
+
+
+def _raw_time(kind: pa.DataType) -> pa.DataType:
+    """Timestamps and dates as their raw integers (the same values, read without datetime)."""
+    if pa.types.is_timestamp(kind):
+        return pa.int64()
+    if pa.types.is_date32(kind):
+        return pa.int32()
     return kind
 
 
+def _time_shown(kind: pa.DataType, *, array: bool) -> Callable[[int], Any] | None:
+    """What shows a timestamp's or date's raw integer, or None for other types."""
+    if pa.types.is_timestamp(kind):
+        return _timestamp_shown(kind, array=array)
+    if pa.types.is_date32(kind):
+        return _date_shown(array=array)
+    return None
+
+
 def _array_ready(kind: pa.DataType) -> Callable[[Any], Any] | None:
-    """What shows an array's zoned timestamps (read in UTC) in their zone, if it has any."""
-    if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz not in _UTC_ZONES:
-        return _in_zone(_zone_of(kind), array=True)
+    """What turns an array's timestamps and dates (read as integers) into values, if any."""
+    shown = _time_shown(kind, array=True)
+    if shown is not None:
+        return shown
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         element = _array_ready(kind.value_type)
         if element is None:
@@ -203,15 +257,16 @@ def _json_ready(field: pa.Field) -> Callable[[Any], Any] | None:  # noqa: PLR091
     only the type tells: a float32 arrives as its exact double
     (``1.100000023841858``) and is written with its own shortest digits (``1.1``), as
     Spark does; a variant arrives as its bytes and is written as its JSON value; a
-    zoned timestamp arrives in UTC and is shown in its zone.
+    timestamp or date arrives as its integer and is shown (in its zone).
     """
     kind = field.type
     if is_variant(field):
         return _variant_value
     if pa.types.is_float32(kind):
         return shortest_float32
-    if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz not in _UTC_ZONES:
-        return _in_zone(_zone_of(kind), array=False)
+    shown = _time_shown(kind, array=False)
+    if shown is not None:
+        return shown
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         element = _json_ready(kind.value_field)
         if element is None:
@@ -256,10 +311,10 @@ def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
         convert = _array_literal if ready is None else lambda value: _array_literal(ready(value))
     else:
         convert = _json_converter(column.type)
-    # Read in UTC: no value's wall time is off the calendar.
-    in_utc = rebuild_type(column.type, _in_utc)
-    if in_utc != column.type:
-        column = column.cast(in_utc)
+    # Timestamps and dates read as integers: no value is off the calendar yet.
+    raw = rebuild_type(column.type, _raw_time)
+    if raw != column.type:
+        column = column.cast(raw)
     return pa.array(
         [None if value is None else convert(value) for value in column.to_pylist()],
         type=pa.string(),
@@ -267,9 +322,28 @@ def _converted(column: pa.Array, encoding: Encoding) -> pa.Array:
 
 
 def _utc_timestamp_text(column: pa.Array) -> pa.Array:
-    """A timestamp column zoned in UTC as ``2024-02-29 23:59:59.999999Z`` (nulls stay null)."""
+    """A timestamp column zoned in UTC as ``2024-02-29 23:59:59.999999Z`` (nulls stay null).
+
+    An instant before year 1 in UTC (Spark's year 1 in a zone east of UTC) would be
+    year 0 here, which PostgreSQL refuses: those few are spelled with ``BC``.
+    """
     naive = column.cast(pa.timestamp(column.type.unit))  # the same values: UTC wall time
-    return pc.binary_join_element_wise(pc.cast(naive, pa.string()), "Z", "")
+    text = pc.binary_join_element_wise(pc.cast(naive, pa.string()), "Z", "")
+    if column.type.unit == "ns":  # nanoseconds reach back to 1677 only
+        return text
+    before_year_1 = pc.less(column, pa.scalar(_YEAR_1_UTC, column.type))
+    if not pc.any(before_year_1).as_py():
+        return text
+    shown = _timestamp_shown(column.type, array=True)
+    raw = column.cast(pa.int64()).to_pylist()
+    spelled = pa.array(
+        [
+            shown(value) if early else None
+            for value, early in zip(raw, before_year_1.to_pylist(), strict=True)
+        ],
+        pa.string(),
+    )
+    return pc.if_else(pc.fill_null(before_year_1, False), spelled, text)
 
 
 def encode_csv(batch: pa.RecordBatch, encodings: Sequence[Encoding]) -> bytes:

@@ -433,6 +433,62 @@ def test_years_1_and_9999_in_a_session_zone_that_moves_them_off_the_calendar(  #
     assert sum(json.loads(row["doc"])["at"] == beyond for row in stored) == 1
 
 
+@pytest.mark.parametrize(
+    ("zone", "local", "instant", "shown"),
+    [
+        # Year 1 at midnight in Kolkata (LMT, +05:53:28) is year 0 in UTC.
+        (
+            "Asia/Kolkata",
+            "0001-01-01 00:00:00",
+            "0001-12-31 18:06:32+00 BC",
+            "0001-01-01T00:00:00+05:53:28",
+        ),
+        # The last microsecond of 9999 in New York is year 10000 in UTC.
+        (
+            "America/New_York",
+            "9999-12-31 23:59:59.999999",
+            "10000-01-01 04:59:59.999999+00",
+            "9999-12-31T23:59:59.999999-05:00",
+        ),
+    ],
+)
+def test_timestamps_whose_instant_is_off_the_calendar_in_utc(  # type: ignore[no-untyped-def]  # noqa: PLR0917 - pytest parameters
+    spark, translator, postgres_url, zone, local, instant, shown
+):
+    """Valid Spark timestamps whose UTC instant Python cannot hold, alone, in arrays, in jsonb.
+
+    Stored as the same instants (read back as text in UTC); in jsonb, as Spark
+    writes them, the wall time in the session's zone, as a value and as a map key.
+    Also a date after 9999-12-31 (Spark's ``date_add`` makes one), alone and in an array.
+    """
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(
+            "CREATE TABLE far (id bigint, at timestamptz, ats timestamptz[], doc jsonb, "
+            "d date, ds date[])"
+        )
+    with session_time_zone(spark, zone):
+        df = spark.sql(
+            f"""SELECT 0L AS id, TIMESTAMP'{local}' AS at,
+                       array(TIMESTAMP'{local}', NULL) AS ats,
+                       named_struct('at', TIMESTAMP'{local}',
+                                    'm', map(TIMESTAMP'{local}', 1)) AS doc,
+                       date_add(DATE'9999-12-31', 1) AS d,
+                       array(date_add(DATE'9999-12-31', 1)) AS ds"""
+        )
+        translator.apply(df, PostgresSink(postgres_url, "far"), sink_id="far", checkpoint_id=1)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("SET TimeZone = 'UTC'")
+        found = connection.execute(
+            "SELECT at::text, ats::text, doc::text, d::text, ds::text FROM far"
+        ).fetchone()
+    assert found is not None
+    at, ats, doc, d, ds = found
+    assert at == instant
+    assert ats == f'{{"{instant}",NULL}}'
+    assert json.loads(doc) == {"at": shown, "m": {shown: 1}}
+    assert (d, ds) == ("10000-01-01", "{10000-01-01}")
+
+
 def test_floats_into_numeric_keep_nan_and_infinities(spark, translator, postgres_url):  # type: ignore[no-untyped-def]
     """numeric holds NaN and +/-Infinity (PostgreSQL 14+), but not -0."""
     with psycopg.connect(postgres_url, autocommit=True) as connection:
@@ -568,7 +624,8 @@ def test_variants_and_negative_zero_in_json_and_jsonb(spark, translator, postgre
         connection.execute("CREATE TABLE t (id bigint, v json, vs json, z json)")
     df = spark.sql(
         """SELECT 0 AS id,
-                  parse_json('{"a": [1, 2.5, null], "b": "x", "d": 1.000000000000000000001}') AS v,
+                  parse_json('{"a": [1, 2.5, null], "b": "x", "d": 1.000000000000000000001,
+                              "e": 12345678901234567890.123456789}') AS v,
                   array(parse_json('1'), NULL, parse_json('"s"')) AS vs,
                   named_struct('d', -0.0D, 'f', CAST('-0.0' AS FLOAT)) AS z"""
     ).coalesce(1)
