@@ -39,6 +39,7 @@ import decimal
 import functools
 import json
 import math
+import re
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -155,7 +156,20 @@ def _variant_to_json(value: Mapping[str, Any]) -> str:
     from pyspark.sql.types import VariantVal  # noqa: PLC0415  # only variant columns need pyspark
 
     with decimal.localcontext(prec=_VARIANT_DIGITS):
-        return VariantVal(value["value"], value["metadata"]).toJson()
+        text: str = VariantVal(value["value"], value["metadata"]).toJson()
+    if "nan" in text or "inf" in text:
+        text = _NON_FINITE_TOKEN.sub(_spelled_non_finite, text)
+    return text
+
+
+# A JSON string (kept as it is), or PySpark's bare nan / inf / -inf for a double.
+_NON_FINITE_TOKEN: Final = re.compile(r'("(?:[^"\\]|\\.)*")|(-?inf|nan)')
+_SPARK_SPELLING: Final = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+
+
+def _spelled_non_finite(found: re.Match[str]) -> str:
+    """A non-finite double as Spark's JSON writer spells it (a string); a string unchanged."""
+    return found.group(1) or _SPARK_SPELLING[found.group(2)]
 
 
 def variant_json(value: Mapping[str, Any]) -> Any:

@@ -162,3 +162,19 @@ def test_variant_decimals_keep_every_digit(spark, translator, tmp_path):  # type
     as_text = ["id", "to_json(v)", "schema_of_variant(v)", "to_json(vs)"]
     back = spark.read.schema(df.schema).json(str(out)).selectExpr(*as_text)
     assert sorted(back.collect()) == sorted(df.selectExpr(*as_text).collect())
+
+
+@pytest.mark.spark
+def test_variant_non_finite_doubles_are_spelled_as_spark_writes_them(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
+    """PySpark's JSON text has bare nan/inf; Spark's writer writes the strings "NaN"..."""
+    df = spark.sql(
+        """SELECT 0L AS id, CAST(CAST('NaN' AS DOUBLE) AS VARIANT) AS v,
+                  CAST(array(CAST('-Infinity' AS DOUBLE), 1.5D, CAST('Infinity' AS DOUBLE))
+                       AS VARIANT) AS w,
+                  parse_json('{"nan": "inf", "x": "-inf\\\\"nan"}') AS s"""
+    )
+    out = tmp_path / "out"
+    translator.apply(df, FileSink(str(out), "jsonl"), sink_id="variant-non-finite")
+    [line] = lines(out)
+    expected = df.selectExpr("to_json(named_struct('id', id, 'v', v, 'w', w, 's', s))").first()[0]
+    assert json.loads(line) == json.loads(expected)
