@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.iceberg._catalog import CatalogSpec
 from reference_sinks.iceberg._model import IcebergDataFile, IcebergWriteResult
-from reference_sinks.iceberg._projection import project
+from reference_sinks.iceberg._projection import fill_hidden_nulls, project
 from sinkv2 import CommittingSinkWriter, SinkWriter, WriterInitContext
 
 if TYPE_CHECKING:
@@ -43,18 +44,23 @@ def attempt_token_of(file_name: str) -> str | None:
     return match.group("token") if match else None
 
 
+def _in_utc(kind: pa.DataType) -> pa.DataType:
+    """``kind`` in UTC if it is a timestamp in another zone, else ``kind``."""
+    if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz not in _UTC:
+        return pa.timestamp(kind.unit, "UTC")
+    return kind
+
+
 def utc_timestamps(schema: pa.Schema) -> pa.Schema:
     """``schema`` with every zoned timestamp in UTC (the same instants; Iceberg's timestamptz).
 
     Spark hands timestamps over in the session time zone; Iceberg stores instants in UTC.
+    Timestamps inside lists, maps and structs are rebuilt too, at any depth.
     """
-    fields = []
-    for field in schema:
-        kind = field.type
-        if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz not in _UTC:
-            field = field.with_type(pa.timestamp(kind.unit, "UTC"))  # noqa: PLW2901  # rebuilt on purpose
-        fields.append(field)
-    return pa.schema(fields, metadata=schema.metadata)
+    return pa.schema(
+        [field.with_type(rebuild_type(field.type, _in_utc)) for field in schema],
+        metadata=schema.metadata,
+    )
 
 
 class _OpenFile:
@@ -125,6 +131,10 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
     def _write_batch(self, batch: pa.RecordBatch) -> None:
         from pyiceberg.io.pyarrow import pyarrow_to_schema  # noqa: PLC0415  # optional extra
 
+        # Casts refuse a null in a required struct field even where the struct is null.
+        batch = pa.RecordBatch.from_arrays(
+            [fill_hidden_nulls(column) for column in batch.columns], schema=batch.schema
+        )
         schema = utc_timestamps(batch.schema)
         if any(pa.types.is_null(field.type) for field in schema):
             # A column that is null in every row of this batch has no type of its
