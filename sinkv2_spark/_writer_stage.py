@@ -299,6 +299,27 @@ class _WriterRun:
             cause=error,
         )
 
+    def _unconvertible(self, batch: pa.RecordBatch, error: Exception) -> WriterFailure:
+        """A value that has no Python form for ``write`` (a date past 9999, say), named.
+
+        Spark's dates and timestamps reach beyond Python's years 1..9999 (in UTC, a
+        timestamp of year 1 east of UTC is 1 BC); ``write`` gets Python values.
+        """
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            for index in range(len(column)):
+                try:
+                    column[index].as_py()
+                except (OverflowError, ValueError) as found:
+                    position = self.records + index
+                    problem = ValueError(
+                        f"column {name!r} ({column.type}) of element {position} has no Python "
+                        f"value ({found}): dates and timestamps must lie in years 1..9999 (in "
+                        "UTC for zoned ones) to reach write(). Implement write_arrow_batch to "
+                        "take Arrow batches instead, or cast the column (to string or long)"
+                    )
+                    return self._fail("converting the input to Python values", problem, position)
+        return self._fail("converting the input to Python values", error)
+
     def execute(self, batches: Iterable[pa.RecordBatch]) -> tuple[list[Any], list[Any], int]:
         """Create, feed, finish and close the writer; returns committables, states, count."""
         task = self.task
@@ -377,7 +398,10 @@ class _WriterRun:
         for batch in batches:
             # Elements are dicts of column name -> Python value (Arrow's to_pylist):
             # built in C, and what a Flink user expects of a row-typed record.
-            elements = batch.to_pylist()
+            try:
+                elements = batch.to_pylist()
+            except (OverflowError, ValueError) as error:
+                raise self._unconvertible(batch, error) from error
             remaining = iter(elements)
             try:
                 drain(map(write, remaining, repeat_context))

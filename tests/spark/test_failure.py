@@ -77,3 +77,19 @@ def test_on_spark_the_error_carries_every_line_and_the_worker_traceback(
     assert "In the writer's worker (last lines):" in message
     assert "in write" in caught.value.worker_traceback  # the frame that raised
     assert "org.apache.spark" not in message  # no JVM stack
+
+
+@pytest.mark.spark
+def test_a_date_past_9999_names_its_column_and_element_when_write_takes_python_values(
+    spark, translator, tmp_path
+):
+    """Spark's dates reach past Python's; a row writer's ``write`` cannot get such a value."""
+    df = spark.sql(
+        "SELECT id, IF(id = 3, date_add(DATE'9999-12-31', 1), DATE'2024-01-01') AS day "
+        "FROM range(5)"
+    ).coalesce(1)
+    with pytest.raises(SinkWriterError) as caught:
+        translator.apply(df, RecordingSink(tmp_path / "out"), sink_id="far-date")
+    message = str(caught.value)
+    assert "column 'day' (date32[day]) of element 3 has no Python value" in message
+    assert "Implement write_arrow_batch" in message
