@@ -60,6 +60,39 @@ _MICROS_PER_DAY: Final = 86_400_000_000
 _MICROS_PER_HOUR: Final = 3_600_000_000
 
 
+def _unnamed_fields(kind: pa.DataType, path: str) -> Iterator[str]:
+    """The paths of the struct fields with an empty name in ``kind``, at ``path``."""
+    if pa.types.is_struct(kind):
+        for field in kind:
+            inner = f"{path}.{field.name}" if field.name else f"{path}.''"
+            if not field.name:
+                yield inner
+            yield from _unnamed_fields(field.type, inner)
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        yield from _unnamed_fields(kind.value_type, f"{path}[]")
+    elif pa.types.is_map(kind):
+        yield from _unnamed_fields(kind.key_type, f"{path}.key")
+        yield from _unnamed_fields(kind.item_type, f"{path}.value")
+
+
+def _check_field_names(schema: pa.Schema, table: str) -> None:
+    """Refuse empty column and field names: Iceberg writes each name into Avro, which has none.
+
+    Raises:
+        SinkConfigurationError: A column or a struct field at any depth is named ``''``.
+    """
+    unnamed = [field.name or "''" for field in schema if not field.name]
+    for field in schema:
+        unnamed.extend(_unnamed_fields(field.type, field.name or "''"))
+    if unnamed:
+        raise SinkConfigurationError(
+            f"Iceberg table {table!r} cannot hold a column or struct field with an empty "
+            f"name (Iceberg writes every name into Avro schemas, which need one; got "
+            f"{', '.join(unnamed)}); rename them, e.g. with named_struct('x', ...) or "
+            "withColumnRenamed"
+        )
+
+
 def _check_identifier(table: object) -> str:
     if not isinstance(table, str) or "." not in table.strip(".") or not table.strip():
         raise SinkConfigurationError(
@@ -218,10 +251,12 @@ class IcebergSink(
 
         Raises:
             SinkConfigurationError: Columns are missing, unexpected, or of the wrong
-                type; the message lists the columns expected and got.
+                type (the message lists the columns expected and got), or a column or
+                struct field has an empty name.
         """
         from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible  # noqa: PLC0415  # optional extra
 
+        _check_field_names(schema, self.table)
         table = self.load_table()
         expected = table.schema()
         want = [f"{field.name}: {field.field_type}" for field in expected.fields]

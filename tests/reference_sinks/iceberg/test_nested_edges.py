@@ -109,3 +109,29 @@ NESTED_TIMESTAMPS = [
 def test_nested_timestamps_in_another_session_zone(spark, translator, tmp_path, native, expression):  # type: ignore[no-untyped-def]
     with session_zone(spark, "America/New_York"):
         check_sql(spark, translator, tmp_path, expression, native=native)
+
+
+@pytest.mark.parametrize("native_write", [False, None], ids=["sink-writers", "default"])
+def test_struct_field_names_avro_cannot_hold_are_written(spark, translator, tmp_path, native_write):  # type: ignore[no-untyped-def]
+    """The data files spell 'a.b' as 'a_x2Eb' (as pyiceberg does); readers go by field id."""
+    df = spark.sql("SELECT id, named_struct('a.b', 2, '1x', 3) AS c FROM range(2)").repartition(1)
+    expected = through_spark(spark, tmp_path, df)
+    schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
+    sink = IcebergSink.local(tmp_path / "wh", "ns.d", schema=schema, native_write=native_write)
+    result = translator.apply(df, sink, sink_id="d", checkpoint_id=1)
+    assert result.native_write is False  # Spark's writer cannot take a dot in a name
+    assert sink.load_table().scan().to_arrow().sort_by("id").to_pylist() == expected
+
+
+@pytest.mark.parametrize(
+    "native_write", [False, True, None], ids=["sink-writers", "native", "default"]
+)
+def test_an_empty_struct_field_name_is_refused_before_any_job(
+    spark, translator, tmp_path, native_write
+):  # type: ignore[no-untyped-def]
+    df = spark.sql("SELECT id, named_struct('', 1, 'a.b', 2) AS c FROM range(2)")
+    schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
+    sink = IcebergSink.local(tmp_path / "wh", "ns.e", schema=schema, native_write=native_write)
+    with pytest.raises(SinkConfigurationError, match=r"empty name .*got c\.''\); rename"):
+        translator.apply(df, sink, sink_id="e", checkpoint_id=1)
+    assert sink.load_table().current_snapshot() is None
