@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from reference_sinks._spark_output import WrittenFile, list_written_files
 from reference_sinks.iceberg._model import IcebergCommittable, IcebergDataFile
+from reference_sinks.iceberg._statistics import file_statistics
 from sinkv2 import (
     END_OF_INPUT,
     NativeFilesWritten,
@@ -519,12 +520,7 @@ def _data_file(  # noqa: PLR0917  # the file and everything it is checked agains
     root: str,
 ) -> IcebergDataFile | None:
     """``file`` as a data file of ``table``, or ``None`` if it holds no row."""
-    from pyiceberg.io.pyarrow import (  # noqa: PLC0415  # optional extra
-        _check_pyarrow_schema_compatible,
-        compute_statistics_plan,
-        data_file_statistics_from_parquet_metadata,
-        parquet_path_to_id_mapping,
-    )
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible  # noqa: PLC0415  # optional extra
 
     with filesystem.open_input_file(file.path) as source:
         footer = pq.read_metadata(source)
@@ -540,11 +536,7 @@ def _data_file(  # noqa: PLR0917  # the file and everything it is checked agains
         _check_pyarrow_schema_compatible(
             schema, arrow_schema, format_version=table.metadata.format_version
         )
-        statistics = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=footer,
-            stats_columns=compute_statistics_plan(schema, table.metadata.properties),
-            parquet_column_mapping=parquet_path_to_id_mapping(schema),
-        )
+        statistics = file_statistics(footer, schema, table.metadata.properties)
     except (ValueError, KeyError) as error:
         raise _refuse(file, f"{type(error).__name__}: {error}") from error
     values = _partition_values(file, layout, spec)

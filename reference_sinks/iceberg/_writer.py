@@ -16,16 +16,18 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.iceberg._catalog import CatalogSpec
 from reference_sinks.iceberg._model import IcebergDataFile, IcebergWriteResult
 from reference_sinks.iceberg._projection import fill_hidden_nulls, project
+from reference_sinks.iceberg._statistics import file_statistics
 from sinkv2 import CommittingSinkWriter, SinkWriter, WriterInitContext
 
 if TYPE_CHECKING:
     from pyiceberg.io import OutputFile
-    from pyiceberg.io.pyarrow import ParquetFormatWriter
+    from pyiceberg.io.pyarrow import DataFileStatistics, ParquetFormatWriter
     from pyiceberg.partitioning import PartitionKey
     from pyiceberg.schema import Schema
     from pyiceberg.types import PrimitiveType
@@ -265,7 +267,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         """Close every open file and hand all of them over as one write result."""
         self._drain()
         for open_file in self._open.values():
-            statistics = open_file.writer.close()
+            statistics = self._close(open_file)
             self._done.append(
                 IcebergDataFile.from_statistics(
                     path=open_file.output.location,
@@ -280,6 +282,17 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         if not files:
             return []
         return [IcebergWriteResult(job_id=self._job_id, files=files)]
+
+    def _close(self, open_file: _OpenFile) -> DataFileStatistics:
+        """Close ``open_file``; its statistics, bounds Python cannot hold left out."""
+        try:
+            return open_file.writer.close()
+        except OverflowError:
+            # pyiceberg closed the file, then failed on a date or timestamp bound
+            # outside Python's years 1..9999: read the footer back, skip those bounds.
+            with open_file.output.to_input_file().open() as source:
+                footer = pq.read_metadata(source)
+            return file_statistics(footer, self._file_schema, self._metadata.properties)
 
     def close(self) -> None:
         """Close files a failure left open; they stay unreferenced staging."""

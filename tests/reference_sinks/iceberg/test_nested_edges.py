@@ -135,3 +135,32 @@ def test_an_empty_struct_field_name_is_refused_before_any_job(
     with pytest.raises(SinkConfigurationError, match=r"empty name .*got c\.''\); rename"):
         translator.apply(df, sink, sink_id="e", checkpoint_id=1)
     assert sink.load_table().current_snapshot() is None
+
+
+OUT_OF_PYTHON_RANGE = [
+    ("America/New_York", "TIMESTAMP'9999-12-31 23:59:59.999999'", "unix_micros"),
+    ("Asia/Kolkata", "TIMESTAMP'0001-01-01 00:00:00'", "unix_micros"),
+    ("UTC", "date_add(DATE'9999-12-31', 1)", "unix_date"),
+]
+
+
+@pytest.mark.parametrize("case", OUT_OF_PYTHON_RANGE, ids=lambda case: case[1])
+def test_values_outside_python_years_are_written(spark, translator, tmp_path, native, case):  # type: ignore[no-untyped-def]
+    """Their UTC instant or day is past year 9999 or before year 1: no bounds, same values.
+
+    Compared as days or microseconds since the epoch: Python cannot hold them as dates.
+    """
+    zone, expression, unix = case
+    with session_zone(spark, zone):
+        df = spark.sql(f"SELECT id, {expression} AS c FROM range(2)").repartition(1)
+        expected = spark.sql(f"SELECT id, {unix}({expression}) AS c FROM range(2)")
+        want = expected.orderBy("id").toArrow().to_pylist()
+        schema = to_arrow_schema(df.schema, timezone="UTC", prefers_large_types=False)
+        sink = IcebergSink.local(tmp_path / "wh", "ns.o", schema=schema, native_write=native)
+        translator.apply(df, sink, sink_id="o", checkpoint_id=1)
+    table = sink.load_table()
+    paths = [task.file.file_path.removeprefix("file://") for task in table.scan().plan_files()]
+    files = pa.concat_tables([pq.read_table(path) for path in paths]).sort_by("id")
+    days_or_micros = pa.int32() if unix == "unix_date" else pa.int64()
+    got = files.set_column(1, "c", files.column("c").cast(days_or_micros)).to_pylist()
+    assert got == want
