@@ -53,6 +53,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from reference_sinks._arrow_types import rebuild_type
 from reference_sinks._json_values import is_variant, variant_text
 
 __all__ = ["JsonLinesEncoder", "is_variant", "unsupported"]
@@ -244,42 +245,18 @@ def _converter(field: pa.Field, *, raw: bool = False) -> _Convert | None:  # noq
 
 
 def _utc(kind: pa.DataType) -> pa.DataType:
-    """``kind`` with every zoned timestamp in UTC (a cast of metadata only)."""
+    """A zoned timestamp type in UTC (a cast of metadata only); other types as they are."""
     if pa.types.is_timestamp(kind) and kind.tz is not None and kind.tz != "UTC":
         return pa.timestamp(kind.unit, tz="UTC")
-    if pa.types.is_struct(kind):
-        return pa.struct([child.with_type(_utc(child.type)) for child in kind])
-    if pa.types.is_map(kind):
-        return pa.map_(
-            kind.key_field.with_type(_utc(kind.key_type)),
-            kind.item_field.with_type(_utc(kind.item_type)),
-            keys_sorted=kind.keys_sorted,
-        )
-    if pa.types.is_list(kind):
-        return pa.list_(kind.value_field.with_type(_utc(kind.value_type)))
-    if pa.types.is_large_list(kind):
-        return pa.large_list(kind.value_field.with_type(_utc(kind.value_type)))
     return kind
 
 
-def _raw(kind: pa.DataType) -> pa.DataType:  # noqa: PLR0911 - one return per kind of type
-    """``kind`` with every date and timestamp as its integer storage (a cast of metadata only)."""
+def _raw(kind: pa.DataType) -> pa.DataType:
+    """A date or timestamp type as its integer storage (a cast of metadata only)."""
     if pa.types.is_timestamp(kind) or pa.types.is_date64(kind):
         return pa.int64()
     if pa.types.is_date32(kind):
         return pa.int32()
-    if pa.types.is_struct(kind):
-        return pa.struct([child.with_type(_raw(child.type)) for child in kind])
-    if pa.types.is_map(kind):
-        return pa.map_(
-            kind.key_field.with_type(_raw(kind.key_type)),
-            kind.item_field.with_type(_raw(kind.item_type)),
-            keys_sorted=kind.keys_sorted,
-        )
-    if pa.types.is_list(kind):
-        return pa.list_(kind.value_field.with_type(_raw(kind.value_type)))
-    if pa.types.is_large_list(kind):
-        return pa.large_list(kind.value_field.with_type(_raw(kind.value_type)))
     return kind
 
 
@@ -292,14 +269,16 @@ class JsonLinesEncoder:
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
-        utc = pa.schema([field.with_type(_utc(field.type)) for field in schema])
+        utc = pa.schema([field.with_type(rebuild_type(field.type, _utc)) for field in schema])
         self._cast = None if utc.equals(schema) else utc
         self._converters = {
             field.name: converter
             for field in schema
             if (converter := _converter(field)) is not None
         }
-        self._raw_schema = pa.schema([field.with_type(_raw(field.type)) for field in schema])
+        self._raw_schema = pa.schema(
+            [field.with_type(rebuild_type(field.type, _raw)) for field in schema]
+        )
         self._raw_converters = {
             field.name: converter
             for field in schema
