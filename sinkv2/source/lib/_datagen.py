@@ -1,0 +1,150 @@
+"""`DataGeneratorSource`: rows made by a function of their index (Flink's datagen source)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from sinkv2._attrs_serializer import AttrsMsgpackSerializer
+from sinkv2._text import describe
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.source._boundedness import Boundedness
+from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
+from sinkv2.source.lib._number_sequence import check_count, check_int
+from sinkv2.source.lib._sequence_reader import SequenceReader
+from sinkv2.source.lib._sequence_splits import (
+    NumberSequenceSplit,
+    SequenceEnumerator,
+    SequenceEnumeratorState,
+    cut,
+)
+
+if TYPE_CHECKING:
+    import pyarrow
+
+__all__ = ["DataGeneratorSource"]
+
+Row = Mapping[str, Any] | Sequence[Any]
+
+
+@final
+class DataGeneratorSource:
+    """Rows ``generator_function(0)``, ``generator_function(1)``, ... (Flink's datagen source).
+
+    The indices are a `NumberSequenceSource`'s, cut into splits the same way, so a
+    replay after a restore calls the function with the same indices again: make it a
+    pure function of the index (seed any randomness with it) and every crash replays
+    the same rows. Rows are dicts keyed by ``schema``'s names, or tuples in its
+    order; they leave in Arrow batches of ``batch_size``.
+
+    Args:
+        generator_function: ``index -> row``. Pickled to every reader.
+        count: How many rows; ``None`` for no end (``CONTINUOUS_UNBOUNDED``; Flink
+            writes ``Long.MAX_VALUE`` and stays ``BOUNDED``).
+        schema: The rows' ``pyarrow.Schema``.
+        records_per_second: The whole source's rate limit, shared evenly by the
+            readers (Flink's ``RateLimiterStrategy.perSecond``); ``None``: as fast as
+            the function goes.
+        batch_size: Rows per emitted batch, at most.
+        num_splits: How many splits; default: the readers' parallelism.
+
+    Raises:
+        SinkConfigurationError: A bad argument, named.
+    """
+
+    def __init__(
+        self,
+        generator_function: Callable[[int], Row],
+        count: int | None,
+        schema: pyarrow.Schema,
+        *,
+        records_per_second: float | None = None,
+        batch_size: int = 1024,
+        num_splits: int | None = None,
+    ) -> None:
+        if not callable(generator_function):
+            raise SinkConfigurationError(
+                f"'generator_function' must be a callable index -> row (got "
+                f"{describe(generator_function)})"
+            )
+        if count is not None:
+            check_int("count", count, minimum=0)
+        if type(schema).__name__ != "Schema" or not type(schema).__module__.startswith("pyarrow"):
+            raise SinkConfigurationError(
+                f"'schema' must be a pyarrow.Schema (got {describe(schema)}); e.g. "
+                "pyarrow.schema([('id', pyarrow.int64())])"
+            )
+        if records_per_second is not None and (
+            isinstance(records_per_second, bool)
+            or not isinstance(records_per_second, int | float)
+            or not records_per_second > 0
+        ):
+            raise SinkConfigurationError(
+                f"'records_per_second' must be a positive number or None (got "
+                f"{describe(records_per_second)})"
+            )
+        check_int("batch_size", batch_size, minimum=1)
+        check_count("num_splits", num_splits)
+        self.generator_function = generator_function
+        self.count = count
+        self.schema = schema
+        self.records_per_second = records_per_second
+        self.batch_size = batch_size
+        self.num_splits = num_splits
+
+    def get_boundedness(self) -> Boundedness:
+        """``BOUNDED`` with a ``count``, else ``CONTINUOUS_UNBOUNDED``."""
+        return Boundedness.BOUNDED if self.count is not None else Boundedness.CONTINUOUS_UNBOUNDED
+
+    def create_enumerator(
+        self, enum_context: SplitEnumeratorContext[NumberSequenceSplit]
+    ) -> SequenceEnumerator:
+        """Cut the indices into splits, one per reader unless ``num_splits`` says otherwise."""
+        splits = self.num_splits or enum_context.current_parallelism()
+        last = None if self.count is None else self.count - 1
+        return SequenceEnumerator(enum_context, cut(0, last, splits))
+
+    def restore_enumerator(
+        self,
+        enum_context: SplitEnumeratorContext[NumberSequenceSplit],
+        checkpoint: SequenceEnumeratorState,
+    ) -> SequenceEnumerator:
+        """Go on with the splits not yet assigned at the checkpoint."""
+        return SequenceEnumerator(enum_context, checkpoint.remaining)
+
+    def create_reader(self, reader_context: SourceReaderContext) -> SequenceReader:
+        """A reader that calls the function for each index of its splits."""
+        rate = None
+        if self.records_per_second is not None:
+            rate = self.records_per_second / reader_context.current_parallelism()
+        return SequenceReader(reader_context, self._batch, batch_size=self.batch_size, rate=rate)
+
+    def _batch(self, indices: range) -> pyarrow.RecordBatch:
+        import pyarrow  # noqa: PLC0415  # only readers need it; importing the source must not
+
+        rows = [self.generator_function(index) for index in indices]
+        if rows and not isinstance(rows[0], Mapping):
+            columns = list(zip(*rows, strict=True)) if rows else []
+            arrays = [
+                pyarrow.array(column, field.type)
+                for column, field in zip(columns, self.schema, strict=True)
+            ]
+            return pyarrow.record_batch(arrays, schema=self.schema)
+        return pyarrow.RecordBatch.from_pylist(rows, schema=self.schema)
+
+    def get_split_serializer(self) -> AttrsMsgpackSerializer[NumberSequenceSplit]:
+        """Splits as msgpack maps."""
+        return AttrsMsgpackSerializer(NumberSequenceSplit)
+
+    def get_enumerator_checkpoint_serializer(
+        self,
+    ) -> AttrsMsgpackSerializer[SequenceEnumeratorState]:
+        """The remaining splits as msgpack."""
+        return AttrsMsgpackSerializer(SequenceEnumeratorState)
+
+    def get_produced_type(self) -> pyarrow.Schema:
+        """The ``schema`` given."""
+        return self.schema
+
+    def __repr__(self) -> str:
+        return f"DataGeneratorSource({self.generator_function!r}, count={self.count})"

@@ -1,0 +1,135 @@
+"""`NumberSequenceSource`: the numbers from ``start`` to ``end``, in parallel (Flink's own)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, final
+
+from sinkv2._attrs_serializer import AttrsMsgpackSerializer
+from sinkv2._text import describe
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.source._boundedness import Boundedness
+from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
+from sinkv2.source.lib._sequence_reader import SequenceReader
+from sinkv2.source.lib._sequence_splits import (
+    NumberSequenceSplit,
+    SequenceEnumerator,
+    SequenceEnumeratorState,
+    cut,
+)
+
+if TYPE_CHECKING:
+    import pyarrow
+
+__all__ = ["NumberSequenceSource", "check_count", "check_int"]
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> None:
+    """Raise `SinkConfigurationError` unless ``value`` is an int (>= ``minimum``)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SinkConfigurationError(f"{name!r} must be an int (got {describe(value)})")
+    if minimum is not None and value < minimum:
+        raise SinkConfigurationError(
+            f"{name!r} must be at least {minimum} (got {describe(value)}); set it to {minimum} "
+            "or more"
+        )
+
+
+def check_count(name: str, value: object) -> None:
+    """Raise `SinkConfigurationError` unless ``value`` is ``None`` or a positive split count."""
+    if value is not None:
+        check_int(name, value, minimum=1)
+
+
+@final
+class NumberSequenceSource:
+    """The numbers ``start, start + 1, ..., end`` as rows of one ``int64`` column.
+
+    Flink's ``NumberSequenceSource`` (PyFlink's names): bounded, cut into one
+    contiguous range per reader when the job starts (``num_splits`` to choose);
+    each split emits its numbers in order, in Arrow batches of ``batch_size`` rows.
+    With ``end=None`` (a sinkv2 extension) the sequence never ends: split ``i`` of
+    ``n`` emits ``start + i, start + i + n, ...``, and the source is
+    ``CONTINUOUS_UNBOUNDED``.
+
+    Args:
+        start: The first number.
+        end: The last number, inclusive; ``None`` for no end.
+        column: The column's name.
+        batch_size: Rows per emitted batch, at most.
+        num_splits: How many splits; default: the readers' parallelism.
+
+    Raises:
+        SinkConfigurationError: A bad argument (``end`` before ``start - 1``, a
+            non-positive batch size, ...).
+    """
+
+    def __init__(
+        self,
+        start: int,
+        end: int | None,
+        *,
+        column: str = "value",
+        batch_size: int = 8192,
+        num_splits: int | None = None,
+    ) -> None:
+        check_int("start", start)
+        if end is not None:
+            check_int("end", end, minimum=start - 1)
+        if not isinstance(column, str) or not column:
+            raise SinkConfigurationError(
+                f"'column' must be a non-empty str (got {describe(column)})"
+            )
+        check_int("batch_size", batch_size, minimum=1)
+        check_count("num_splits", num_splits)
+        self.start = start
+        self.end = end
+        self.column = column
+        self.batch_size = batch_size
+        self.num_splits = num_splits
+
+    def get_boundedness(self) -> Boundedness:
+        """``BOUNDED`` with an ``end``, else ``CONTINUOUS_UNBOUNDED``."""
+        return Boundedness.BOUNDED if self.end is not None else Boundedness.CONTINUOUS_UNBOUNDED
+
+    def create_enumerator(
+        self, enum_context: SplitEnumeratorContext[NumberSequenceSplit]
+    ) -> SequenceEnumerator:
+        """Cut the sequence into splits, one per reader unless ``num_splits`` says otherwise."""
+        count = self.num_splits or enum_context.current_parallelism()
+        return SequenceEnumerator(enum_context, cut(self.start, self.end, count))
+
+    def restore_enumerator(
+        self,
+        enum_context: SplitEnumeratorContext[NumberSequenceSplit],
+        checkpoint: SequenceEnumeratorState,
+    ) -> SequenceEnumerator:
+        """Go on with the splits not yet assigned at the checkpoint."""
+        return SequenceEnumerator(enum_context, checkpoint.remaining)
+
+    def create_reader(self, reader_context: SourceReaderContext) -> SequenceReader:
+        """A reader that emits each split's numbers as Arrow batches."""
+        return SequenceReader(reader_context, self._batch, batch_size=self.batch_size)
+
+    def _batch(self, numbers: range) -> pyarrow.RecordBatch:
+        import pyarrow  # noqa: PLC0415  # only readers need it; importing the source must not
+
+        return pyarrow.record_batch([pyarrow.array(numbers, pyarrow.int64())], [self.column])
+
+    def get_split_serializer(self) -> AttrsMsgpackSerializer[NumberSequenceSplit]:
+        """Splits as msgpack maps."""
+        return AttrsMsgpackSerializer(NumberSequenceSplit)
+
+    def get_enumerator_checkpoint_serializer(
+        self,
+    ) -> AttrsMsgpackSerializer[SequenceEnumeratorState]:
+        """The remaining splits as msgpack."""
+        return AttrsMsgpackSerializer(SequenceEnumeratorState)
+
+    def get_produced_type(self) -> pyarrow.Schema:
+        """One non-null ``int64`` column."""
+        import pyarrow  # noqa: PLC0415  # see _batch
+
+        return pyarrow.schema([pyarrow.field(self.column, pyarrow.int64(), nullable=False)])
+
+    def __repr__(self) -> str:
+        return f"NumberSequenceSource(start={self.start}, end={self.end})"
