@@ -1,0 +1,310 @@
+"""`check_source`: Flink's ``SourceTestSuiteBase`` for a Python FLIP-27 source, on the local engine.
+
+Fixed cases first, with Flink's names (one reader; several readers; more readers
+than splits; stop and restart from a checkpoint; scale up; scale down; a reader
+failure; the readers' ``numRecordsIn``), then random schedules chosen by
+hypothesis: checkpoints, reader failures and restores with another parallelism at
+random points. After each, the committed records are checked as Flink's
+``CollectIteratorAssert`` checks them. A failure names the case, its schedule, the
+problem and the engine's last steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import cloudpickle
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from sinkv2._delivery import DeliveryGuarantee
+from sinkv2._pickling import find_unpicklable
+from sinkv2._text import describe
+from sinkv2.source import Boundedness, SourceContractError, inspect_source
+from sinkv2.testing._settings import resolve_examples
+from sinkv2.testing._source_engine import (
+    EmittedRecord,
+    EngineStep,
+    LocalSourceEngine,
+    SourceCheckpoint,
+)
+from sinkv2.testing._source_verify import verify_bounded, verify_unbounded
+
+__all__ = ["check_source"]
+
+Row = Mapping[str, Any]
+_LOG_SHOWN: Final = 40
+_FINAL_CHECKPOINT_EVERY: Final = 7
+
+
+@attrs.frozen
+class _Op:
+    kind: str  # "steps", "checkpoint", "fail", "restore"
+    value: int = 0
+
+    def __str__(self) -> str:
+        return {
+            "steps": f"{self.value} steps",
+            "checkpoint": "checkpoint",
+            "fail": f"fail reader {self.value}",
+            "restore": f"restore from the last checkpoint with parallelism {self.value}",
+        }[self.kind]
+
+
+@attrs.frozen
+class _Plan:
+    """One run: a starting parallelism, a seed, and what happens before the run ends."""
+
+    name: str
+    parallelism: int
+    seed: int
+    ops: tuple[_Op, ...] = ()
+
+    def __str__(self) -> str:
+        ops = "; ".join(map(str, self.ops)) or "nothing"
+        return f"{self.name} (parallelism {self.parallelism}, seed {self.seed}; then {ops})"
+
+
+@attrs.define
+class _Expectation:
+    bounded: bool
+    expected: Sequence[Row] | None
+    split_records: Callable[[str], Iterable[Row]] | None
+    records_to_read: int
+    guarantee: DeliveryGuarantee
+
+
+class _Run:
+    """Carries a plan out: one engine after another, the committed records of each kept."""
+
+    def __init__(self, factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> None:
+        self.factory = factory
+        self.plan = plan
+        self.want = want
+        self.committed: list[EmittedRecord] = []
+        self.last: SourceCheckpoint | None = None
+        self.engine = LocalSourceEngine(_shipped(factory()), plan.parallelism, seed=plan.seed)
+
+    def total(self) -> int:
+        return len(self.committed) + len(self.engine.committed)
+
+    def apply(self, op: _Op, index: int) -> None:
+        engine = self.engine
+        if op.kind == "steps":
+            for _ in range(op.value):
+                if engine.step() is not EngineStep.PROGRESS:
+                    self._idle_is_a_problem()
+                    return
+        elif op.kind == "checkpoint":
+            self.last = engine.checkpoint()
+        elif op.kind == "fail":
+            engine.fail_reader(op.value % engine.parallelism)
+        else:
+            self.committed.extend(engine.committed)
+            engine.close()
+            self.engine = LocalSourceEngine(
+                _shipped(self.factory()),
+                op.value,
+                seed=self.plan.seed + index + 1,
+                checkpoint=self.last,
+            )
+
+    def _idle_is_a_problem(self) -> None:
+        if self.want.bounded and not self.engine.finished:
+            raise SourceContractError(
+                "a bounded source went idle before every reader reached END_OF_INPUT: no "
+                "reader has data, no split request is unanswered, and no timer is due; an "
+                "enumerator must answer every split request with a split or "
+                "signal_no_more_splits()",
+                method="handle_split_request",
+            )
+
+    def finish(self) -> None:
+        engine = self.engine
+        if self.want.bounded:
+            if engine.run() is not EngineStep.FINISHED:
+                self._idle_is_a_problem()
+            engine.finish()
+        else:
+            target = self.want.records_to_read
+            engine.run(
+                until=lambda e: len(self.committed) + len(e.committed) >= target,
+                checkpoint_every=_FINAL_CHECKPOINT_EVERY,
+            )
+            engine.checkpoint()
+            engine.close()
+        self.committed.extend(engine.committed)
+
+    def problem(self) -> str | None:
+        want = self.want
+        if want.bounded:
+            assert want.expected is not None
+            return verify_bounded(self.committed, want.expected, want.guarantee)
+        assert want.split_records is not None
+        if len(self.committed) < want.records_to_read:
+            return (
+                f"only {len(self.committed)} records were committed, fewer than the "
+                f"{want.records_to_read} asked for, before the source went idle"
+            )
+        return verify_unbounded(self.committed, want.split_records, want.guarantee)
+
+    def metrics_problem(self) -> str | None:
+        for subtask, (seen, counted) in self.engine.records_in().items():
+            if counted is not None and counted != seen:
+                return (
+                    f"reader {subtask} counted numRecordsIn = {counted} but emitted {seen} records"
+                )
+        return None
+
+
+def _shipped(source: Any) -> Any:
+    """``source`` after the round trip through cloudpickle an engine would make."""
+    return cloudpickle.loads(cloudpickle.dumps(source))
+
+
+def _carry_out(factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> None:
+    run = _Run(factory, plan, want)
+    try:
+        for index, op in enumerate(plan.ops):
+            run.apply(op, index)
+        run.finish()
+        problem = run.problem() or (run.metrics_problem() if plan.name == "metrics" else None)
+    except SourceContractError as error:
+        raise AssertionError(_report(plan, f"{type(error).__name__}: {error}", run)) from error
+    finally:
+        run.engine.close()
+    if problem is not None:
+        raise AssertionError(_report(plan, problem, run))
+
+
+def _report(plan: _Plan, problem: str, run: _Run) -> str:
+    steps = list(run.engine.log)[-_LOG_SHOWN:]
+    return (
+        f"check_source: case {plan} failed:\n{problem}\n\nThe engine's last steps:\n"
+        + "\n".join(steps)
+    )
+
+
+def _fixed_plans(max_parallelism: int) -> list[_Plan]:
+    several = min(4, max_parallelism)
+    fewer = max(1, several // 2)
+    middle = [_Op("steps", 25), _Op("checkpoint"), _Op("steps", 25)]
+    return [
+        _Plan("testSourceSingleSplit", 1, 0),
+        _Plan("testMultipleSplits", several, 1),
+        _Plan("testIdleReader", max_parallelism + 1, 2),
+        _Plan("testSavepoint", several, 3, (*middle, _Op("restore", several))),
+        _Plan("testScaleUp", fewer, 4, (*middle, _Op("restore", several))),
+        _Plan("testScaleDown", several, 5, (*middle, _Op("restore", fewer))),
+        _Plan("testTaskManagerFailure", several, 6, (*middle, _Op("fail", 1), _Op("steps", 20))),
+        _Plan("metrics", several, 7, (_Op("steps", 30),)),
+    ]
+
+
+def _schedules(max_parallelism: int) -> st.SearchStrategy[_Plan]:
+    parallelism = st.integers(1, max_parallelism)
+    op = st.one_of(
+        st.builds(_Op, st.just("steps"), st.integers(1, 40)),
+        st.just(_Op("checkpoint")),
+        st.builds(_Op, st.just("fail"), st.integers(0, max_parallelism - 1)),
+        st.builds(_Op, st.just("restore"), parallelism),
+    )
+    return st.builds(
+        _Plan,
+        st.just("random schedule"),
+        parallelism,
+        st.integers(0, 2**16),
+        st.lists(op, max_size=12).map(tuple),
+    )
+
+
+def _check_definition(factory: Callable[[], Any]) -> bool:
+    if not callable(factory):
+        raise TypeError(
+            f"source_factory must be a callable that returns a new source (got "
+            f"{describe(factory)}); pass e.g. lambda: MySource(...)"
+        )
+    source = factory()
+    capabilities = inspect_source(source)
+    culprit = find_unpicklable(source, cloudpickle.dumps, "source")
+    if culprit is not None:
+        path, value = culprit
+        raise AssertionError(
+            f"check_source: the source does not pickle, so no engine can ship it to its "
+            f"readers: {path} is {describe(value)}; keep connections and locks out of the "
+            "source (open them in the enumerator and the readers)"
+        )
+    return capabilities.boundedness is Boundedness.BOUNDED
+
+
+def check_source(
+    source_factory: Callable[[], Any],
+    *,
+    expected: Iterable[Row] | None = None,
+    split_records: Callable[[str], Iterable[Row]] | None = None,
+    records_to_read: int = 300,
+    guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE,
+    max_parallelism: int = 4,
+    max_examples: int = 40,
+) -> None:
+    """Check that a FLIP-27 source reads every record once (or at least once) through anything.
+
+    Args:
+        source_factory: Makes a new source holding the same data each time.
+        expected: A bounded source's records, each split's in its order (a record is a
+            dict keyed by column). Records of one split must come in this order.
+        split_records: An unbounded source's records by split id, each split's in
+            order (an iterator may be endless); the kit reads ``records_to_read`` records
+            and checks each split's committed records are a prefix of its records.
+            Readers must emit through ``output.create_output_for_split``.
+        records_to_read: How many records an unbounded run reads.
+        guarantee: ``EXACTLY_ONCE`` (each record committed once) or ``AT_LEAST_ONCE``.
+        max_parallelism: The most readers a case uses.
+        max_examples: Random schedules to try (see `resolve_examples`).
+
+    Raises:
+        SourceDefinitionError: The source is half implemented.
+        AssertionError: A case failed; the message names it, the problem, and the
+            engine's last steps.
+        TypeError: A bad argument.
+    """
+    if guarantee not in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
+        raise TypeError(
+            f"guarantee must be DeliveryGuarantee.EXACTLY_ONCE or AT_LEAST_ONCE (got "
+            f"{describe(guarantee)})"
+        )
+    for name, value in (("records_to_read", records_to_read), ("max_parallelism", max_parallelism)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise TypeError(f"{name} must be a positive int (got {describe(value)})")
+    bounded = _check_definition(source_factory)
+    if bounded and expected is None:
+        raise TypeError("a bounded source needs expected=[...]: every record it holds")
+    if not bounded and split_records is None:
+        raise TypeError(
+            "an unbounded source needs split_records=lambda split_id: <its records in order>"
+        )
+    want = _Expectation(
+        bounded,
+        None if expected is None else [dict(row) for row in expected],
+        split_records,
+        records_to_read,
+        guarantee,
+    )
+    for plan in _fixed_plans(max_parallelism):
+        _carry_out(source_factory, plan, want)
+
+    @settings(
+        max_examples=resolve_examples(max_examples),
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+    )
+    @given(plan=_schedules(max_parallelism))
+    def random_schedules(plan: _Plan) -> None:
+        _carry_out(source_factory, plan, want)
+
+    random_schedules()
