@@ -20,6 +20,11 @@ Spark-level scenario runner is ``sinkv2_spark.testing.check_sink_on_spark``; it,
 any engine's kit, compares what a destination shows with `Multiset` and honours the
 examples setting through `resolve_examples`.
 
+Sources have their own checks: `check_source` runs Flink's ``SourceTestSuiteBase``
+cases and random schedules of checkpoints, reader failures and rescaling restores
+on `LocalSourceEngine` (one enumerator, N readers, in this process), and
+`check_source_reader` runs Flink's ``SourceReaderTestBase`` against a reader alone.
+
 The kit crashes a job between the calls it makes into a sink, never inside one:
 mark the places inside your own multi-step calls (a commit that renames files one
 by one) with `crash_point`, and the kit may crash there too. Outside the kit
@@ -43,21 +48,41 @@ if TYPE_CHECKING:
     from sinkv2.testing._crash_points import crash_point
     from sinkv2.testing._multiset import Multiset
     from sinkv2.testing._settings import resolve_examples
+    from sinkv2.testing._source_check import check_source
+    from sinkv2.testing._source_engine import (
+        EmittedRecord,
+        EngineStep,
+        LocalSourceEngine,
+        SourceCheckpoint,
+    )
+    from sinkv2.testing._source_reader_check import check_source_reader
     from sinkv2.testing._suite import SinkContractTests
     from sinkv2.testing._sut import SinkUnderTest
 
 __all__ = [
+    "EmittedRecord",
+    "EngineStep",
     "LocalCommittableStream",
+    "LocalSourceEngine",
     "Multiset",
     "SinkContractTests",
     "SinkUnderTest",
+    "SourceCheckpoint",
     "check_sink",
+    "check_source",
+    "check_source_reader",
     "check_streaming",
     "crash_point",
     "resolve_examples",
 ]
 
 _HOMES: Final = {
+    "EmittedRecord": "sinkv2.testing._source_engine",
+    "EngineStep": "sinkv2.testing._source_engine",
+    "LocalSourceEngine": "sinkv2.testing._source_engine",
+    "SourceCheckpoint": "sinkv2.testing._source_engine",
+    "check_source": "sinkv2.testing._source_check",
+    "check_source_reader": "sinkv2.testing._source_reader_check",
     "LocalCommittableStream": "sinkv2.runtime.committables",
     "Multiset": "sinkv2.testing._multiset",
     "SinkContractTests": "sinkv2.testing._suite",

@@ -90,11 +90,17 @@ def test_the_environment_sets_the_number_of_examples(monkeypatch: pytest.MonkeyP
 def test_public_surface() -> None:
     assert sinkv2.testing.__all__ == sorted(sinkv2.testing.__all__)
     assert set(sinkv2.testing.__all__) == {
+        "EmittedRecord",
+        "EngineStep",
         "LocalCommittableStream",
+        "LocalSourceEngine",
         "Multiset",
         "SinkContractTests",
         "SinkUnderTest",
+        "SourceCheckpoint",
         "check_sink",
+        "check_source",
+        "check_source_reader",
         "check_streaming",
         "crash_point",
         "resolve_examples",
