@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import concurrent.futures
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from sinkv2._metrics import Counter
 from sinkv2._text import describe
@@ -32,6 +32,9 @@ from sinkv2.source.reader._fetcher import SingleThreadFetcherManager
 from sinkv2.source.reader._queue import ElementQueue, done_future
 from sinkv2.source.reader._records import RecordsWithSplitIds
 from sinkv2.source.reader._split_reader import SplitReader
+
+if TYPE_CHECKING:
+    import pyarrow
 
 __all__ = [
     "DEFAULT_ELEMENT_QUEUE_CAPACITY",
@@ -50,13 +53,31 @@ DEFAULT_ELEMENT_QUEUE_CAPACITY = 2
 NUM_RECORDS_IN = "numRecordsIn"
 
 
+class _CountingOutput(Generic[T]):
+    """A split's output that counts the rows it passes on (``numRecordsIn``)."""
+
+    __slots__ = ("_inner", "rows")
+
+    def __init__(self, inner: SourceOutput[T]) -> None:
+        self._inner = inner
+        self.rows = 0
+
+    def collect(self, record: T, timestamp: int | None = None) -> None:
+        self.rows += 1
+        self._inner.collect(record, timestamp)
+
+    def collect_batch(self, batch: pyarrow.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        self._inner.collect_batch(batch)
+
+
 class _SplitContext(Generic[T, SplitStateT]):
     __slots__ = ("output", "split_id", "state")
 
     def __init__(self, split_id: str, state: SplitStateT) -> None:
         self.split_id = split_id
         self.state = state
-        self.output: SourceOutput[T] | None = None
+        self.output: _CountingOutput[T] | None = None
 
 
 class SourceReaderBase(
@@ -129,12 +150,11 @@ class SourceReaderBase(
                     split_output = split.output
                     assert split_output is not None  # set when the split became current
                     state = split.state
-                    count = 0
+                    rows = split_output.rows
                     while record is not None:
                         emit(record, split_output, state)
-                        count += 1
                         record = fetch.next_record_from_split()
-                    self._records_in.inc(count)
+                    self._records_in.inc(split_output.rows - rows)
                     return InputStatus.MORE_AVAILABLE
             self._move_to_next_split(fetch, output)
 
@@ -153,7 +173,7 @@ class SourceReaderBase(
                 split_id=split_id,
             )
         if split.output is None:
-            split.output = output.create_output_for_split(split_id)
+            split.output = _CountingOutput(output.create_output_for_split(split_id))
         self._split = split
 
     def _finish_fetch(self, fetch: RecordsWithSplitIds[E], output: ReaderOutput[T]) -> None:
