@@ -26,6 +26,7 @@ SPLITS: Final = 10
 RECORDS_PER_SPLIT: Final = 10
 TOTAL: Final = SPLITS * RECORDS_PER_SPLIT
 _WAIT_SECONDS: Final = 30.0
+_OVERREAD: Final = 10
 
 
 class _Context:
@@ -281,6 +282,7 @@ def _test_snapshot(
     while (
         not output.unattributed
         and min(output.per_split[split.split_id()] for split in splits) < RECORDS_PER_SPLIT
+        and len(output.values) < _OVERREAD * TOTAL  # a reader that reads one split at a time
         and time.monotonic() < deadline
     ):
         if reader.poll_next(output) is InputStatus.NOTHING_AVAILABLE:
