@@ -41,7 +41,7 @@ _FINAL_CHECKPOINT_EVERY: Final = 7
 
 @attrs.frozen
 class _Op:
-    kind: str  # "steps", "checkpoint", "fail", "restore"
+    kind: str  # "steps", "checkpoint", "fail", "fail-assigned", "restore"
     value: int = 0
 
     def __str__(self) -> str:
@@ -49,6 +49,7 @@ class _Op:
             "steps": f"{self.value} steps",
             "checkpoint": "checkpoint",
             "fail": f"fail reader {self.value}",
+            "fail-assigned": "fail a reader that got splits since the last checkpoint",
             "restore": f"restore from the last checkpoint with parallelism {self.value}",
         }[self.kind]
 
@@ -101,6 +102,10 @@ class _Run:
             self.last = engine.checkpoint()
         elif op.kind == "fail":
             engine.fail_reader(op.value % engine.parallelism)
+        elif op.kind == "fail-assigned":
+            engine.run(until=lambda e: bool(e.assigned_since_checkpoint()) or e.finished)
+            fresh = engine.assigned_since_checkpoint()
+            engine.fail_reader(fresh[0] if fresh else 0)
         else:
             self.committed.extend(engine.committed)
             engine.close()
@@ -198,7 +203,12 @@ def _fixed_plans(max_parallelism: int) -> list[_Plan]:
         _Plan("testSavepoint", several, 3, (*middle, _Op("restore", several))),
         _Plan("testScaleUp", fewer, 4, (*middle, _Op("restore", several))),
         _Plan("testScaleDown", several, 5, (*middle, _Op("restore", fewer))),
-        _Plan("testTaskManagerFailure", several, 6, (*middle, _Op("fail", 1), _Op("steps", 20))),
+        _Plan(
+            "testTaskManagerFailure",
+            several,
+            6,
+            (*middle, _Op("fail-assigned"), _Op("steps", 20)),
+        ),
         _Plan("metrics", several, 7, (_Op("steps", 30),)),
     ]
 
@@ -209,6 +219,7 @@ def _schedules(max_parallelism: int) -> st.SearchStrategy[_Plan]:
         st.builds(_Op, st.just("steps"), st.integers(1, 40)),
         st.just(_Op("checkpoint")),
         st.builds(_Op, st.just("fail"), st.integers(0, max_parallelism - 1)),
+        st.just(_Op("fail-assigned")),
         st.builds(_Op, st.just("restore"), parallelism),
     )
     return st.builds(

@@ -424,6 +424,10 @@ class LocalSourceEngine:
         self._to_enumerator[subtask].append(("register", None))
         slot.reader.start()
 
+    def assigned_since_checkpoint(self) -> list[int]:
+        """The readers that were assigned splits since the last checkpoint, in subtask order."""
+        return [subtask for subtask, splits in enumerate(self._since_checkpoint) if splits]
+
     def fail_reader(self, subtask: int) -> None:
         """Fail reader ``subtask`` and restart it from the last checkpoint (regional failover)."""
         slot = self.readers[subtask]

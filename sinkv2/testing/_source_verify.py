@@ -29,17 +29,22 @@ def verify_bounded(
     got = Multiset(record.record for record in committed)
     want = Multiset(expected)
     if guarantee is DeliveryGuarantee.EXACTLY_ONCE and got != want:
-        return "the committed records differ from the source's:\n" + got.describe_excess(
-            want, "committed", "expected"
+        lost = want.describe_excess(got, "expected", "committed")
+        extra = got.describe_excess(want, "committed", "expected")
+        return (
+            f"the committed records differ from the source's ({len(got)} committed, "
+            f"{len(want)} expected):\n"
+            + (f"  missing: {lost}\n" if lost else "")
+            + (f"  extra or repeated: {extra}\n" if extra else "")
         )
     if guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
         missing = set(map(_freeze, expected)) - set(map(_freeze, got))
-        extra = set(map(_freeze, got)) - set(map(_freeze, expected))
-        if missing or extra:
+        foreign = set(map(_freeze, got)) - set(map(_freeze, expected))
+        if missing or foreign:
             return (
                 f"at-least-once: {len(missing)} records never arrived "
-                f"(e.g. {short_repr(sorted(missing, key=repr)[:3])}) and {len(extra)} arrived "
-                f"that the source does not hold (e.g. {short_repr(sorted(extra, key=repr)[:3])})"
+                f"(e.g. {short_repr(sorted(missing, key=repr)[:3])}) and {len(foreign)} arrived "
+                f"that the source does not hold (e.g. {short_repr(sorted(foreign, key=repr)[:3])})"
             )
         return None
     return _order_problem(committed, expected)
