@@ -1,9 +1,15 @@
 """A local engine for FLIP-27 sources: one enumerator, N readers, checkpoints and failures.
 
+(Over 450 lines: the contexts and outputs it hands the source, its steps, and its
+checkpoint checks are one state machine over the same channels and ownership maps;
+split apart they would reach into each other's private state.)
+
 It runs a source the way Flink's runtime does, in this process and one thread,
 step by step, in an order a seeded random generator picks: messages between the
 enumerator and each reader keep their order (one channel per reader and
-direction, as Flink's RPC), everything else interleaves. What it models:
+direction, as Flink's RPC), everything else interleaves. A source without threads
+of its own runs the same way for the same seed; a reader's fetcher thread adds its
+own timing. What it models:
 
 - a checkpoint: every assignment the enumerator made is delivered first (Flink's
   coordinator checkpoint precedes the readers' barriers), then the enumerator and
