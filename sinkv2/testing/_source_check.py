@@ -37,6 +37,7 @@ __all__ = ["check_source"]
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
 _FINAL_CHECKPOINT_EVERY: Final = 7
+_WAIT_FOR_AN_ASSIGNMENT: Final = 300  # steps; a source may assign every split up front
 
 
 @attrs.frozen
@@ -103,7 +104,9 @@ class _Run:
         elif op.kind == "fail":
             engine.fail_reader(op.value % engine.parallelism)
         elif op.kind == "fail-assigned":
-            engine.run(until=lambda e: bool(e.assigned_since_checkpoint()) or e.finished)
+            for _ in range(_WAIT_FOR_AN_ASSIGNMENT):
+                if engine.assigned_since_checkpoint() or engine.step() is not EngineStep.PROGRESS:
+                    break
             fresh = engine.assigned_since_checkpoint()
             engine.fail_reader(fresh[0] if fresh else 0)
         else:

@@ -93,6 +93,10 @@ class _SplitFetcher(Generic[E, SplitT]):
 
     def _run_once(self) -> bool:
         with self._cond:
+            if not (self._closed or self._changes or self._assigned or self._pending):
+                # Idle now: the reader may have looked at the queue before this fetcher
+                # dropped its last split; wake it so it sees the fetcher is done.
+                self._queue.notify_available()
             while not (self._closed or self._changes or self._assigned or self._pending):
                 self._cond.wait()
             if self._closed:
