@@ -297,9 +297,9 @@ class MakingReader(ChunkReader):
 
 def memory(args: argparse.Namespace) -> None:
     for capacity in (2, 10_000):
-        made: list[MakingReader] = []  # one list per capacity, used before the next
+        made: list[MakingReader] = []
 
-        def supplier() -> MakingReader:
+        def supplier(made: list[MakingReader] = made) -> MakingReader:
             made.append(MakingReader(args.batch))
             return made[-1]
 
