@@ -21,7 +21,7 @@ from flip27_fixtures import (  # the shared fixtures live beside the source test
 
 from sinkv2.source import InputStatus, SourceContractError, SourceEvent
 from sinkv2.testing import EngineStep, LocalSourceEngine
-from sinkv2.testing._source_engine import _deal
+from sinkv2.testing._source_wiring import deal
 
 
 def values(records: Any) -> list[int]:
@@ -67,8 +67,8 @@ def test_a_restore_with_another_parallelism_reads_each_record_once(before: int, 
 
 
 def test_restored_splits_are_dealt_in_contiguous_runs():
-    assert _deal([b"a", b"b", b"c", b"d", b"e"], 2) == [[b"a", b"b", b"c"], [b"d", b"e"]]
-    assert _deal([b"a"], 3) == [[b"a"], [], []]
+    assert deal([b"a", b"b", b"c", b"d", b"e"], 2) == [[b"a", b"b", b"c"], [b"d", b"e"]]
+    assert deal([b"a"], 3) == [[b"a"], [], []]
 
 
 def test_a_failed_reader_gets_its_checkpointed_splits_and_the_enumerator_the_newer_ones():
