@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Final
 
 from sinkv2._text import short_repr
-from sinkv2.testing._multiset import _freeze
+from sinkv2.testing._freeze import freeze
 
 __all__ = ["describe_value_changes"]
 
@@ -26,7 +26,7 @@ _FIELD_REPR: Final = 40
 
 def _same(a: object, b: object) -> bool:
     """Equal as `Multiset` counts them: NaN equals NaN, containers compared inside."""
-    return bool(_freeze(a) == _freeze(b))
+    return bool(freeze(a) == freeze(b))
 
 
 def _loosely_same(a: object, b: object) -> bool:

@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, final
 
+from sinkv2.testing._freeze import freeze
+
 __all__ = ["Multiset", "show"]
 
 _SHOWN = 5
-
-
-def _freeze(value: object) -> Any:
-    """A hashable stand-in for ``value`` that is equal exactly when the values are equal.
-
-    Dicts, lists, sets and tuples are frozen recursively, so rows (dicts) can be
-    counted; NaN equals NaN here, as a reader would count it.
-    """
-    if isinstance(value, dict):
-        return (
-            "dict",
-            tuple(sorted(((_freeze(k), _freeze(v)) for k, v in value.items()), key=repr)),
-        )
-    if isinstance(value, list | tuple):
-        return ("seq", tuple(_freeze(v) for v in value))
-    if isinstance(value, set | frozenset):
-        return ("set", tuple(sorted((_freeze(v) for v in value), key=repr)))
-    if isinstance(value, float) and math.isnan(value):
-        return ("nan",)
-    try:
-        hash(value)
-    except TypeError:
-        return ("repr", type(value).__qualname__, repr(value))
-    return value
 
 
 @final
@@ -59,7 +36,7 @@ class Multiset:
     def add(self, elements: Iterable[object]) -> None:
         """Count ``elements`` in."""
         for element in elements:
-            key = _freeze(element)
+            key = freeze(element)
             self._counts[key] += 1
             self._originals.setdefault(key, element)
 
@@ -135,7 +112,7 @@ class Multiset:
 
     def count(self, element: object) -> int:
         """How often ``element`` is in the multiset."""
-        return self._counts.get(_freeze(element), 0)
+        return self._counts.get(freeze(element), 0)
 
     def __iter__(self) -> Iterator[object]:
         for key, count in self._counts.items():

@@ -14,7 +14,8 @@ from typing import Any
 
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._text import short_repr
-from sinkv2.testing._multiset import Multiset, _freeze
+from sinkv2.testing._freeze import freeze
+from sinkv2.testing._multiset import Multiset
 from sinkv2.testing._source_engine import EmittedRecord
 
 __all__ = ["verify_bounded", "verify_unbounded"]
@@ -38,8 +39,8 @@ def verify_bounded(
             + (f"  extra or repeated: {extra}\n" if extra else "")
         )
     if guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
-        missing = set(map(_freeze, expected)) - set(map(_freeze, got))
-        foreign = set(map(_freeze, got)) - set(map(_freeze, expected))
+        missing = set(map(freeze, expected)) - set(map(freeze, got))
+        foreign = set(map(freeze, got)) - set(map(freeze, expected))
         if missing or foreign:
             return (
                 f"at-least-once: {len(missing)} records never arrived "
@@ -54,12 +55,12 @@ def _order_problem(committed: Sequence[EmittedRecord], expected: Sequence[Row]) 
     """A split whose records came in another order than the source holds them."""
     positions: dict[Any, collections.deque[int]] = collections.defaultdict(collections.deque)
     for index, row in enumerate(expected):
-        positions[_freeze(row)].append(index)
+        positions[freeze(row)].append(index)
     last: dict[str, tuple[int, Row]] = {}
     for record in committed:
         if record.split_id is None:
             continue
-        index = positions[_freeze(record.record)].popleft()
+        index = positions[freeze(record.record)].popleft()
         before = last.get(record.split_id)
         if before is not None and index < before[0]:
             return (
@@ -90,12 +91,12 @@ def verify_unbounded(
         assert split_id is not None
         want = list(itertools.islice(split_records(split_id), len(rows)))
         if guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            if [_freeze(r) for r in rows] != [_freeze(r) for r in want]:
+            if [freeze(r) for r in rows] != [freeze(r) for r in want]:
                 at = next(
                     (
                         i
                         for i, (a, b) in enumerate(zip(rows, want, strict=False))
-                        if _freeze(a) != _freeze(b)
+                        if freeze(a) != freeze(b)
                     ),
                     min(len(rows), len(want)),
                 )
@@ -105,6 +106,6 @@ def verify_unbounded(
                     f"{short_repr(want[at] if at < len(want) else None)}; exactly-once commits "
                     "each split's records once, in order, without gaps"
                 )
-        elif not {_freeze(r) for r in rows} <= {_freeze(r) for r in want}:
+        elif not {freeze(r) for r in rows} <= {freeze(r) for r in want}:
             return f"split {split_id!r}: committed records the split does not hold in its prefix"
     return None

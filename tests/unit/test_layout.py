@@ -102,6 +102,51 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_the_reference_sinks_modules_import_each_other_without_cycles():
-    cycle = find_cycle(import_graph("reference_sinks"))
+# sinkv2_spark's doors still import each other both ways (issue 21 draws its layers);
+# until then the test must fail there, and passes everywhere else.
+KNOWN_TANGLED = pytest.mark.xfail(reason="sinkv2_spark's data-source doors: issue 21", strict=True)
+
+
+@pytest.mark.parametrize(
+    "package",
+    ["sinkv2", pytest.param("sinkv2_spark", marks=KNOWN_TANGLED), "reference_sinks"],
+)
+def test_a_packages_modules_import_each_other_without_cycles(package):
+    cycle = find_cycle(import_graph(package))
     assert cycle is None, " -> ".join(cycle or [])
+
+
+def private_names_from_other_modules(package: str) -> list[str]:
+    """``from pkg._mod import _name`` where the importer is another module: a private reach."""
+    found = []
+    for path in package_files(package):
+        importer = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                continue
+            if node.module.split(".")[0] != package or node.module == importer:
+                continue
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name} from {node.module}"
+                for alias in node.names
+                if alias.name.startswith("_")
+                and not alias.name.startswith("__")
+                and not is_private_module_name(node.module, alias.name)
+            ]
+    return found
+
+
+def is_private_module_name(module: str, name: str) -> bool:
+    """Whether ``module.name`` is a module (``from pkg import _sub``), not a private name."""
+    return (ROOT / Path(*module.split("."), f"{name}.py")).exists() or (
+        ROOT / Path(*module.split("."), name) / "__init__.py"
+    ).exists()
+
+
+@pytest.mark.parametrize(
+    "package",
+    ["sinkv2", pytest.param("sinkv2_spark", marks=KNOWN_TANGLED), "reference_sinks"],
+)
+def test_no_module_imports_another_modules_private_names(package):
+    found = private_names_from_other_modules(package)
+    assert not found, "\n".join(found)
