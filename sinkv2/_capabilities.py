@@ -16,6 +16,7 @@ from sinkv2._committer import Committer
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._extensions import ArrowSinkWriter, SupportsAbort, SupportsAttemptCleanup
 from sinkv2._native import SupportsNativeFileWrite
+from sinkv2._serializer_check import serializer_problem
 from sinkv2._sink import (
     Sink,
     SupportsCommitter,
@@ -248,33 +249,6 @@ _SERIALIZER_GETTERS: Final = (
 )
 
 
-def _check_serializer(sink: object, getter: str, example: str) -> str | None:
-    try:
-        serializer = getattr(sink, getter)()
-    except Exception as error:  # noqa: BLE001  # reported as the sink's definition error
-        return f"{getter}() raised {type(error).__name__}: {error}"
-    missing = [
-        method
-        for method in ("get_version", "serialize", "deserialize")
-        if not callable(getattr(serializer, method, None))
-    ]
-    if missing:
-        return (
-            f"{getter}() returned {describe(serializer)}, which is not a "
-            f"SimpleVersionedSerializer (no {', '.join(m + '()' for m in missing)}); "
-            f"return one, e.g. {example}"
-        )
-    try:
-        version = serializer.get_version()
-    except Exception as error:  # noqa: BLE001  # reported as the sink's definition error
-        return f"{getter}().get_version() raised {type(error).__name__}: {error}"
-    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 2**31:
-        return (
-            f"{getter}().get_version() must return an int in [0, 2**31) (got {describe(version)})"
-        )
-    return None
-
-
 def inspect_sink(sink: object) -> SinkCapabilities:
     """Report which Sink V2 mixins ``sink`` implements, after checking it implements them fully.
 
@@ -341,7 +315,7 @@ def inspect_sink(sink: object) -> SinkCapabilities:
         problem
         for flag, getter, example in _SERIALIZER_GETTERS
         if getattr(capabilities, flag)
-        and (problem := _check_serializer(sink, getter, example)) is not None
+        and (problem := serializer_problem(sink, getter, example)) is not None
     ]
     _raise_if(sink, "sink", {"serializers": serializer_problems})
     return capabilities

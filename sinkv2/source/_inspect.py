@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from sinkv2._serialization import describe_serializer
+from sinkv2._serializer_check import serializer_problem
 from sinkv2._text import describe
 from sinkv2.source._boundedness import Boundedness
 from sinkv2.source._enumerator import SplitEnumerator
@@ -105,31 +105,6 @@ def check_reader(reader: object) -> None:
     _refuse(reader, "SourceReader", _missing(reader, SourceReader))
 
 
-def _serializer_problem(source: object, getter: str) -> str | None:
-    try:
-        serializer = getattr(source, getter)()
-    except Exception as error:  # noqa: BLE001  # reported as the source's definition error
-        return f"{getter}() raised {type(error).__name__}: {error}"
-    lacking = [
-        method
-        for method in ("get_version", "serialize", "deserialize")
-        if not callable(getattr(serializer, method, None))
-    ]
-    if lacking:
-        return (
-            f"{getter}() returned {describe(serializer)}, not a SimpleVersionedSerializer "
-            f"(it has no {', '.join(m + '()' for m in lacking)}); return one, e.g. "
-            "AttrsMsgpackSerializer(MySplit)"
-        )
-    version = serializer.get_version()
-    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 2**31:
-        return (
-            f"{getter}().get_version() of {describe_serializer(serializer)} must return an int "
-            f"in [0, 2**31) (got {describe(version)})"
-        )
-    return None
-
-
 @final
 @attrs.frozen
 class SourceCapabilities:
@@ -171,7 +146,7 @@ def inspect_source(source: object) -> SourceCapabilities:
     problems = _missing(source, Source)
     _refuse(source, "Source", problems)
     for getter in ("get_split_serializer", "get_enumerator_checkpoint_serializer"):
-        problem = _serializer_problem(source, getter)
+        problem = serializer_problem(source, getter, "AttrsMsgpackSerializer(MySplit)")
         if problem is not None:
             problems.append(problem)
     boundedness = source.get_boundedness()  # type: ignore[attr-defined]  # checked above

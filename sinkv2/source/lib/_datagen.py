@@ -5,19 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from sinkv2._attrs_serializer import AttrsMsgpackSerializer
 from sinkv2._text import describe
 from sinkv2.errors import SinkConfigurationError
-from sinkv2.source._boundedness import Boundedness
-from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
-from sinkv2.source.lib._number_sequence import check_count, check_int
+from sinkv2.source._context import SourceReaderContext
 from sinkv2.source.lib._sequence_reader import SequenceReader
-from sinkv2.source.lib._sequence_splits import (
-    NumberSequenceSplit,
-    SequenceEnumerator,
-    SequenceEnumeratorState,
-    cut,
-)
+from sinkv2.source.lib._sequence_source import SequenceSource, check_int
 
 if TYPE_CHECKING:
     import pyarrow
@@ -28,7 +20,7 @@ Row = Mapping[str, Any] | Sequence[Any]
 
 
 @final
-class DataGeneratorSource:
+class DataGeneratorSource(SequenceSource):
     """Rows ``generator_function(0)``, ``generator_function(1)``, ... (Flink's datagen source).
 
     The indices are a `NumberSequenceSource`'s, cut into splits the same way, so a
@@ -83,34 +75,12 @@ class DataGeneratorSource:
                 f"'records_per_second' must be a positive number or None (got "
                 f"{describe(records_per_second)})"
             )
-        check_int("batch_size", batch_size, minimum=1)
-        check_count("num_splits", num_splits)
+        last = None if count is None else count - 1
+        super().__init__(0, last, batch_size=batch_size, num_splits=num_splits)
         self.generator_function = generator_function
         self.count = count
         self.schema = schema
         self.records_per_second = records_per_second
-        self.batch_size = batch_size
-        self.num_splits = num_splits
-
-    def get_boundedness(self) -> Boundedness:
-        """``BOUNDED`` with a ``count``, else ``CONTINUOUS_UNBOUNDED``."""
-        return Boundedness.BOUNDED if self.count is not None else Boundedness.CONTINUOUS_UNBOUNDED
-
-    def create_enumerator(
-        self, enum_context: SplitEnumeratorContext[NumberSequenceSplit]
-    ) -> SequenceEnumerator:
-        """Cut the indices into splits, one per reader unless ``num_splits`` says otherwise."""
-        splits = self.num_splits or enum_context.current_parallelism()
-        last = None if self.count is None else self.count - 1
-        return SequenceEnumerator(enum_context, cut(0, last, splits))
-
-    def restore_enumerator(
-        self,
-        enum_context: SplitEnumeratorContext[NumberSequenceSplit],
-        checkpoint: SequenceEnumeratorState,
-    ) -> SequenceEnumerator:
-        """Go on with the splits not yet assigned at the checkpoint."""
-        return SequenceEnumerator(enum_context, checkpoint.remaining)
 
     def create_reader(self, reader_context: SourceReaderContext) -> SequenceReader:
         """A reader that calls the function for each index of its splits."""
@@ -131,16 +101,6 @@ class DataGeneratorSource:
             ]
             return pyarrow.record_batch(arrays, schema=self.schema)
         return pyarrow.RecordBatch.from_pylist(rows, schema=self.schema)
-
-    def get_split_serializer(self) -> AttrsMsgpackSerializer[NumberSequenceSplit]:
-        """Splits as msgpack maps."""
-        return AttrsMsgpackSerializer(NumberSequenceSplit)
-
-    def get_enumerator_checkpoint_serializer(
-        self,
-    ) -> AttrsMsgpackSerializer[SequenceEnumeratorState]:
-        """The remaining splits as msgpack."""
-        return AttrsMsgpackSerializer(SequenceEnumeratorState)
 
     def get_produced_type(self) -> pyarrow.Schema:
         """The ``schema`` given."""

@@ -4,44 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, final
 
-from sinkv2._attrs_serializer import AttrsMsgpackSerializer
 from sinkv2._text import describe
 from sinkv2.errors import SinkConfigurationError
-from sinkv2.source._boundedness import Boundedness
-from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
+from sinkv2.source._context import SourceReaderContext
 from sinkv2.source.lib._sequence_reader import SequenceReader
-from sinkv2.source.lib._sequence_splits import (
-    NumberSequenceSplit,
-    SequenceEnumerator,
-    SequenceEnumeratorState,
-    cut,
-)
+from sinkv2.source.lib._sequence_source import SequenceSource, check_int
 
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["NumberSequenceSource", "check_count", "check_int"]
-
-
-def check_int(name: str, value: object, *, minimum: int | None = None) -> None:
-    """Raise `SinkConfigurationError` unless ``value`` is an int (>= ``minimum``)."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise SinkConfigurationError(f"{name!r} must be an int (got {describe(value)})")
-    if minimum is not None and value < minimum:
-        raise SinkConfigurationError(
-            f"{name!r} must be at least {minimum} (got {describe(value)}); set it to {minimum} "
-            "or more"
-        )
-
-
-def check_count(name: str, value: object) -> None:
-    """Raise `SinkConfigurationError` unless ``value`` is ``None`` or a positive split count."""
-    if value is not None:
-        check_int(name, value, minimum=1)
+__all__ = ["NumberSequenceSource"]
 
 
 @final
-class NumberSequenceSource:
+class NumberSequenceSource(SequenceSource):
     """The numbers ``start, start + 1, ..., end`` as rows of one ``int64`` column.
 
     Flink's ``NumberSequenceSource`` (PyFlink's names): bounded, cut into one
@@ -79,32 +55,10 @@ class NumberSequenceSource:
             raise SinkConfigurationError(
                 f"'column' must be a non-empty str (got {describe(column)})"
             )
-        check_int("batch_size", batch_size, minimum=1)
-        check_count("num_splits", num_splits)
+        super().__init__(start, end, batch_size=batch_size, num_splits=num_splits)
         self.start = start
         self.end = end
         self.column = column
-        self.batch_size = batch_size
-        self.num_splits = num_splits
-
-    def get_boundedness(self) -> Boundedness:
-        """``BOUNDED`` with an ``end``, else ``CONTINUOUS_UNBOUNDED``."""
-        return Boundedness.BOUNDED if self.end is not None else Boundedness.CONTINUOUS_UNBOUNDED
-
-    def create_enumerator(
-        self, enum_context: SplitEnumeratorContext[NumberSequenceSplit]
-    ) -> SequenceEnumerator:
-        """Cut the sequence into splits, one per reader unless ``num_splits`` says otherwise."""
-        count = self.num_splits or enum_context.current_parallelism()
-        return SequenceEnumerator(enum_context, cut(self.start, self.end, count))
-
-    def restore_enumerator(
-        self,
-        enum_context: SplitEnumeratorContext[NumberSequenceSplit],
-        checkpoint: SequenceEnumeratorState,
-    ) -> SequenceEnumerator:
-        """Go on with the splits not yet assigned at the checkpoint."""
-        return SequenceEnumerator(enum_context, checkpoint.remaining)
 
     def create_reader(self, reader_context: SourceReaderContext) -> SequenceReader:
         """A reader that emits each split's numbers as Arrow batches."""
@@ -114,16 +68,6 @@ class NumberSequenceSource:
         import pyarrow  # noqa: PLC0415  # only readers need it; importing the source must not
 
         return pyarrow.record_batch([pyarrow.array(numbers, pyarrow.int64())], [self.column])
-
-    def get_split_serializer(self) -> AttrsMsgpackSerializer[NumberSequenceSplit]:
-        """Splits as msgpack maps."""
-        return AttrsMsgpackSerializer(NumberSequenceSplit)
-
-    def get_enumerator_checkpoint_serializer(
-        self,
-    ) -> AttrsMsgpackSerializer[SequenceEnumeratorState]:
-        """The remaining splits as msgpack."""
-        return AttrsMsgpackSerializer(SequenceEnumeratorState)
 
     def get_produced_type(self) -> pyarrow.Schema:
         """One non-null ``int64`` column."""
