@@ -52,33 +52,27 @@ from pyspark.sql.datasource import (
 )
 
 from sinkv2 import END_OF_INPUT, SinkCapabilities, SinkConfigurationError, inspect_sink
-from sinkv2.errors import ConcurrentCommitError
 from sinkv2.runtime import (
     CommitCoordinator,
     CommitRetryPolicy,
     CommitStateStore,
-    SinkLease,
     WriterStageOutput,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
 from sinkv2_spark._datasource_options import parse_options
+from sinkv2_spark._datasource_shared import FencedStore, check_pre_write, writer_stage_output
 from sinkv2_spark._datasource_topologies import (
     LocalStreams,
-    PlannedInput,
     dataframe_needed,
     planned_arrow_schema,
 )
-from sinkv2_spark._engine import _split  # apply()'s own splitting, one copy
 from sinkv2_spark._preflight import check_shippable
-from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA, WriterTask
+from sinkv2_spark._writer_stage import WriterTask
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-    from sinkv2_spark._datasource_stream import StreamTaskOutput
 
 __all__ = ["NAME", "BatchWriter", "SinkV2DataSource", "TaskOutput", "WritePlan", "register"]
 
@@ -228,7 +222,7 @@ def plan_batch_write(options: Any, schema: StructType) -> BatchWriter:
     capabilities = inspect_sink(sink)
     input_schema = planned_arrow_schema(schema)
     if capabilities.pre_write_topology:
-        _check_pre_write(sink, capabilities, schema)
+        check_pre_write(sink, capabilities, schema)
     check_shippable(sink, capabilities)
     coordinator = CommitCoordinator(
         sink,
@@ -277,24 +271,6 @@ def plan_batch_write(options: Any, schema: StructType) -> BatchWriter:
             input_schema=input_schema,
         )
     )
-
-
-def _check_pre_write(sink: Any, capabilities: SinkCapabilities, schema: StructType) -> None:
-    """Run the pre-write topology on a stand-in; it must hand the input back unchanged.
-
-    Raises:
-        SinkConfigurationError: The topology uses the DataFrame beyond its schema
-            (a repartition, a filter...), or returns something else.
-    """
-    planned = PlannedInput(schema, capabilities.sink_type)
-    result = sink.add_pre_write_topology(planned)
-    if result is not planned:
-        raise SinkConfigurationError(
-            f"{capabilities.sink_type}'s pre-write topology returned a new DataFrame "
-            f"({type(result).__name__}); a Spark data source gets the rows as Spark "
-            "partitioned them and cannot transform them first. Run this sink with "
-            "SinkTopologyTranslator().apply(df, sink, sink_id=...)"
-        )
 
 
 @final
@@ -358,7 +334,7 @@ class BatchWriter(DataSourceArrowWriter):
         coordinator = CommitCoordinator(
             plan.sink,
             sink_id=plan.sink_id,
-            store=_FencedStore(plan.store, plan.fencing_token),
+            store=FencedStore(plan.store, plan.fencing_token),
             streams=LocalStreams(),
             job_id=plan.job_id,
             retry_policy=plan.retry_policy,
@@ -373,7 +349,7 @@ class BatchWriter(DataSourceArrowWriter):
                     "the write was planned but not at its commit, while no other run held the "
                     "sink id; this is a bug in sinkv2, please report it"
                 )
-            return _writer_stage_output(outputs)
+            return writer_stage_output(outputs)
 
         recovery = coordinator.open()
         try:
@@ -418,47 +394,3 @@ def _output(message: WriterCommitMessage | None) -> TaskOutput:
             "writer task's output; this is a bug in sinkv2, please report it"
         )
     return message
-
-
-def _writer_stage_output(
-    outputs: Sequence[TaskOutput | StreamTaskOutput], *, with_states: bool = False
-) -> WriterStageOutput:
-    """The writers' outputs as ``apply()``'s writer stage returns them."""
-    number_of_subtasks = len(outputs)
-    batches = [o.rows for o in outputs if o.rows is not None]
-    table = pa.Table.from_batches(batches, schema=WRITER_OUTPUT_SCHEMA)
-    column = table.schema.get_field_index("number_of_subtasks")
-    table = table.set_column(
-        column,
-        WRITER_OUTPUT_SCHEMA.field(column),
-        pa.array([number_of_subtasks] * table.num_rows, pa.int32()),
-    )
-    return _split(table, number_of_subtasks, with_states=with_states)
-
-
-@final
-class _FencedStore:
-    """A store whose ``acquire`` fails if anyone acquired the sink id since the planner.
-
-    Every acquire increments the sink id's fencing token (the store contract), so
-    the commit's lease has the planner's token plus one exactly when no other run
-    held the sink id in between; any other run might have removed this job's
-    staged output as a dead job's.
-    """
-
-    def __init__(self, store: CommitStateStore, planned_token: int) -> None:
-        self._store = store
-        self._planned = planned_token
-
-    def acquire(self, sink_id: str, *, job_id: str) -> SinkLease:
-        lease = self._store.acquire(sink_id, job_id=job_id)
-        if lease.fencing_token != self._planned + 1:
-            lease.release()
-            raise ConcurrentCommitError(
-                f"sink {sink_id!r}: another run took the sink id while this job's ({job_id}) "
-                "writers wrote (fencing token "
-                f"{self._planned} when planned, {lease.fencing_token} at commit), and may have "
-                "removed their staged output as a dead job's; nothing of this run was "
-                "committed. Run one job per sink id at a time, and run this one again"
-            )
-        return lease

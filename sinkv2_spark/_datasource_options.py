@@ -29,10 +29,8 @@ from sinkv2 import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import CommitStateStore, PostgresCommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
 from sinkv2_spark._translator import (  # apply()'s own rules, one copy
-    _check_checkpoint_id as check_checkpoint_id,
-)
-from sinkv2_spark._translator import (
-    _check_sink_id as check_sink_id,
+    check_checkpoint_id,
+    check_sink_id,
 )
 
 __all__ = [

@@ -58,7 +58,7 @@ from sinkv2.runtime import (
     WriterStates,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._datasource import _check_pre_write, _FencedStore, _writer_stage_output
+from sinkv2_spark._datasource_shared import FencedStore, check_pre_write, writer_stage_output
 from sinkv2_spark._datasource_stream_options import StreamOptions, parse_stream_options
 from sinkv2_spark._datasource_topologies import LocalStreams, dataframe_needed, planned_arrow_schema
 from sinkv2_spark._preflight import check_shippable
@@ -185,7 +185,7 @@ def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPl
     sink, capabilities = parsed.sink, parsed.capabilities
     input_schema = planned_arrow_schema(schema)
     if capabilities.pre_write_topology:
-        _check_pre_write(sink, capabilities, schema)
+        check_pre_write(sink, capabilities, schema)
     check_shippable(sink, capabilities)
     coordinator = _coordinator(parsed, input_schema)
     if capabilities.pre_commit_topology:
@@ -226,7 +226,7 @@ def _coordinator(
     return CommitCoordinator(
         parsed.sink,
         sink_id=parsed.sink_id,
-        store=store if fencing_token is None else _FencedStore(store, fencing_token),
+        store=store if fencing_token is None else FencedStore(store, fencing_token),
         streams=LocalStreams(),
         job_id=job_id,
         on_stage=parsed.stage_listener(),
@@ -373,7 +373,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
                     f"{first.restored_checkpoint_id!r}), while no other run held the sink id; "
                     f"{_BUG}"
                 )
-            return _carry_unrestored(_writer_stage_output(outputs, with_states=True), restore)
+            return _carry_unrestored(writer_stage_output(outputs, with_states=True), restore)
 
         coordinator.open(origin=parsed.origin(claim=False), keep_restorable=True)
         runner = CheckpointRunner(coordinator)

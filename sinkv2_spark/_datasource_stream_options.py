@@ -32,18 +32,12 @@ from sinkv2.runtime import CommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
 from sinkv2_spark._datasource_options import make_sink, open_store, required_sink_id, sink_spec
 from sinkv2_spark._streaming import (  # apply()'s streaming rules, one copy
-    _STATE_DIR as STATE_DIR,
+    STATE_DIR,
+    claim_location,
+    local_path,
+    query_id,
 )
-from sinkv2_spark._streaming import (
-    _claim_location as claim_location,
-)
-from sinkv2_spark._streaming import (
-    _local_path as local_path,
-)
-from sinkv2_spark._streaming import (
-    _query_id as query_id,
-)
-from sinkv2_spark._translator import _check_guarantee as check_guarantee
+from sinkv2_spark._translator import check_guarantee
 
 __all__ = ["STREAM_DOOR_OPTIONS", "StageHook", "StreamOptions", "parse_stream_options"]
 

@@ -31,7 +31,7 @@ from sinkv2.runtime.committables import (
     COMMITTABLE_SCHEMA,
     LocalCommittableStream,
 )
-from sinkv2_spark._engine import _check_unique_names  # apply()'s rule, one copy
+from sinkv2_spark._engine import check_unique_names  # apply()'s rule, one copy
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -145,7 +145,7 @@ def planned_arrow_schema(schema: StructType) -> pa.Schema:
     """
     from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
 
-    _check_unique_names(list(schema.names), case_sensitive=True)
+    check_unique_names(list(schema.names), case_sensitive=True)
     try:
         return to_arrow_schema(schema, timezone="UTC")
     except Exception as error:  # pyspark raises its own error classes here

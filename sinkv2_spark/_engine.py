@@ -139,7 +139,7 @@ def arrow_schema(df: DataFrame) -> pa.Schema:
 
     spark = df.sparkSession
     schema = df.schema
-    _check_unique_names(schema.names, spark.conf.get("spark.sql.caseSensitive") == "true")
+    check_unique_names(schema.names, spark.conf.get("spark.sql.caseSensitive") == "true")
     timezone = spark.conf.get("spark.sql.session.timeZone")
     try:
         return to_arrow_schema(schema, timezone=timezone)
@@ -157,7 +157,7 @@ def arrow_schema(df: DataFrame) -> pa.Schema:
         ) from error
 
 
-def _check_unique_names(names: list[str], case_sensitive: bool) -> None:
+def check_unique_names(names: list[str], case_sensitive: bool) -> None:
     seen: dict[str, str] = {}
     for name in names:
         key = name if case_sensitive else name.lower()
@@ -283,7 +283,7 @@ class SparkWriterStage:
             table = source.mapInArrow(task, _WRITER_DDL).toArrow()
         except Exception as error:
             raise _writer_error(error) from error
-        output = _split(table, number_of_subtasks, with_states=checkpoint)
+        output = split_by_subtask(table, number_of_subtasks, with_states=checkpoint)
         _warn_if_tiny(self._sink_id, output, time.perf_counter() - started)
         return output
 
@@ -313,7 +313,7 @@ class SparkWriterStage:
         except Exception as error:
             raise _writer_error(error) from error
         table, number_of_subtasks = with_parallelism(table)
-        output = _split(table, number_of_subtasks, with_states=False)
+        output = split_by_subtask(table, number_of_subtasks, with_states=False)
         _warn_if_tiny(self._sink_id, output, time.perf_counter() - started)
         return output
 
@@ -356,7 +356,9 @@ def _warn_if_tiny(sink_id: str, output: WriterStageOutput, seconds: float) -> No
     )
 
 
-def _split(table: pa.Table, number_of_subtasks: int, *, with_states: bool) -> WriterStageOutput:
+def split_by_subtask(
+    table: pa.Table, number_of_subtasks: int, *, with_states: bool
+) -> WriterStageOutput:
     """The writer stage's rows, split into committables, states and per-subtask counters."""
     table = table.cast(WRITER_OUTPUT_SCHEMA)
     kinds = table.column("kind").to_pylist()

@@ -63,7 +63,7 @@ logger = logging.getLogger("sinkv2.spark")
 RECENT_RESULTS: Final = 100
 """How many `SinkResult`s a `SinkStreamingQuery` keeps (the oldest are dropped)."""
 
-_STATE_DIR: Final = "sinkv2"
+STATE_DIR: Final = "sinkv2"
 _BINDING_FILE: Final = "sink.json"
 _TRIGGERS: Final = ("processingTime", "once", "availableNow", "continuous")
 _NOT_REPLAYABLE: Final = re.compile(r"TextSocket|(?i:format: socket\b)")
@@ -426,7 +426,7 @@ def start_stream(
     """
     location = _check_location(checkpoint_location)
     trigger_kwargs = _check_trigger(trigger)
-    local = _local_path(location)
+    local = local_path(location)
     if state_store is None:
         if local is None:
             raise SinkConfigurationError(
@@ -434,13 +434,13 @@ def start_stream(
                 "state store cannot live next to it; pass state_store= explicitly (e.g. "
                 "SqliteCommitStateStore('/durable/local/path/commit_state.sqlite'))"
             )
-        state_store = SqliteCommitStateStore(local / _STATE_DIR / "commit_state.sqlite")
+        state_store = SqliteCommitStateStore(local / STATE_DIR / "commit_state.sqlite")
     origin = f"checkpoint {location}"
     if local is not None:
-        _claim_location(local, sink_id)
+        claim_location(local, sink_id)
         # Spark's query id moves with the checkpoint directory and changes when it is
         # reset (micro-batch ids start again at 0): the stream's identity.
-        origin = f"spark query {_query_id(local)}"
+        origin = f"spark query {query_id(local)}"
     _warn_if_not_replayable(df, sink_id, capabilities)
     coordinator = CommitCoordinator(
         sink,
@@ -513,7 +513,7 @@ def _check_trigger(trigger: object) -> dict[str, Any]:
     return dict(trigger)
 
 
-def _local_path(location: str) -> Path | None:
+def local_path(location: str) -> Path | None:
     parsed = urlparse(location)
     if parsed.scheme in {"", "file"} and not (parsed.scheme == "" and parsed.netloc):
         path = parsed.path if parsed.scheme == "file" else location
@@ -523,9 +523,9 @@ def _local_path(location: str) -> Path | None:
     return None
 
 
-def _claim_location(local: Path, sink_id: str) -> None:
+def claim_location(local: Path, sink_id: str) -> None:
     """Refuse a checkpoint location that another sink id's stream uses."""
-    marker = local / _STATE_DIR / _BINDING_FILE
+    marker = local / STATE_DIR / _BINDING_FILE
     if marker.exists():
         try:
             claimed = json.loads(marker.read_text())["sink_id"]
@@ -548,7 +548,7 @@ def _claim_location(local: Path, sink_id: str) -> None:
     os.replace(temporary, marker)
 
 
-def _query_id(local: Path) -> str:
+def query_id(local: Path) -> str:
     """Spark's query id for the checkpoint location, written first by us on a new one.
 
     Spark keeps the id in ``<checkpoint>/metadata`` and reuses it on every restart;
@@ -565,12 +565,12 @@ def _query_id(local: Path) -> str:
                 f"Spark's checkpoint metadata {str(metadata)!r} does not read ({error}); "
                 "restore the checkpoint location, or start over with a new one and a new sink id"
             ) from error
-    query_id = str(uuid.uuid4())
+    new_id = str(uuid.uuid4())
     local.mkdir(parents=True, exist_ok=True)
     temporary = local / f".metadata.{uuid.uuid4().hex}.tmp"
-    temporary.write_text(json.dumps({"id": query_id}) + "\n")
+    temporary.write_text(json.dumps({"id": new_id}) + "\n")
     os.replace(temporary, metadata)
-    return query_id
+    return new_id
 
 
 def _warn_if_not_replayable(df: DataFrame, sink_id: str, capabilities: SinkCapabilities) -> None:

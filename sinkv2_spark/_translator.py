@@ -48,7 +48,7 @@ __all__ = ["SinkTopologyTranslator", "StageListener"]
 _MAX_CHECKPOINT_ID: Final = END_OF_INPUT - 1
 
 
-def _check_checkpoint_id(checkpoint_id: object) -> int | None:
+def check_checkpoint_id(checkpoint_id: object) -> int | None:
     if checkpoint_id is None:
         return None
     if (
@@ -64,7 +64,7 @@ def _check_checkpoint_id(checkpoint_id: object) -> int | None:
     return checkpoint_id
 
 
-def _check_sink_id(sink_id: object, sink: object) -> str:
+def check_sink_id(sink_id: object, sink: object) -> str:
     if sink_id is None:
         cls = type(sink)
         return f"{cls.__module__}.{cls.__qualname__}"
@@ -99,7 +99,7 @@ def _check_dataframe(df: object, *, streaming: bool = False) -> DataFrame:
     return df
 
 
-def _check_guarantee(guarantee: object, capabilities: SinkCapabilities) -> None:
+def check_guarantee(guarantee: object, capabilities: SinkCapabilities) -> None:
     if guarantee is None:
         return
     if not isinstance(guarantee, DeliveryGuarantee):
@@ -301,7 +301,7 @@ class SinkTopologyTranslator:
         guarantee: DeliveryGuarantee | None,
     ) -> SinkStreamingQuery:
         capabilities = inspect_sink(sink)
-        _check_guarantee(guarantee, capabilities)
+        check_guarantee(guarantee, capabilities)
         df = _check_dataframe(df, streaming=True)
         if checkpoint_id is not None:
             raise SinkConfigurationError(
@@ -313,7 +313,7 @@ class SinkTopologyTranslator:
                 "a streaming apply() needs sink_id: the stable name of the stream's commit "
                 "history, e.g. sink_id='orders-to-iceberg'"
             )
-        name = _check_sink_id(sink_id, sink)
+        name = check_sink_id(sink_id, sink)
         if checkpoint_location is None:
             raise SinkConfigurationError(
                 "a streaming apply() needs checkpoint_location, as Spark's writeStream does: "
@@ -350,14 +350,14 @@ class SinkTopologyTranslator:
     ) -> SinkResult:
         capabilities = inspect_sink(sink)
         df = _check_dataframe(df)
-        checkpoint = _check_checkpoint_id(checkpoint_id)
+        checkpoint = check_checkpoint_id(checkpoint_id)
         if checkpoint is not None and sink_id is None:
             raise SinkConfigurationError(
                 "checkpoint_id needs an explicit sink_id: the default (the sink's class path) "
                 "is shared by every sink of that class, and another destination's committed "
                 "epoch would make this run write nothing. Pass sink_id='<destination name>'"
             )
-        name = _check_sink_id(sink_id, sink)
+        name = check_sink_id(sink_id, sink)
         shipped = check_shippable(sink, capabilities)
         check_loadable(df.sparkSession, sink, capabilities, shipped)
         started = time.perf_counter()

@@ -102,15 +102,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-# sinkv2_spark's doors still import each other both ways (issue 21 draws its layers);
-# until then the test must fail there, and passes everywhere else.
-KNOWN_TANGLED = pytest.mark.xfail(reason="sinkv2_spark's data-source doors: issue 21", strict=True)
-
-
-@pytest.mark.parametrize(
-    "package",
-    ["sinkv2", pytest.param("sinkv2_spark", marks=KNOWN_TANGLED), "reference_sinks"],
-)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_a_packages_modules_import_each_other_without_cycles(package):
     cycle = find_cycle(import_graph(package))
     assert cycle is None, " -> ".join(cycle or [])
@@ -143,10 +135,7 @@ def is_private_module_name(module: str, name: str) -> bool:
     ).exists()
 
 
-@pytest.mark.parametrize(
-    "package",
-    ["sinkv2", pytest.param("sinkv2_spark", marks=KNOWN_TANGLED), "reference_sinks"],
-)
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_module_imports_another_modules_private_names(package):
     found = private_names_from_other_modules(package)
     assert not found, "\n".join(found)

@@ -1,0 +1,95 @@
+"""What both data-source doors (batch and stream) share, used openly by each.
+
+The batch door (``_datasource``) and the streaming door (``_datasource_stream``)
+check a sink's pre-write topology the same way, turn their writer tasks' rows into
+``apply()``'s writer-stage output the same way, and fence their commit against a
+run that took the sink id meanwhile the same way; the rules live here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, final
+
+import pyarrow as pa
+
+from sinkv2 import SinkCapabilities, SinkConfigurationError
+from sinkv2.errors import ConcurrentCommitError
+from sinkv2.runtime import CommitStateStore, SinkLease, WriterStageOutput
+from sinkv2_spark._datasource_topologies import PlannedInput
+from sinkv2_spark._engine import split_by_subtask
+from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+__all__ = ["FencedStore", "HasRows", "check_pre_write", "writer_stage_output"]
+
+
+class HasRows(Protocol):
+    """A writer task's message: its metadata rows, or ``None`` if it wrote nothing."""
+
+    @property
+    def rows(self) -> pa.RecordBatch | None: ...
+
+
+def check_pre_write(sink: Any, capabilities: SinkCapabilities, schema: StructType) -> None:
+    """Run the pre-write topology on a stand-in; it must hand the input back unchanged.
+
+    Raises:
+        SinkConfigurationError: The topology uses the DataFrame beyond its schema
+            (a repartition, a filter...), or returns something else.
+    """
+    planned = PlannedInput(schema, capabilities.sink_type)
+    result = sink.add_pre_write_topology(planned)
+    if result is not planned:
+        raise SinkConfigurationError(
+            f"{capabilities.sink_type}'s pre-write topology returned a new DataFrame "
+            f"({type(result).__name__}); a Spark data source gets the rows as Spark "
+            "partitioned them and cannot transform them first. Run this sink with "
+            "SinkTopologyTranslator().apply(df, sink, sink_id=...)"
+        )
+
+
+def writer_stage_output(
+    outputs: Sequence[HasRows], *, with_states: bool = False
+) -> WriterStageOutput:
+    """The writers' outputs as ``apply()``'s writer stage returns them."""
+    number_of_subtasks = len(outputs)
+    batches = [o.rows for o in outputs if o.rows is not None]
+    table = pa.Table.from_batches(batches, schema=WRITER_OUTPUT_SCHEMA)
+    column = table.schema.get_field_index("number_of_subtasks")
+    table = table.set_column(
+        column,
+        WRITER_OUTPUT_SCHEMA.field(column),
+        pa.array([number_of_subtasks] * table.num_rows, pa.int32()),
+    )
+    return split_by_subtask(table, number_of_subtasks, with_states=with_states)
+
+
+@final
+class FencedStore:
+    """A store whose ``acquire`` fails if anyone acquired the sink id since the planner.
+
+    Every acquire increments the sink id's fencing token (the store contract), so
+    the commit's lease has the planner's token plus one exactly when no other run
+    held the sink id in between; any other run might have removed this job's
+    staged output as a dead job's.
+    """
+
+    def __init__(self, store: CommitStateStore, planned_token: int) -> None:
+        self._store = store
+        self._planned = planned_token
+
+    def acquire(self, sink_id: str, *, job_id: str) -> SinkLease:
+        lease = self._store.acquire(sink_id, job_id=job_id)
+        if lease.fencing_token != self._planned + 1:
+            lease.release()
+            raise ConcurrentCommitError(
+                f"sink {sink_id!r}: another run took the sink id while this job's ({job_id}) "
+                "writers wrote (fencing token "
+                f"{self._planned} when planned, {lease.fencing_token} at commit), and may have "
+                "removed their staged output as a dead job's; nothing of this run was "
+                "committed. Run one job per sink id at a time, and run this one again"
+            )
+        return lease
