@@ -69,9 +69,11 @@ class SplitEnumerator(Protocol[SplitT, CheckpointT_co]):
         Not guaranteed to be called for every checkpoint (a later one may complete
         first): treat it as "everything up to this checkpoint is done".
         """
+        return
 
     def handle_source_event(self, subtask_id: int, source_event: SourceEvent) -> None:
         """A reader sent ``source_event`` (default: ignore it)."""
+        return
 
     def close(self) -> None:
         """Release resources; called once, also after a failure."""

@@ -77,9 +77,11 @@ class SourceReader(Protocol[T_co, SplitT]):
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Checkpoint ``checkpoint_id`` is durable everywhere (default: nothing)."""
+        return
 
     def handle_source_events(self, source_event: SourceEvent) -> None:
         """The enumerator sent ``source_event`` (default: ignore it)."""
+        return
 
     def close(self) -> None:
         """Release resources (stop fetcher threads); called once, also after a failure."""
