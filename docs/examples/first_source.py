@@ -403,14 +403,13 @@ def main(argv: list[str]) -> int:
     for path, records in want.items():
         verdict = "each once, in order" if by_file[path] == records else "WRONG"
         print(f"  {Path(path).name}: {len(by_file[path])} of {len(records)} records, {verdict}")
-    if by_file != want:
-        print("the committed records differ from the files' records", file=sys.stderr)
-        return 1
-    print(f"read {len(committed)} records from {len(files)} files exactly once")
+    exactly_once = by_file == want
+    outcome = "exactly once" if exactly_once else "NOT exactly once"
+    print(f"read {len(committed)} records from {len(files)} files {outcome}")
 
     # 6. The contract kit: many more runs, with failures and restores at random points.
     check(directory)
-    return 0
+    return 0 if exactly_once else 1
 
 
 def emitted(engine: LocalSourceEngine) -> int:
