@@ -336,6 +336,7 @@ class JsonLinesSource(Source[Record, FileSplit, PendingFiles]):
 # --8<-- [end:source]
 
 
+# --8<-- [start:helpers]
 ORDERS = pyarrow.schema([("order", pyarrow.int64()), ("item", pyarrow.string())])
 """The schema of the sample files, and of the first sink tutorial's output."""
 
@@ -359,6 +360,9 @@ def records_of(path: Path, columns: Sequence[str]) -> list[Record]:
         for number, text in enumerate(lines)
         if text.strip()
     ]
+
+
+# --8<-- [end:helpers]
 
 
 # --8<-- [start:main]
