@@ -144,7 +144,10 @@ def check_source_reader(
             ``source.create_reader``).
         get_split: ``(index, records, boundedness) -> split``: split ``index`` holds
             the values ``index * records .. index * records + records - 1``; an
-            unbounded split goes on after them (it never finishes).
+            unbounded split goes on after them (it never finishes). ``testSnapshot``
+            stops a reader that reads its splits one at a time after 1,000 records,
+            so a finite split longer than that (a long file) can stand in for an
+            unbounded one.
         value_of: The int value of an emitted record (a dict, or a row of a batch).
         next_record_index: How many records of its split a snapshotted split has
             emitted (its position, in records).
