@@ -1,7 +1,7 @@
 """What `RedisSink` writes per element: `SetMode`, `HashMode` or `StreamMode`.
 
 A mode turns an element (a dict of column name -> value, as Spark hands writers)
-into a request entry, and queues an entry's commands on a pipeline. Entries are
+into a request entry, and packs a batch of entries into its RESP commands. Entries are
 msgpack-storable lists of bytes, so the async sink's default state serializer
 keeps them across a checkpoint:
 
@@ -29,7 +29,7 @@ import json
 import math
 import string
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
+from typing import Any, ClassVar, Final, TypeAlias, final
 
 import attrs
 import pyarrow as pa
@@ -54,8 +54,8 @@ KeySpec: TypeAlias = "str | Callable[[Mapping[str, Any]], str | bytes | int]"
 """A key template such as ``"user:{id}"`` (columns in braces), or a function of the element."""
 
 
-class _Pipeline(Protocol):
-    def execute_command(self, *args: Any, **options: Any) -> Any: ...
+PackCommand: TypeAlias = Callable[[tuple[Any, ...]], bytes]
+"""``hiredis.pack_command``: one command's arguments -> its RESP bytes."""
 
 
 def show_key(key: bytes) -> str:
@@ -310,13 +310,14 @@ class SetMode:
             return [key, element_as_json(element if encoded is None else encoded)]
         return [key, encode_value(self.value(element), lambda: f"the value of key {show_key(key)}")]
 
-    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
-        """One ``SET``."""
+    def pack(self, entries: list[list[Any]], pack: PackCommand) -> tuple[bytes, list[int]]:
+        """One ``SET`` per entry, packed: the RESP bytes and the commands per entry."""
         if self.ttl_ms is None:
-            pipeline.execute_command("SET", entry[0], entry[1])
+            packed = [pack((b"SET", key, value)) for key, value in entries]
         else:
-            pipeline.execute_command("SET", entry[0], entry[1], "PX", self.ttl_ms)
-        return 1
+            ttl = b"%d" % self.ttl_ms
+            packed = [pack((b"SET", key, value, b"PX", ttl)) for key, value in entries]
+        return b"".join(packed), [1] * len(entries)
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key plus value bytes."""
@@ -364,15 +365,22 @@ class HashMode:
             mapping = element if encoded is None else encoded
         return [key, _flat_fields(mapping, key, "HashMode")]
 
-    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
-        """``HSET`` (and ``PEXPIRE``), or nothing for an entry without fields."""
-        if not entry[1]:
-            return 0
-        pipeline.execute_command("HSET", entry[0], *entry[1])
-        if self.ttl_ms is None:
-            return 1
-        pipeline.execute_command("PEXPIRE", entry[0], self.ttl_ms)
-        return 2
+    def pack(self, entries: list[list[Any]], pack: PackCommand) -> tuple[bytes, list[int]]:
+        """``HSET`` (and ``PEXPIRE``) per entry, nothing for an entry without fields."""
+        packed: list[bytes] = []
+        counts: list[int] = []
+        ttl = None if self.ttl_ms is None else b"%d" % self.ttl_ms
+        for key, fields in entries:
+            if not fields:
+                counts.append(0)
+                continue
+            packed.append(pack((b"HSET", key, *fields)))
+            if ttl is None:
+                counts.append(1)
+            else:
+                packed.append(pack((b"PEXPIRE", key, ttl)))
+                counts.append(2)
+        return b"".join(packed), counts
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key plus field and value bytes."""
@@ -441,10 +449,12 @@ class StreamMode:
             entry_id = (raw if "-" in raw else f"{raw}-0").encode()
         return [key, flat, entry_id]
 
-    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
-        """One ``XADD``."""
-        pipeline.execute_command("XADD", entry[0], entry[2] or b"*", *entry[1])
-        return 1
+    def pack(self, entries: list[list[Any]], pack: PackCommand) -> tuple[bytes, list[int]]:
+        """One ``XADD`` per entry, packed: the RESP bytes and the commands per entry."""
+        packed = [
+            pack((b"XADD", key, entry_id or b"*", *fields)) for key, fields, entry_id in entries
+        ]
+        return b"".join(packed), [1] * len(entries)
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key, id, field and value bytes."""

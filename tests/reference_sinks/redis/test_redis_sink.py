@@ -20,7 +20,7 @@ from sinkv2 import (
     SinkConfigurationError,
     UndeliverableEntriesError,
 )
-from tests.reference_sinks.redis.helpers import FlakyPipelines, write_all
+from tests.reference_sinks.redis.helpers import FlakyRoundTrips, write_all
 
 ROWS = [{"id": i, "name": f"n{i}", "score": i / 2, "note": None} for i in range(1000)]
 SMALL = AsyncSinkWriterConfiguration(
@@ -173,7 +173,7 @@ def test_connection_failures_lose_nothing(redis_server, redis_client):
     sink = set_sink(redis_server)
     context = BasicWriterInitContext()
     writer = sink.create_writer(context)
-    FlakyPipelines(fail_before={0, 3, 4}, fail_after={1, 7}).install(writer)
+    FlakyRoundTrips(fail_before={0, 3, 4}, fail_after={1, 7}).install(writer)
     element_context = BasicSinkWriterContext()
     for row in ROWS:
         writer.write(row, element_context)
