@@ -46,7 +46,10 @@ __all__ = [
     "StreamMode",
     "column_encoders",
     "encode_value",
+    "json_text",
+    "key_template",
     "show_key",
+    "uses_columns",
 ]
 
 Element: TypeAlias = Mapping[str, Any]
@@ -135,10 +138,25 @@ def _non_finite_as_text(value: Any) -> Any:
     return value
 
 
+_JSON_ENCODER: Final = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default
+)
+
+
 def _dumps(element: Any) -> bytes:
-    return json.dumps(
-        element, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default
-    ).encode()
+    return _JSON_ENCODER.encode(element).encode()
+
+
+def json_text(value: object) -> str:
+    """One value as `element_as_json` spells it inside the element's JSON.
+
+    Raises:
+        TypeError: the value has no JSON spelling.
+    """
+    try:
+        return _JSON_ENCODER.encode(value)
+    except ValueError:  # a NaN or an infinity
+        return _JSON_ENCODER.encode(_non_finite_as_text(value))
 
 
 def element_as_json(element: Element) -> bytes:
@@ -525,3 +543,13 @@ def check_mode(mode: object) -> RedisMode:
             "e.g. SetMode(key='user:{id}')"
         )
     return mode
+
+
+def key_template(mode: RedisMode) -> str | None:
+    """The mode's key template, or ``None`` for a key function."""
+    return mode._key.template
+
+
+def uses_columns(mode: RedisMode) -> bool:
+    """Whether ``mode`` stores the element's columns (no value or fields function)."""
+    return (mode.value if isinstance(mode, SetMode) else mode.fields) is None

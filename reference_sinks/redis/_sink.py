@@ -11,10 +11,10 @@ import attrs
 from reference_sinks._json_values import Encoder
 from reference_sinks.redis._modes import (
     RedisMode,
-    SetMode,
     StreamMode,
     check_mode,
     column_encoders,
+    uses_columns,
 )
 from reference_sinks.redis._writer import RedisWriter
 from sinkv2 import (
@@ -185,11 +185,10 @@ class RedisSink(AsyncSinkBase[Mapping[str, Any], list[Any]]):
         """
         converter = self.element_converter
         schema = context.get_input_schema()
-        uses_columns = (
-            self.mode.value if isinstance(self.mode, SetMode) else self.mode.fields
-        ) is None
-        if schema is not None and uses_columns:
-            converter = _Converter(self.mode, column_encoders(self.mode, schema))
+        encoders = None
+        if schema is not None and uses_columns(self.mode):
+            encoders = column_encoders(self.mode, schema)
+            converter = _Converter(self.mode, encoders)
         return RedisWriter(
             converter,  # type: ignore[arg-type]  # always a _Converter here
             context,
@@ -198,6 +197,7 @@ class RedisSink(AsyncSinkBase[Mapping[str, Any], list[Any]]):
             url=self.url,
             mode=self.mode,
             client_options=self.client_options,
+            encoders=encoders,
         )
 
     def __repr__(self) -> str:

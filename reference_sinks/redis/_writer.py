@@ -29,7 +29,17 @@ import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, final
 
-from reference_sinks.redis._modes import PackCommand, RedisMode, StreamMode, show_key
+import pyarrow as pa
+
+from reference_sinks._json_values import Encoder
+from reference_sinks.redis._modes import (
+    PackCommand,
+    RedisMode,
+    StreamMode,
+    column_encoders,
+    show_key,
+    uses_columns,
+)
 from reference_sinks.redis._resp import exchange
 from sinkv2 import (
     AsyncSinkWriter,
@@ -38,6 +48,7 @@ from sinkv2 import (
     ElementConverter,
     ErrorVerdict,
     FatalDestinationError,
+    SinkWriter,
     WriterInitContext,
 )
 from sinkv2.text import missing_extra
@@ -140,6 +151,7 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
         url: str,
         mode: RedisMode,
         client_options: Mapping[str, Any],
+        encoders: Mapping[str, Encoder] | None = None,
     ) -> None:
         self._redis, self._pack_command = _import_redis()
         self._url = url
@@ -147,7 +159,65 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
         self._client_options = dict(client_options)
         self._client: Any = None
         self._finalizer: weakref.finalize[Any, RedisWriter] | None = None
-        super().__init__(element_converter, context, configuration, states)
+        self._element_converter = element_converter
+        self._encoders = encoders
+        self._schema_encoders: tuple[pa.Schema, Mapping[str, Encoder]] | None = None
+        self._prebuilt = False
+        super().__init__(self._entry_of, context, configuration, states)
+
+    def _entry_of(self, element: Any, context: SinkWriter.Context) -> list[Any]:
+        """The element's entry; in `write_arrow_batch`, the entry it built already."""
+        if self._prebuilt:
+            entry: list[Any] = element
+            return entry
+        return self._element_converter.apply(element, context)
+
+    def write_arrow_batch(self, batch: pa.RecordBatch, context: SinkWriter.Context) -> None:
+        """Convert the batch column by column (`batch_entries`), then buffer each entry.
+
+        A batch the column-wise path cannot convert (a key, value, fields or id
+        function; a null key column; a value without a spelling) is written row by
+        row, as ``write`` would: such a row then fails with its own message.
+
+        Raises:
+            SinkConfigurationError: a row has no entry (a null or missing key
+                column, a value Redis cannot store), or a column's type has no
+                spelling; the rows before it may have been buffered or sent.
+        """
+        entries = self._batch_entries(batch)
+        write = self.write
+        if entries is None:
+            for row in batch.to_pylist():
+                write(row, context)
+            return
+        self._prebuilt = True
+        try:
+            for entry in entries:
+                write(entry, context)  # type: ignore[arg-type]  # _entry_of passes it through
+        finally:
+            self._prebuilt = False
+
+    def _batch_entries(self, batch: pa.RecordBatch) -> list[list[Any]] | None:
+        from reference_sinks.redis._batches import (  # noqa: PLC0415  # pyarrow.compute: writers only
+            Unvectorised,
+            batch_entries,
+        )
+
+        mode = self._mode
+        if not uses_columns(mode):
+            return None  # a function of the row dict: the row path
+        encoders = self._encoders
+        if encoders is None:
+            # No input schema (not on Spark): the batch's own types spell the columns.
+            cached = self._schema_encoders
+            if cached is None or cached[0] != batch.schema:
+                cached = (batch.schema, column_encoders(mode, batch.schema))
+                self._schema_encoders = cached
+            encoders = cached[1]
+        try:
+            return batch_entries(mode, batch, encoders)
+        except Unvectorised:
+            return None
 
     async def open_client(self) -> None:
         """Create the ``redis.asyncio`` client on this loop (connections open on first use)."""
