@@ -112,7 +112,7 @@ def _json_column(column: pa.Array, encoder: Encoder | None) -> pa.Array | list[s
         if pa.types.is_null(kind):
             return pa.array(["null"] * len(column), pa.string())
         if _is_text(kind) and not pc.any(pc.match_substring_regex(column, _CONTROL)).as_py():
-            escaped = pc.replace_substring(column, "\\", "\\\\")
+            escaped = pc.replace_substring(column.cast(pa.string()), "\\", "\\\\")
             escaped = pc.replace_substring(escaped, '"', '\\"')
             return pc.fill_null(pc.binary_join_element_wise('"', escaped, '"', ""), "null")
         if pa.types.is_float64(kind):
