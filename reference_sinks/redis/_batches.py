@@ -21,6 +21,7 @@ caller then converts the batch row by row, which raises the row's own error.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import string
@@ -33,12 +34,14 @@ import pyarrow.compute as pc
 from reference_sinks._json_values import Encoder
 from reference_sinks.redis._modes import (
     HashMode,
+    PackedEntry,
     RedisMode,
     SetMode,
     StreamMode,
     encode_value,
     json_text,
     key_template,
+    packed_entry,
 )
 
 __all__ = ["Unvectorised", "batch_entries"]
@@ -61,15 +64,21 @@ def _arrow_text(kind: pa.DataType) -> bool:
     return bool(pa.types.is_integer(kind)) or _is_text(kind)
 
 
-def _as_bytes(array: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """A string array's values as bytes (None for nulls), without a str per value."""
-    kind = pa.large_binary() if pa.types.is_large_string(array.type) else pa.binary()
-    values: list[Any] = array.cast(kind).to_pylist()
-    return values
+def _binary(array: pa.Array) -> pa.Array:
+    """A string array as binary (the same bytes)."""
+    if pa.types.is_large_string(array.type):
+        array = array.cast(pa.string())
+    return array.cast(pa.binary())
 
 
-def _template_keys(template: str, batch: pa.RecordBatch) -> list[bytes]:
-    """The keys of ``template`` (bare column names in braces) for every row of ``batch``."""
+def _bulk(array: pa.Array) -> pa.Array:
+    """Each value as a RESP bulk string: ``$<length>``, CRLF, the bytes, CRLF (null stays null)."""
+    length = pc.binary_length(array).cast(pa.string()).cast(pa.binary())
+    return pc.binary_join_element_wise(b"$", length, b"\r\n", array, b"\r\n", b"")
+
+
+def _template_keys(template: str, batch: pa.RecordBatch) -> pa.Array:
+    """The keys of ``template`` (bare column names in braces) for every row, as binary."""
     names = batch.schema.names
     parts: list[Any] = []
     arrow_only = True
@@ -89,16 +98,16 @@ def _template_keys(template: str, batch: pa.RecordBatch) -> list[bytes]:
             arrow_only = False
             parts.append(list(map(format, column.to_pylist())))
     if not any(isinstance(part, list | pa.Array) for part in parts):
-        return [template.format().encode()] * batch.num_rows
+        return pa.array([template.format().encode()] * batch.num_rows, pa.binary())
     if arrow_only:
-        return _as_bytes(pc.binary_join_element_wise(*parts, ""))
+        return _binary(pc.binary_join_element_wise(*parts, ""))
     columns = [
         part if isinstance(part, list) else part.to_pylist()
         for part in parts
         if not isinstance(part, str)
     ]
     pattern = "".join(part.replace("%", "%%") if isinstance(part, str) else "%s" for part in parts)
-    return [(pattern % row).encode() for row in zip(*columns, strict=True)]
+    return pa.array([pattern % row for row in zip(*columns, strict=True)], pa.binary())
 
 
 def _json_column(column: pa.Array, encoder: Encoder | None) -> pa.Array | list[str]:
@@ -126,10 +135,10 @@ def _json_column(column: pa.Array, encoder: Encoder | None) -> pa.Array | list[s
         raise Unvectorised from error
 
 
-def _set_values(batch: pa.RecordBatch, encoders: Mapping[str, Encoder]) -> list[bytes]:
-    """Every row of ``batch`` as compact JSON, as `SetMode`'s default value."""
+def _set_values(batch: pa.RecordBatch, encoders: Mapping[str, Encoder]) -> pa.Array:
+    """Every row of ``batch`` as compact JSON, as `SetMode`'s default value, as binary."""
     if not batch.num_columns:
-        return [b"{}"] * batch.num_rows
+        return pa.array([b"{}"] * batch.num_rows, pa.binary())
     parts: list[Any] = []
     for index, name in enumerate(batch.schema.names):
         prefix = "{" if index == 0 else ","
@@ -137,47 +146,44 @@ def _set_values(batch: pa.RecordBatch, encoders: Mapping[str, Encoder]) -> list[
         texts = _json_column(batch.column(index), encoders.get(name))
         parts.append(pa.array(texts, pa.string()) if isinstance(texts, list) else texts)
     parts.append("}")
-    return _as_bytes(pc.binary_join_element_wise(*parts, ""))
+    return _binary(pc.binary_join_element_wise(*parts, ""))
 
 
-def _field_column(column: pa.Array, encoder: Encoder | None, where: Callable[[], str]) -> list[Any]:
-    """Each value of ``column`` as the bytes of a hash or stream field (None for nulls)."""
+def _field_column(column: pa.Array, encoder: Encoder | None, where: Callable[[], str]) -> pa.Array:
+    """Each value of ``column`` as the bytes of a hash or stream field (null for nulls)."""
     kind = column.type
     if encoder is None:
         if _arrow_text(kind):
-            return _as_bytes(column.cast(pa.string()))
-        if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-            return column.to_pylist()  # type: ignore[no-any-return]
+            return _binary(column.cast(pa.string()))
+        if pa.types.is_binary(kind):
+            return column
         if pa.types.is_boolean(kind):
-            return [
-                None if value is None else b"true" if value else b"false"
-                for value in column.to_pylist()
-            ]
+            return pc.if_else(column, b"true", b"false")
         if pa.types.is_float64(kind):
-            return [
+            texts = [
                 None if value is None else _FLOAT_FIELD.get(text := repr(value)) or text.encode()
                 for value in column.to_pylist()
             ]
+            return pa.array(texts, pa.binary())
     values = column.to_pylist()
     if encoder is not None:
         values = [None if value is None else encoder(value) for value in values]
     try:
-        return [None if value is None else encode_value(value, where) for value in values]
+        texts = [None if value is None else encode_value(value, where) for value in values]
     except Exception as error:
         raise Unvectorised from error
+    return pa.array(texts, pa.binary())
 
 
-def _flat_fields(batch: pa.RecordBatch, encoders: Mapping[str, Encoder]) -> list[list[bytes]]:
-    """Every row's non-null columns as ``[field, value, ...]``."""
+def _flat_fields(names: list[bytes], columns: list[pa.Array], rows: int) -> list[list[bytes]]:
+    """Every row's non-null fields as ``[field, value, ...]``."""
+    if not columns:
+        return [[] for _ in range(rows)]
     interleaved: list[Any] = []
-    for index, name in enumerate(batch.schema.names):
-        interleaved.append(itertools.repeat(name.encode()))
-        interleaved.append(
-            _field_column(batch.column(index), encoders.get(name), lambda: "a field")
-        )
-    if not interleaved:
-        return [[] for _ in range(batch.num_rows)]
-    if not any(batch.column(index).null_count for index in range(batch.num_columns)):
+    for name, column in zip(names, columns, strict=True):
+        interleaved.append(itertools.repeat(name))
+        interleaved.append(column.to_pylist())
+    if not any(column.null_count for column in columns):
         return [list(row) for row in zip(*interleaved, strict=False)]
     return [
         list(row) if None not in row else _without_nulls(row)
@@ -194,12 +200,64 @@ def _without_nulls(row: tuple[Any, ...]) -> list[Any]:
     return flat
 
 
+def _set_entries(mode: SetMode, keys: pa.Array, values: pa.Array) -> list[PackedEntry]:
+    """``[key, value]`` entries, each with its ``SET`` packed and its size."""
+    head = b"*3\r\n$3\r\nSET\r\n" if mode.ttl_ms is None else b"*5\r\n$3\r\nSET\r\n"
+    tail = b"" if mode.ttl_ms is None else _pack_bulks(b"PX", b"%d" % mode.ttl_ms)
+    packed = pc.binary_join_element_wise(head, _bulk(keys), _bulk(values), tail, b"")
+    sizes = pc.add(pc.binary_length(keys), pc.binary_length(values))
+    return [
+        packed_entry([key, value], commands, size)
+        for key, value, commands, size in zip(
+            keys.to_pylist(), values.to_pylist(), packed.to_pylist(), sizes.to_pylist(), strict=True
+        )
+    ]
+
+
+def _hash_entries(
+    mode: HashMode, keys: pa.Array, names: list[bytes], columns: list[pa.Array]
+) -> list[PackedEntry]:
+    """``[key, [field, value, ...]]`` entries, each with its ``HSET`` (and ``PEXPIRE``) packed."""
+    fields = _flat_fields(names, columns, len(keys))
+    present = [pc.cast(pc.is_valid(column), pa.int64()) for column in columns]
+    count = functools.reduce(pc.add, present, pa.scalar(0, pa.int64()))
+    head = pc.binary_join_element_wise(
+        b"*", pc.add(pc.multiply(count, 2), 2).cast(pa.string()).cast(pa.binary()), b"\r\n", b""
+    )
+    pairs = [
+        pc.fill_null(pc.binary_join_element_wise(_pack_bulks(name), _bulk(column), b""), b"")
+        for name, column in zip(names, columns, strict=True)
+    ]
+    bulk_key = _bulk(keys)
+    parts = [head, b"$4\r\nHSET\r\n", bulk_key, *pairs]
+    if mode.ttl_ms is not None:
+        parts += [b"*3\r\n$7\r\nPEXPIRE\r\n", bulk_key, _pack_bulks(b"%d" % mode.ttl_ms)]
+    packed = pc.if_else(pc.equal(count, 0), b"", pc.binary_join_element_wise(*parts, b""))
+    lengths = [
+        pc.fill_null(pc.add(pc.binary_length(column), len(name)), 0)
+        for name, column in zip(names, columns, strict=True)
+    ]
+    sizes = functools.reduce(pc.add, lengths, pc.binary_length(keys))
+    return [
+        packed_entry([key, flat], commands, size)
+        for key, flat, commands, size in zip(
+            keys.to_pylist(), fields, packed.to_pylist(), sizes.to_pylist(), strict=True
+        )
+    ]
+
+
+def _pack_bulks(*values: bytes) -> bytes:
+    return b"".join(b"$%d\r\n%b\r\n" % (len(value), value) for value in values)
+
+
 def batch_entries(
     mode: RedisMode, batch: pa.RecordBatch, encoders: Mapping[str, Encoder]
 ) -> list[list[Any]] | None:
     """The entries of every row of ``batch``, as ``mode.to_entry`` makes them one by one.
 
     ``encoders`` spell the columns (`column_encoders` of the batch's schema).
+    ``SET`` and ``HSET`` entries come packed (`PackedEntry`: their commands in
+    RESP, and their size), so neither is computed again per entry.
     ``None`` when ``mode`` has a function (key, value, fields or id) or the batch
     repeats a column name: convert such batches row by row.
 
@@ -215,13 +273,18 @@ def batch_entries(
         if mode.value is not None:
             return None
         keys = _template_keys(template, batch)
-        return [list(pair) for pair in zip(keys, _set_values(batch, encoders), strict=True)]
+        return _set_entries(mode, keys, _set_values(batch, encoders))  # type: ignore[return-value]  # a list subclass
     if mode.fields is not None or (isinstance(mode, StreamMode) and mode.id is not None):
         return None
     keys = _template_keys(template, batch)
-    fields = _flat_fields(batch, encoders)
+    names = [name.encode() for name in batch.schema.names]
+    columns = [
+        _field_column(batch.column(index), encoders.get(name), lambda: "a field")
+        for index, name in enumerate(batch.schema.names)
+    ]
     if isinstance(mode, HashMode):
-        return [[key, flat] for key, flat in zip(keys, fields, strict=True)]
+        return _hash_entries(mode, keys, names, columns)  # type: ignore[return-value]  # a list subclass
+    fields = _flat_fields(names, columns, batch.num_rows)
     if not all(fields):
         raise Unvectorised  # a stream entry needs a field: the row path says which row
-    return [[key, flat, None] for key, flat in zip(keys, fields, strict=True)]
+    return [[key, flat, None] for key, flat in zip(keys.to_pylist(), fields, strict=True)]

@@ -41,6 +41,7 @@ from sinkv2.text import describe
 __all__ = [
     "HashMode",
     "KeySpec",
+    "PackedEntry",
     "RedisMode",
     "SetMode",
     "StreamMode",
@@ -48,6 +49,7 @@ __all__ = [
     "encode_value",
     "json_text",
     "key_template",
+    "packed_entry",
     "show_key",
     "uses_columns",
 ]
@@ -59,6 +61,28 @@ KeySpec: TypeAlias = "str | Callable[[Mapping[str, Any]], str | bytes | int]"
 
 PackCommand: TypeAlias = Callable[[tuple[Any, ...]], bytes]
 """``hiredis.pack_command``: one command's arguments -> its RESP bytes."""
+
+
+class PackedEntry(list[Any]):
+    """A request entry that carries its commands, packed in RESP, and its size.
+
+    Writers build these column-wise for a whole Arrow batch (``_batches``), so that
+    neither is computed again per entry. It is the entry list in every other way:
+    the state stores the list only (msgpack packs it as a list), and a restored
+    entry, a plain list, is packed again when it is sent.
+    """
+
+    __slots__ = ("commands", "size")
+    commands: bytes
+    size: int
+
+
+def packed_entry(items: list[Any], commands: bytes, size: int) -> PackedEntry:
+    """``items`` as a `PackedEntry` with its ``commands`` (RESP) and ``size``."""
+    entry = PackedEntry(items)
+    entry.commands = commands
+    entry.size = size
+    return entry
 
 
 def show_key(key: bytes) -> str:
@@ -311,6 +335,8 @@ class SetMode:
     value: Callable[[Element], Any] | None = None
     ttl_ms: int | None = None
     command: ClassVar[str] = "SET"
+    simple_replies: ClassVar[bool] = True
+    """Every reply is one line (``+OK`` or an error)."""
     _key: _Key = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -331,14 +357,26 @@ class SetMode:
     def pack(self, entries: list[list[Any]], pack: PackCommand) -> tuple[bytes, list[int]]:
         """One ``SET`` per entry, packed: the RESP bytes and the commands per entry."""
         if self.ttl_ms is None:
-            packed = [pack((b"SET", key, value)) for key, value in entries]
+            packed = [
+                entry.commands
+                if entry.__class__ is PackedEntry
+                else pack((b"SET", entry[0], entry[1]))
+                for entry in entries
+            ]
         else:
             ttl = b"%d" % self.ttl_ms
-            packed = [pack((b"SET", key, value, b"PX", ttl)) for key, value in entries]
+            packed = [
+                entry.commands
+                if entry.__class__ is PackedEntry
+                else pack((b"SET", entry[0], entry[1], b"PX", ttl))
+                for entry in entries
+            ]
         return b"".join(packed), [1] * len(entries)
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key plus value bytes."""
+        if entry.__class__ is PackedEntry:
+            return entry.size
         return len(entry[0]) + len(entry[1])
 
 
@@ -364,6 +402,8 @@ class HashMode:
     fields: Callable[[Element], Mapping[Any, Any]] | None = None
     ttl_ms: int | None = None
     command: ClassVar[str] = "HSET"
+    simple_replies: ClassVar[bool] = True
+    """Every reply is one line (``:<fields added>``, ``:0``/``:1`` or an error)."""
     _key: _Key = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -388,20 +428,24 @@ class HashMode:
         packed: list[bytes] = []
         counts: list[int] = []
         ttl = None if self.ttl_ms is None else b"%d" % self.ttl_ms
-        for key, fields in entries:
+        for entry in entries:
+            key, fields = entry
             if not fields:
                 counts.append(0)
                 continue
+            counts.append(1 if ttl is None else 2)
+            if entry.__class__ is PackedEntry:
+                packed.append(entry.commands)
+                continue
             packed.append(pack((b"HSET", key, *fields)))
-            if ttl is None:
-                counts.append(1)
-            else:
+            if ttl is not None:
                 packed.append(pack((b"PEXPIRE", key, ttl)))
-                counts.append(2)
         return b"".join(packed), counts
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key plus field and value bytes."""
+        if entry.__class__ is PackedEntry:
+            return entry.size
         return len(entry[0]) + sum(map(len, entry[1]))
 
 
@@ -433,6 +477,8 @@ class StreamMode:
     fields: Callable[[Element], Mapping[Any, Any]] | None = None
     id: Callable[[Element], str | bytes] | None = None
     command: ClassVar[str] = "XADD"
+    simple_replies: ClassVar[bool] = False
+    """Replies are bulk strings (the ids)."""
     _key: _Key = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:

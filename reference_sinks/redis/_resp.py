@@ -58,55 +58,103 @@ async def exchange(
     packed: bytes,
     count: int,
     *,
+    simple: bool,
     reply_error: type[Exception],
     connection_error: type[Exception],
     timeout_error: type[Exception],
     socket_timeout: float | None,
-) -> list[Any]:
+) -> list[Any] | None:
     """Write ``packed`` (``count`` commands) in one call; return the ``count`` replies.
 
     Replies are raw (bytes, not decoded); an error reply is a ``reply_error``
-    instance in the list. The caller disconnects the connection if this raises.
+    instance in the list. With ``simple`` (every reply is one line: ``+OK``,
+    ``:<n>`` or an error), the replies are counted by their line ends and parsed
+    only if one is an error: ``None`` means all ``count`` replies came and none
+    is. The caller disconnects the connection if this raises.
 
     Raises:
-        connection_error: the connection closed or failed before every reply came.
+        connection_error: the connection closed or failed before every reply came,
+            or sent more replies than commands.
         timeout_error: no bytes came for ``socket_timeout`` seconds.
     """
     import hiredis  # noqa: PLC0415  # the redis extra installs it; checked when writers start
 
     reader, writer = streams_of(connection)
     parser = hiredis.Reader(replyError=reply_error, protocolError=connection_error)
-    replies: list[Any] = []
+    received = _Received(reader, socket_timeout, count, connection_error)
     try:
         writer.write(packed)
         if socket_timeout is None:
             await writer.drain()
         else:
             await asyncio.wait_for(writer.drain(), socket_timeout)
-        gets = parser.gets
-        append = replies.append
-        while len(replies) < count:
-            if socket_timeout is None:
-                data = await reader.read(READ_SIZE)
-            else:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), socket_timeout)
-            if not data:
-                raise connection_error(
-                    f"the connection closed after {len(replies)} of {count} replies"
-                )
-            parser.feed(data)
-            while (reply := gets()) is not False:
-                append(reply)
+        if simple:
+            data = await received.lines()
+            if data[:1] != b"-" and b"\r\n-" not in data:
+                return None
+            parser.feed(bytes(data))
+            return [parser.gets() for _ in range(count)]
+        return await received.replies(parser)
     except asyncio.TimeoutError:
         raise timeout_error(
             f"no reply from Redis within socket_timeout={socket_timeout} s "
-            f"({len(replies)} of {count} replies read)"
+            f"({received.read} of {count} replies read)"
         ) from None
     except OSError as error:
         raise connection_error(f"the connection failed: {error}") from error
-    if len(replies) > count:
-        raise connection_error(
-            f"Redis sent {len(replies)} replies to {count} commands; the connection is "
-            "out of step (a RESP3 push message?)"
-        )
-    return replies
+
+
+class _Received:
+    """The replies to ``count`` commands, read from ``reader`` as they come."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        socket_timeout: float | None,
+        count: int,
+        connection_error: type[Exception],
+    ) -> None:
+        self.reader = reader
+        self.socket_timeout = socket_timeout
+        self.count = count
+        self.connection_error = connection_error
+        self.read = 0
+
+    async def _chunk(self) -> bytes:
+        if self.socket_timeout is None:
+            data = await self.reader.read(READ_SIZE)
+        else:
+            data = await asyncio.wait_for(self.reader.read(READ_SIZE), self.socket_timeout)
+        if not data:
+            raise self.connection_error(
+                f"the connection closed after {self.read} of {self.count} replies"
+            )
+        return data
+
+    def _check_not_over(self) -> None:
+        if self.read > self.count:
+            raise self.connection_error(
+                f"Redis sent {self.read} replies to {self.count} commands; the connection is "
+                "out of step"
+            )
+
+    async def lines(self) -> bytearray:
+        """The bytes of ``count`` one-line replies."""
+        received = bytearray()
+        while self.read < self.count:
+            start = max(len(received) - 1, 0)  # a line end may straddle two reads
+            received += await self._chunk()
+            self.read += received.count(b"\r\n", start)
+        self._check_not_over()
+        return received
+
+    async def replies(self, parser: Any) -> list[Any]:
+        """``count`` replies, parsed by ``parser`` (a ``hiredis.Reader``) as they come."""
+        replies: list[Any] = []
+        while self.read < self.count:
+            parser.feed(await self._chunk())
+            while (reply := parser.gets()) is not False:
+                replies.append(reply)
+            self.read = len(replies)
+        self._check_not_over()
+        return replies

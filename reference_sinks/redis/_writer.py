@@ -270,7 +270,7 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
             return []
         replies = await self._round_trip(packed, total)
         response_error = self._redis.exceptions.ResponseError
-        if response_error not in set(map(type, replies)):
+        if replies is None or response_error not in set(map(type, replies)):
             return []
         retry: list[list[Any]] = []
         id_taken: list[list[Any]] = []
@@ -307,8 +307,10 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
             await self._check_redelivered(id_taken)
         return retry
 
-    async def _round_trip(self, packed: bytes, count: int) -> list[Any]:
+    async def _round_trip(self, packed: bytes, count: int) -> list[Any] | None:
         """``count`` packed commands on a connection of the pool; their raw replies.
+
+        ``None`` when the mode's replies are one line each and none is an error.
 
         A connection whose exchange failed is disconnected (replies may be unread)
         before it goes back to the pool.
@@ -321,6 +323,7 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
                 connection,
                 packed,
                 count,
+                simple=self._mode.simple_replies,
                 reply_error=exceptions.ResponseError,
                 connection_error=exceptions.ConnectionError,
                 timeout_error=exceptions.TimeoutError,

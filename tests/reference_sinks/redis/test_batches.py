@@ -14,6 +14,7 @@ import datetime as dt
 import decimal
 import json
 
+import hiredis
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from reference_sinks.redis import HashMode, RedisSink, SetMode, StreamMode
 from reference_sinks.redis._batches import Unvectorised, batch_entries
-from reference_sinks.redis._modes import column_encoders
+from reference_sinks.redis._modes import PackedEntry, column_encoders
 from reference_sinks.redis._sink import _Converter
 from sinkv2 import (
     AsyncSinkWriterConfiguration,
@@ -82,6 +83,8 @@ def batches(draw):
 MODES = [
     *(SetMode(key=template) for template in TEMPLATES),
     *(HashMode(key=template) for template in TEMPLATES),
+    SetMode(key="k:{id}", ttl_ms=5_000),
+    HashMode(key="k:{id}", ttl_ms=5_000),
     StreamMode(key="{s}stream"),
 ]
 
@@ -105,6 +108,11 @@ def test_batch_entries_are_the_row_paths_entries(batch, mode):
         return
     assert entries is not None
     assert entries == row_path(mode, batch)
+    for entry in entries:
+        if isinstance(entry, PackedEntry):  # SET and HSET: packed as the writer would
+            plain = list(entry)
+            assert entry.commands == mode.pack([plain], hiredis.pack_command)[0]
+            assert entry.size == mode.entry_size(plain)
 
 
 def test_functions_and_repeated_columns_are_left_to_the_row_path():
