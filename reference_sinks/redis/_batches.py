@@ -46,8 +46,8 @@ from reference_sinks.redis._modes import (
 
 __all__ = ["Unvectorised", "batch_entries"]
 
-_FLOAT_JSON: Final = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"', "None": "null"}
-_FLOAT_FIELD: Final = {"nan": b"NaN", "inf": b"Infinity", "-inf": b"-Infinity"}
+_FLOAT_JSON: Final = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+_FLOAT_FIELD: Final = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 _CONTROL: Final = "[\\x00-\\x1f]"
 
 
@@ -110,6 +110,33 @@ def _template_keys(template: str, batch: pa.RecordBatch) -> pa.Array:
     return pa.array([pattern % row for row in zip(*columns, strict=True)], pa.binary())
 
 
+def _double_texts(column: pa.Array, spelling: Mapping[str, str]) -> pa.Array:
+    """A double column as ``repr`` spells its values, non-finite ones as ``spelling`` says.
+
+    Arrow's cast spells the shortest round-trip digits as ``repr`` does; where it
+    writes no exponent and ``repr`` would not either (0, and 1e-4 <= |x| < 1e16),
+    the two differ only in ``repr``'s ``.0`` on integral values. Other values (and
+    NaN, the infinities) are spelled in Python. Nulls stay null.
+    """
+    text = column.cast(pa.string())
+    magnitude = pc.abs(column)
+    in_range = pc.or_(
+        pc.and_(pc.greater_equal(magnitude, 1e-4), pc.less(magnitude, 1e16)),
+        pc.equal(magnitude, 0),
+    )
+    fast = pc.fill_null(pc.and_(in_range, pc.invert(pc.match_substring(text, "e"))), False)
+    fixed = pc.if_else(
+        pc.match_substring(text, "."), text, pc.binary_join_element_wise(text, ".0", "")
+    )
+    slow = pc.and_(pc.invert(fast), pc.is_valid(column))
+    if not pc.any(slow).as_py():
+        return fixed
+    spelled = [
+        spelling.get(shown, shown) for shown in map(repr, pc.filter(column, slow).to_pylist())
+    ]
+    return pc.replace_with_mask(fixed, slow, pa.array(spelled, pa.string()))
+
+
 def _json_column(column: pa.Array, encoder: Encoder | None) -> pa.Array | list[str]:
     """Each value of ``column`` as JSON text (``null`` for nulls), as `element_as_json` does."""
     kind = column.type
@@ -125,7 +152,7 @@ def _json_column(column: pa.Array, encoder: Encoder | None) -> pa.Array | list[s
             escaped = pc.replace_substring(escaped, '"', '\\"')
             return pc.fill_null(pc.binary_join_element_wise('"', escaped, '"', ""), "null")
         if pa.types.is_float64(kind):
-            return [_FLOAT_JSON.get(text, text) for text in map(repr, column.to_pylist())]
+            return pc.fill_null(_double_texts(column, _FLOAT_JSON), "null")
     values = column.to_pylist()
     if encoder is not None:
         values = [None if value is None else encoder(value) for value in values]
@@ -160,11 +187,7 @@ def _field_column(column: pa.Array, encoder: Encoder | None, where: Callable[[],
         if pa.types.is_boolean(kind):
             return pc.if_else(column, b"true", b"false")
         if pa.types.is_float64(kind):
-            texts = [
-                None if value is None else _FLOAT_FIELD.get(text := repr(value)) or text.encode()
-                for value in column.to_pylist()
-            ]
-            return pa.array(texts, pa.binary())
+            return _binary(_double_texts(column, _FLOAT_FIELD))
     values = column.to_pylist()
     if encoder is not None:
         values = [None if value is None else encoder(value) for value in values]
