@@ -10,6 +10,7 @@ import time
 
 import attrs
 import pytest
+import redis
 import redis.exceptions
 
 from reference_sinks.redis import HashMode, RedisSink, SetMode, StreamMode
@@ -488,3 +489,96 @@ def test_a_cluster_node_is_refused_with_a_clear_message(tmp_path):
     finally:
         owner.stop()
         other.stop()
+
+
+def test_an_acl_user_with_a_password_writes(redis_server, redis_client):
+    redis_client.acl_setuser(
+        "writer", enabled=True, passwords=["+s3cret"], keys="*", commands=["+@all"]
+    )
+    try:
+        url = redis_server.url.replace("redis://", "redis://writer:s3cret@")
+        write_all(RedisSink(url, SetMode(key="user:{id}"), configuration=SMALL), ROWS[:100])
+        assert redis_client.dbsize() == 100
+    finally:
+        redis_client.acl_deluser("writer")
+
+
+def test_tls_connections_write(tmp_path):
+    """rediss:// with a CA file: the packed path reads and writes the TLS streams."""
+    directory = tmp_path
+    subject = ["-subj", "/CN=sinkv2-test-ca", "-days", "1"]
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        *subject,
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    )
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    )
+    port = _free_port()
+    command = ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1"]
+    command += ["--save", "", "--appendonly", "no", "--tls-auth-clients", "no"]
+    command += ["--tls-cert-file", "server.crt", "--tls-key-file", "server.key"]
+    command += ["--tls-ca-cert-file", "ca.crt"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=directory)
+    url = f"rediss://127.0.0.1:{port}/0"
+    try:
+        ca = str(directory / "ca.crt")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with redis.Redis.from_url(url, ssl_ca_certs=ca) as probe:
+                    probe.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                if time.monotonic() > deadline:
+                    pytest.fail("the TLS redis-server did not start")
+                time.sleep(0.05)
+        sink = RedisSink(
+            url, SetMode(key="user:{id}"), configuration=SMALL, client_options={"ssl_ca_certs": ca}
+        )
+        write_all(sink, ROWS)
+        with redis.Redis.from_url(url, ssl_ca_certs=ca) as client:
+            assert client.dbsize() == len(ROWS)
+            assert json.loads(client.get("user:7")) == ROWS[7]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
