@@ -60,17 +60,17 @@ from common import ROOT, data, session  # the benchmarks folder is not a package
 
 sys.path.insert(0, str(ROOT))
 
-import hiredis  # noqa: E402 - after the path setup
-import pyarrow as pa  # noqa: E402
-import redis.asyncio  # noqa: E402
+import hiredis
+import pyarrow as pa
+import redis.asyncio
 
-from reference_sinks.redis import HashMode, RedisSink, SetMode  # noqa: E402
-from sinkv2 import (  # noqa: E402
+from reference_sinks.redis import HashMode, RedisSink, SetMode
+from sinkv2 import (
     AsyncSinkWriterConfiguration,
     BasicSinkWriterContext,
     BasicWriterInitContext,
 )
-from tests.servers.redis_server import LocalRedisServer  # noqa: E402
+from tests.servers.redis_server import LocalRedisServer
 
 BATCH = 1_000
 IN_FLIGHT = 4
@@ -97,9 +97,7 @@ def arrow_batches(rows: int) -> list[pa.RecordBatch]:
 def set_commands(batch: pa.RecordBatch, pack: Callable[..., bytes]) -> list[bytes]:
     """The batch's SETs, packed: what every path sends, built the plain Python way."""
     encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-    return [
-        pack((b"SET", b"k:%d" % row["id"], encode(row).encode())) for row in batch.to_pylist()
-    ]
+    return [pack((b"SET", b"k:%d" % row["id"], encode(row).encode())) for row in batch.to_pylist()]
 
 
 # -- engine-free ---------------------------------------------------------------------
@@ -260,8 +258,11 @@ def engine_free(rows: int, repeat: int) -> None:
 # module are pickled by reference, and Spark's executors cannot import this script.
 
 
-def _bare(port: int, command: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+Batches = Iterator[pa.RecordBatch]
+
+
+def _bare(port: int, command: str) -> Callable[[Batches], Batches]:
+    def write(batches: Batches) -> Batches:
         import json
         import socket
 
