@@ -1,7 +1,7 @@
 """What `RedisSink` writes per element: `SetMode`, `HashMode` or `StreamMode`.
 
 A mode turns an element (a dict of column name -> value, as Spark hands writers)
-into a request entry, and queues an entry's commands on a pipeline. Entries are
+into a request entry, and packs a batch of entries into its RESP commands. Entries are
 msgpack-storable lists of bytes, so the async sink's default state serializer
 keeps them across a checkpoint:
 
@@ -29,7 +29,7 @@ import json
 import math
 import string
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, Protocol, TypeAlias, final
+from typing import Any, ClassVar, Final, TypeAlias, final
 
 import attrs
 import pyarrow as pa
@@ -41,12 +41,17 @@ from sinkv2.text import describe
 __all__ = [
     "HashMode",
     "KeySpec",
+    "PackedEntry",
     "RedisMode",
     "SetMode",
     "StreamMode",
     "column_encoders",
     "encode_value",
+    "json_text",
+    "key_template",
+    "packed_entry",
     "show_key",
+    "uses_columns",
 ]
 
 Element: TypeAlias = Mapping[str, Any]
@@ -54,8 +59,30 @@ KeySpec: TypeAlias = "str | Callable[[Mapping[str, Any]], str | bytes | int]"
 """A key template such as ``"user:{id}"`` (columns in braces), or a function of the element."""
 
 
-class _Pipeline(Protocol):
-    def execute_command(self, *args: Any, **options: Any) -> Any: ...
+PackCommand: TypeAlias = Callable[[tuple[Any, ...]], bytes]
+"""``hiredis.pack_command``: one command's arguments -> its RESP bytes."""
+
+
+class PackedEntry(list[Any]):
+    """A request entry that carries its commands, packed in RESP, and its size.
+
+    Writers build these column-wise for a whole Arrow batch (``_batches``), so that
+    neither is computed again per entry. It is the entry list in every other way:
+    the state stores the list only (msgpack packs it as a list), and a restored
+    entry, a plain list, is packed again when it is sent.
+    """
+
+    __slots__ = ("commands", "size")
+    commands: bytes
+    size: int
+
+
+def packed_entry(items: list[Any], commands: bytes, size: int) -> PackedEntry:
+    """``items`` as a `PackedEntry` with its ``commands`` (RESP) and ``size``."""
+    entry = PackedEntry(items)
+    entry.commands = commands
+    entry.size = size
+    return entry
 
 
 def show_key(key: bytes) -> str:
@@ -135,10 +162,25 @@ def _non_finite_as_text(value: Any) -> Any:
     return value
 
 
+_JSON_ENCODER: Final = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default
+)
+
+
 def _dumps(element: Any) -> bytes:
-    return json.dumps(
-        element, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default
-    ).encode()
+    return _JSON_ENCODER.encode(element).encode()
+
+
+def json_text(value: object) -> str:
+    """One value as `element_as_json` spells it inside the element's JSON.
+
+    Raises:
+        TypeError: the value has no JSON spelling.
+    """
+    try:
+        return _JSON_ENCODER.encode(value)
+    except ValueError:  # a NaN or an infinity
+        return _JSON_ENCODER.encode(_non_finite_as_text(value))
 
 
 def element_as_json(element: Element) -> bytes:
@@ -293,6 +335,8 @@ class SetMode:
     value: Callable[[Element], Any] | None = None
     ttl_ms: int | None = None
     command: ClassVar[str] = "SET"
+    simple_replies: ClassVar[bool] = True
+    """Every reply is one line (``+OK`` or an error)."""
     _key: _Key = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -310,16 +354,29 @@ class SetMode:
             return [key, element_as_json(element if encoded is None else encoded)]
         return [key, encode_value(self.value(element), lambda: f"the value of key {show_key(key)}")]
 
-    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
-        """One ``SET``."""
+    def pack(self, entries: list[list[Any]], pack: PackCommand) -> tuple[bytes, list[int]]:
+        """One ``SET`` per entry, packed: the RESP bytes and the commands per entry."""
         if self.ttl_ms is None:
-            pipeline.execute_command("SET", entry[0], entry[1])
+            packed = [
+                entry.commands
+                if entry.__class__ is PackedEntry
+                else pack((b"SET", entry[0], entry[1]))
+                for entry in entries
+            ]
         else:
-            pipeline.execute_command("SET", entry[0], entry[1], "PX", self.ttl_ms)
-        return 1
+            ttl = b"%d" % self.ttl_ms
+            packed = [
+                entry.commands
+                if entry.__class__ is PackedEntry
+                else pack((b"SET", entry[0], entry[1], b"PX", ttl))
+                for entry in entries
+            ]
+        return b"".join(packed), [1] * len(entries)
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key plus value bytes."""
+        if entry.__class__ is PackedEntry:
+            return entry.size
         return len(entry[0]) + len(entry[1])
 
 
@@ -345,6 +402,8 @@ class HashMode:
     fields: Callable[[Element], Mapping[Any, Any]] | None = None
     ttl_ms: int | None = None
     command: ClassVar[str] = "HSET"
+    simple_replies: ClassVar[bool] = True
+    """Every reply is one line (``:<fields added>``, ``:0``/``:1`` or an error)."""
     _key: _Key = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -364,18 +423,29 @@ class HashMode:
             mapping = element if encoded is None else encoded
         return [key, _flat_fields(mapping, key, "HashMode")]
 
-    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
-        """``HSET`` (and ``PEXPIRE``), or nothing for an entry without fields."""
-        if not entry[1]:
-            return 0
-        pipeline.execute_command("HSET", entry[0], *entry[1])
-        if self.ttl_ms is None:
-            return 1
-        pipeline.execute_command("PEXPIRE", entry[0], self.ttl_ms)
-        return 2
+    def pack(self, entries: list[list[Any]], pack: PackCommand) -> tuple[bytes, list[int]]:
+        """``HSET`` (and ``PEXPIRE``) per entry, nothing for an entry without fields."""
+        packed: list[bytes] = []
+        counts: list[int] = []
+        ttl = None if self.ttl_ms is None else b"%d" % self.ttl_ms
+        for entry in entries:
+            key, fields = entry
+            if not fields:
+                counts.append(0)
+                continue
+            counts.append(1 if ttl is None else 2)
+            if entry.__class__ is PackedEntry:
+                packed.append(entry.commands)
+                continue
+            packed.append(pack((b"HSET", key, *fields)))
+            if ttl is not None:
+                packed.append(pack((b"PEXPIRE", key, ttl)))
+        return b"".join(packed), counts
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key plus field and value bytes."""
+        if entry.__class__ is PackedEntry:
+            return entry.size
         return len(entry[0]) + sum(map(len, entry[1]))
 
 
@@ -407,6 +477,8 @@ class StreamMode:
     fields: Callable[[Element], Mapping[Any, Any]] | None = None
     id: Callable[[Element], str | bytes] | None = None
     command: ClassVar[str] = "XADD"
+    simple_replies: ClassVar[bool] = False
+    """Replies are bulk strings (the ids)."""
     _key: _Key = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -441,10 +513,12 @@ class StreamMode:
             entry_id = (raw if "-" in raw else f"{raw}-0").encode()
         return [key, flat, entry_id]
 
-    def queue(self, pipeline: _Pipeline, entry: list[Any]) -> int:
-        """One ``XADD``."""
-        pipeline.execute_command("XADD", entry[0], entry[2] or b"*", *entry[1])
-        return 1
+    def pack(self, entries: list[list[Any]], pack: PackCommand) -> tuple[bytes, list[int]]:
+        """One ``XADD`` per entry, packed: the RESP bytes and the commands per entry."""
+        packed = [
+            pack((b"XADD", key, entry_id or b"*", *fields)) for key, fields, entry_id in entries
+        ]
+        return b"".join(packed), [1] * len(entries)
 
     def entry_size(self, entry: list[Any]) -> int:
         """Key, id, field and value bytes."""
@@ -515,3 +589,13 @@ def check_mode(mode: object) -> RedisMode:
             "e.g. SetMode(key='user:{id}')"
         )
     return mode
+
+
+def key_template(mode: RedisMode) -> str | None:
+    """The mode's key template, or ``None`` for a key function."""
+    return mode._key.template
+
+
+def uses_columns(mode: RedisMode) -> bool:
+    """Whether ``mode`` stores the element's columns (no value or fields function)."""
+    return (mode.value if isinstance(mode, SetMode) else mode.fields) is None

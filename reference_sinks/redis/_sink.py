@@ -11,10 +11,10 @@ import attrs
 from reference_sinks._json_values import Encoder
 from reference_sinks.redis._modes import (
     RedisMode,
-    SetMode,
     StreamMode,
     check_mode,
     column_encoders,
+    uses_columns,
 )
 from reference_sinks.redis._writer import RedisWriter
 from sinkv2 import (
@@ -74,7 +74,8 @@ def _check_url(url: object) -> str:
     if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in _SCHEMES:
         raise SinkConfigurationError(
             f"RedisSink url must be a redis://, rediss:// or unix:// URL (got {url!r} of type "
-            f"{type(url).__name__}); e.g. 'redis://127.0.0.1:6379/0'"
+            f"{type(url).__name__}); e.g. 'redis://127.0.0.1:6379/0'. It writes to one Redis "
+            "server: for Redis Sentinel or Cluster, point it at the primary (or a proxy)"
         )
     return url
 
@@ -87,6 +88,13 @@ def _check_client_options(options: object) -> dict[str, Any]:
             f"RedisSink client_options must be a mapping of keyword -> value for "
             f"redis.asyncio.from_url (got {options!r} of type {type(options).__name__}); "
             "e.g. {'socket_timeout': 5}"
+        )
+    if "connection_pool" in options:
+        raise SinkConfigurationError(
+            "RedisSink client_options must not set connection_pool (got "
+            f"{type(options['connection_pool']).__name__}): writers make their own connections "
+            "from url. Redis Sentinel and Cluster pools are not supported; point url at the "
+            "primary (or a proxy)"
         )
     return dict(options)
 
@@ -185,11 +193,10 @@ class RedisSink(AsyncSinkBase[Mapping[str, Any], list[Any]]):
         """
         converter = self.element_converter
         schema = context.get_input_schema()
-        uses_columns = (
-            self.mode.value if isinstance(self.mode, SetMode) else self.mode.fields
-        ) is None
-        if schema is not None and uses_columns:
-            converter = _Converter(self.mode, column_encoders(self.mode, schema))
+        encoders = None
+        if schema is not None and uses_columns(self.mode):
+            encoders = column_encoders(self.mode, schema)
+            converter = _Converter(self.mode, encoders)
         return RedisWriter(
             converter,  # type: ignore[arg-type]  # always a _Converter here
             context,
@@ -198,6 +205,7 @@ class RedisSink(AsyncSinkBase[Mapping[str, Any], list[Any]]):
             url=self.url,
             mode=self.mode,
             client_options=self.client_options,
+            encoders=encoders,
         )
 
     def __repr__(self) -> str:

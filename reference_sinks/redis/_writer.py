@@ -1,18 +1,22 @@
-"""`RedisWriter`: one pipelined round trip per batch, on ``redis.asyncio``.
+"""`RedisWriter`: one packed write and one parser pass per batch, on redis-py's connections.
 
 Each batch goes out as one non-transactional pipeline (``MULTI`` would add two
 commands and buy nothing: every command is idempotent on its own, or checked for
-re-delivery). Redis answers each command separately; the answers decide per entry:
+re-delivery): its commands packed into one bytes object, written in one call on a
+connection of redis-py's pool, and their replies parsed by one ``hiredis.Reader``
+(`reference_sinks.redis._resp`). Redis answers each command separately; the
+answers decide per entry:
 
 - ``OOM``, ``BUSY``, ``LOADING``, ``TRYAGAIN``, ``MASTERDOWN``, ``CLUSTERDOWN``,
   ``READONLY``: the server cannot take it now -> the entry is retried.
 - An ``XADD`` id not above the stream's top: looked up with ``XRANGE``; present ->
   delivered before (re-delivery), absent -> out of order -> fatal.
+- ``MOVED`` / ``ASK``: the server is a Redis Cluster node -> fatal, saying so.
 - Any other error (``WRONGTYPE``, a bad argument) -> `FatalDestinationError`
   naming the key and Redis' message; retrying cannot fix it.
 
 A failure of the whole round trip (connection refused or dropped, socket timeout)
-raises from the pipeline and the async base retries the whole batch.
+raises, and the async base retries the whole batch.
 """
 
 from __future__ import annotations
@@ -25,7 +29,18 @@ import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, final
 
-from reference_sinks.redis._modes import RedisMode, StreamMode, show_key
+import pyarrow as pa
+
+from reference_sinks._json_values import Encoder
+from reference_sinks.redis._modes import (
+    PackCommand,
+    RedisMode,
+    StreamMode,
+    column_encoders,
+    show_key,
+    uses_columns,
+)
+from reference_sinks.redis._resp import exchange
 from sinkv2 import (
     AsyncSinkWriter,
     AsyncSinkWriterConfiguration,
@@ -33,6 +48,7 @@ from sinkv2 import (
     ElementConverter,
     ErrorVerdict,
     FatalDestinationError,
+    SinkWriter,
     WriterInitContext,
 )
 from sinkv2.text import missing_extra
@@ -51,17 +67,19 @@ RETRYABLE_REPLY_PREFIXES: Final = (
 """Error replies that mean "not now": the server is full, busy, loading, or failing over."""
 
 _XADD_ID_TOO_SMALL: Final = "equal or smaller than the target stream top item"
+_CLUSTER_REDIRECTS: Final = ("MOVED ", "ASK ")
 
 
-def _import_redis() -> types.ModuleType:
-    """The ``redis`` package, or an ImportError with the install line."""
+def _import_redis() -> tuple[types.ModuleType, PackCommand]:
+    """``redis`` and ``hiredis.pack_command``, or an ImportError with the install line."""
     try:
-        import redis  # noqa: PLC0415  # redis is an optional extra
+        import hiredis  # noqa: PLC0415  # both are the redis extra
+        import redis  # noqa: PLC0415
         import redis.asyncio  # noqa: PLC0415
         import redis.exceptions  # noqa: PLC0415
     except ImportError as error:
-        raise missing_extra("reference_sinks.redis", "redis-py", "redis") from error
-    return redis
+        raise missing_extra("reference_sinks.redis", "redis-py and hiredis", "redis") from error
+    return redis, hiredis.pack_command
 
 
 def _reply_is_retryable(error: BaseException, exceptions: types.ModuleType) -> bool:
@@ -133,14 +151,73 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
         url: str,
         mode: RedisMode,
         client_options: Mapping[str, Any],
+        encoders: Mapping[str, Encoder] | None = None,
     ) -> None:
-        self._redis = _import_redis()
+        self._redis, self._pack_command = _import_redis()
         self._url = url
         self._mode = mode
         self._client_options = dict(client_options)
         self._client: Any = None
         self._finalizer: weakref.finalize[Any, RedisWriter] | None = None
-        super().__init__(element_converter, context, configuration, states)
+        self._element_converter = element_converter
+        self._encoders = encoders
+        self._schema_encoders: tuple[pa.Schema, Mapping[str, Encoder]] | None = None
+        self._prebuilt = False
+        super().__init__(self._entry_of, context, configuration, states)
+
+    def _entry_of(self, element: Any, context: SinkWriter.Context) -> list[Any]:
+        """The element's entry; in `write_arrow_batch`, the entry it built already."""
+        if self._prebuilt:
+            entry: list[Any] = element
+            return entry
+        return self._element_converter.apply(element, context)
+
+    def write_arrow_batch(self, batch: pa.RecordBatch, context: SinkWriter.Context) -> None:
+        """Convert the batch column by column (`batch_entries`), then buffer each entry.
+
+        A batch the column-wise path cannot convert (a key, value, fields or id
+        function; a null key column; a value without a spelling) is written row by
+        row, as ``write`` would: such a row then fails with its own message.
+
+        Raises:
+            SinkConfigurationError: a row has no entry (a null or missing key
+                column, a value Redis cannot store), or a column's type has no
+                spelling; the rows before it may have been buffered or sent.
+        """
+        entries = self._batch_entries(batch)
+        write = self.write
+        if entries is None:
+            for row in batch.to_pylist():
+                write(row, context)
+            return
+        self._prebuilt = True
+        try:
+            for entry in entries:
+                write(entry, context)  # type: ignore[arg-type]  # _entry_of passes it through
+        finally:
+            self._prebuilt = False
+
+    def _batch_entries(self, batch: pa.RecordBatch) -> list[list[Any]] | None:
+        from reference_sinks.redis._batches import (  # noqa: PLC0415  # pyarrow.compute: writers only
+            Unvectorised,
+            batch_entries,
+        )
+
+        mode = self._mode
+        if not uses_columns(mode):
+            return None  # a function of the row dict: the row path
+        encoders = self._encoders
+        if encoders is None:
+            # No input schema (not on Spark): the batch's own types spell the columns.
+            cached = self._schema_encoders
+            if cached is None or cached[0] != batch.schema:
+                cached = (batch.schema, column_encoders(mode, batch.schema))
+                self._schema_encoders = cached
+            encoders = cached[1]
+        try:
+            return batch_entries(mode, batch, encoders)
+        except Unvectorised:
+            return None
 
     async def open_client(self) -> None:
         """Create the ``redis.asyncio`` client on this loop (connections open on first use)."""
@@ -179,17 +256,22 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
         return super().classify_error(error)
 
     async def submit_request_entries(self, request_entries: list[list[Any]]) -> Sequence[list[Any]]:
-        """Send the batch as one pipeline; return the entries Redis asked to retry.
+        """Send the batch as one packed pipeline; return the entries Redis asked to retry.
 
         Raises:
             FatalDestinationError: Redis refused an entry for good (``WRONGTYPE``,
-                a bad argument, an out-of-order stream id); names the key and reply.
+                a bad argument, an out-of-order stream id, a cluster redirection);
+                names the key and reply.
         """
         mode = self._mode
-        pipeline = self._client.pipeline(transaction=False)
-        counts = [mode.queue(pipeline, entry) for entry in request_entries]
-        replies = await pipeline.execute(raise_on_error=False) if any(counts) else []
+        packed, counts = mode.pack(request_entries, self._pack_command)
+        total = sum(counts)
+        if not total:
+            return []
+        replies = await self._round_trip(packed, total)
         response_error = self._redis.exceptions.ResponseError
+        if replies is None or response_error not in set(map(type, replies)):
+            return []
         retry: list[list[Any]] = []
         id_taken: list[list[Any]] = []
         position = 0
@@ -197,23 +279,24 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
             errors = [
                 reply
                 for reply in replies[position : position + count]
-                if isinstance(reply, Exception)
+                if isinstance(reply, response_error)
             ]
             position += count
             if not errors:
                 continue
             error = errors[0]
             message = str(error)
-            if isinstance(error, response_error) and _reply_is_retryable(
-                error, self._redis.exceptions
-            ):
+            if message.startswith(RETRYABLE_REPLY_PREFIXES):
                 retry.append(entry)
             elif isinstance(mode, StreamMode) and entry[2] and _XADD_ID_TOO_SMALL in message:
                 id_taken.append(entry)
-            elif not isinstance(error, response_error) and self.classify_error(error) is (
-                ErrorVerdict.RETRYABLE
-            ):
-                retry.append(entry)
+            elif message.startswith(_CLUSTER_REDIRECTS):
+                raise FatalDestinationError(
+                    f"Redis answered {mode.command} for key {show_key(entry[0])} with "
+                    f"{message!r}: the server is a Redis Cluster node, and RedisSink writes "
+                    "to one Redis server and does not follow cluster redirections. Point "
+                    "url at a standalone server or primary (or a cluster proxy)"
+                ) from error
             else:
                 raise FatalDestinationError(
                     f"Redis refused {mode.command} for key {show_key(entry[0])}: {message} "
@@ -223,6 +306,35 @@ class RedisWriter(AsyncSinkWriter[Mapping[str, Any], list[Any]]):
         if id_taken:
             await self._check_redelivered(id_taken)
         return retry
+
+    async def _round_trip(self, packed: bytes, count: int) -> list[Any] | None:
+        """``count`` packed commands on a connection of the pool; their raw replies.
+
+        ``None`` when the mode's replies are one line each and none is an error.
+
+        A connection whose exchange failed is disconnected (replies may be unread)
+        before it goes back to the pool.
+        """
+        exceptions = self._redis.exceptions
+        pool = self._client.connection_pool
+        connection = await pool.get_connection()
+        try:
+            return await exchange(
+                connection,
+                packed,
+                count,
+                simple=self._mode.simple_replies,
+                reply_error=exceptions.ResponseError,
+                connection_error=exceptions.ConnectionError,
+                timeout_error=exceptions.TimeoutError,
+                socket_timeout=getattr(connection, "socket_timeout", None),
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await connection.disconnect(nowait=True)
+            raise
+        finally:
+            await pool.release(connection)
 
     async def _check_redelivered(self, entries: list[list[Any]]) -> None:
         """Stream entries whose id Redis refused: delivered before, or out of order (fatal)."""

@@ -25,10 +25,10 @@ def write_all(sink, elements, *, context=None, states=(), end=True):
     return writer, context
 
 
-class FlakyPipelines:
-    """Makes ``pipeline().execute()`` of a real client fail with ConnectionError.
+class FlakyRoundTrips:
+    """Makes a real writer's round trips (one packed pipeline each) fail with ConnectionError.
 
-    ``fail_before`` lists the 0-based execute calls that raise before sending,
+    ``fail_before`` lists the 0-based round trips that raise before sending,
     ``fail_after`` those that raise after the commands ran on the server (the
     answer is lost, as when a connection drops mid-reply).
     """
@@ -40,31 +40,17 @@ class FlakyPipelines:
         self.lock = threading.Lock()
 
     def install(self, writer) -> None:
-        original_open = writer.open_client
+        real_round_trip = writer._round_trip
 
-        async def open_client():
-            await original_open()
-            client = writer._client
-            make_pipeline = client.pipeline
+        async def round_trip(packed, count):
+            with self.lock:
+                call = self.calls
+                self.calls += 1
+            if call in self.fail_before:
+                raise redis.exceptions.ConnectionError(f"injected before call {call}")
+            replies = await real_round_trip(packed, count)
+            if call in self.fail_after:
+                raise redis.exceptions.ConnectionError(f"injected after call {call}")
+            return replies
 
-            def pipeline(*args, **kwargs):
-                inner = make_pipeline(*args, **kwargs)
-                real_execute = inner.execute
-
-                async def execute(*a, **k):
-                    with self.lock:
-                        call = self.calls
-                        self.calls += 1
-                    if call in self.fail_before:
-                        raise redis.exceptions.ConnectionError(f"injected before call {call}")
-                    result = await real_execute(*a, **k)
-                    if call in self.fail_after:
-                        raise redis.exceptions.ConnectionError(f"injected after call {call}")
-                    return result
-
-                inner.execute = execute
-                return inner
-
-            client.pipeline = pipeline
-
-        writer.open_client = open_client
+        writer._round_trip = round_trip

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import threading
 import time
 
 import attrs
 import pytest
+import redis
 import redis.exceptions
 
 from reference_sinks.redis import HashMode, RedisSink, SetMode, StreamMode
@@ -20,7 +23,8 @@ from sinkv2 import (
     SinkConfigurationError,
     UndeliverableEntriesError,
 )
-from tests.reference_sinks.redis.helpers import FlakyPipelines, write_all
+from tests.reference_sinks.redis.helpers import FlakyRoundTrips, write_all
+from tests.servers.redis_server import LocalRedisServer, _free_port
 
 ROWS = [{"id": i, "name": f"n{i}", "score": i / 2, "note": None} for i in range(1000)]
 SMALL = AsyncSinkWriterConfiguration(
@@ -173,7 +177,7 @@ def test_connection_failures_lose_nothing(redis_server, redis_client):
     sink = set_sink(redis_server)
     context = BasicWriterInitContext()
     writer = sink.create_writer(context)
-    FlakyPipelines(fail_before={0, 3, 4}, fail_after={1, 7}).install(writer)
+    FlakyRoundTrips(fail_before={0, 3, 4}, fail_after={1, 7}).install(writer)
     element_context = BasicSinkWriterContext()
     for row in ROWS:
         writer.write(row, element_context)
@@ -335,6 +339,14 @@ def test_a_checkpoint_after_delivery_has_an_empty_state(redis_server, redis_clie
         ),
         (lambda: RedisSink("redis://h", SetMode(key="k"), client_options=[1]), "client_options"),
         (
+            lambda: RedisSink("redis://h", SetMode(key="k"), client_options={"connection_pool": 1}),
+            "must not set connection_pool.*Sentinel and Cluster",
+        ),
+        (
+            lambda: RedisSink("redis+sentinel://h/mymaster", SetMode(key="k")),
+            "for Redis Sentinel or Cluster, point it at the primary",
+        ),
+        (
             lambda: RedisSink("redis://h", SetMode(key="k"), configuration={}),
             "AsyncSinkWriterConfiguration",
         ),
@@ -420,3 +432,153 @@ def test_auth_failures_are_fatal(redis_server, redis_client):
     with pytest.raises(FatalDestinationError) as raised:
         write_all(sink, ROWS[:3])
     assert isinstance(raised.value.__cause__, redis.exceptions.AuthenticationError)
+
+
+def _is_free(port):
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def start_cluster_node(directory):
+    """A real redis-server in cluster mode on a free port (its node file in ``directory``)."""
+    port = _free_port()
+    while port > 55_535 or not _is_free(port + 10_000):  # the cluster bus is port + 10000
+        port = _free_port()
+    command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    command += ["--appendonly", "no", "--cluster-enabled", "yes"]
+    command += ["--cluster-config-file", str(directory / f"nodes-{port}.conf")]
+    node = LocalRedisServer(
+        port, subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=directory)
+    )
+    deadline = time.monotonic() + 10
+    while not node._answers_ping():
+        if time.monotonic() > deadline:
+            node.stop()
+            pytest.fail(f"a cluster-mode redis-server on port {port} did not start")
+        time.sleep(0.02)
+    return node
+
+
+def test_a_cluster_node_is_refused_with_a_clear_message(tmp_path):
+    """Writing to a Redis Cluster node that redirects (MOVED) fails at once, saying why."""
+    owner, other = start_cluster_node(tmp_path), start_cluster_node(tmp_path)
+    try:
+        with owner.client() as first, other.client() as second:
+            first.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            second.execute_command("CLUSTER", "MEET", "127.0.0.1", owner.port)
+            deadline = time.monotonic() + 20
+            while True:  # until the other node knows who serves the slots
+                try:
+                    second.set("probe", 1)
+                except redis.exceptions.MovedError:
+                    break
+                except redis.exceptions.ResponseError:  # CLUSTERDOWN until it knows
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail("the second cluster node never answered MOVED")
+                time.sleep(0.05)
+        sink = RedisSink(other.url, SetMode(key="user:{id}"), configuration=SMALL)
+        with pytest.raises(
+            FatalDestinationError, match=r"is a Redis Cluster node.*does not follow"
+        ):
+            write_all(sink, ROWS[:5])
+    finally:
+        owner.stop()
+        other.stop()
+
+
+def test_an_acl_user_with_a_password_writes(redis_server, redis_client):
+    redis_client.acl_setuser(
+        "writer", enabled=True, passwords=["+s3cret"], keys="*", commands=["+@all"]
+    )
+    try:
+        url = redis_server.url.replace("redis://", "redis://writer:s3cret@")
+        write_all(RedisSink(url, SetMode(key="user:{id}"), configuration=SMALL), ROWS[:100])
+        assert redis_client.dbsize() == 100
+    finally:
+        redis_client.acl_deluser("writer")
+
+
+def test_tls_connections_write(tmp_path):
+    """rediss:// with a CA file: the packed path reads and writes the TLS streams."""
+    directory = tmp_path
+    subject = ["-subj", "/CN=sinkv2-test-ca", "-days", "1"]
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        *subject,
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    )
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    )
+    port = _free_port()
+    command = ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1"]
+    command += ["--save", "", "--appendonly", "no", "--tls-auth-clients", "no"]
+    command += ["--tls-cert-file", "server.crt", "--tls-key-file", "server.key"]
+    command += ["--tls-ca-cert-file", "ca.crt"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=directory)
+    url = f"rediss://127.0.0.1:{port}/0"
+    try:
+        ca = str(directory / "ca.crt")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with redis.Redis.from_url(url, ssl_ca_certs=ca) as probe:
+                    probe.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                if time.monotonic() > deadline:
+                    pytest.fail("the TLS redis-server did not start")
+                time.sleep(0.05)
+        sink = RedisSink(
+            url, SetMode(key="user:{id}"), configuration=SMALL, client_options={"ssl_ca_certs": ca}
+        )
+        write_all(sink, ROWS)
+        with redis.Redis.from_url(url, ssl_ca_certs=ca) as client:
+            assert client.dbsize() == len(ROWS)
+            assert json.loads(client.get("user:7")) == ROWS[7]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
