@@ -56,6 +56,8 @@ class SentRequests:
     def __init__(self) -> None:
         self.sent = 0
         self.returned = 0
+        self.limits: list[int] = []
+        """The strategy's ``get_max_batch_size()`` after each completed request."""
         self.changed = threading.Condition()
 
     def wait(self, timeout_s: float = 10.0) -> None:
@@ -89,6 +91,7 @@ class CountingStrategy:
 
     def register_completed_request(self, result_info: Any) -> None:
         self.inner.register_completed_request(result_info)
+        self.requests.limits.append(self.inner.get_max_batch_size())
 
     def should_block(self, request_info: Any) -> bool:
         return self.inner.should_block(request_info)
@@ -288,6 +291,7 @@ class RecordingDestination(AsyncSinkWriter[Any, Any]):
         self.results: list[Any] = []
         self.gate: threading.Event | None = None
         self.answer = answer or (lambda batch: [])
+        self.batch_arrived = threading.Condition()
         super().__init__(
             lambda element, context: element,
             self.flink_context.init_context,
@@ -296,7 +300,9 @@ class RecordingDestination(AsyncSinkWriter[Any, Any]):
         )
 
     async def submit_request_entries(self, request_entries: list[Any]) -> Sequence[Any]:
-        self.batches.append(list(request_entries))
+        with self.batch_arrived:
+            self.batches.append(list(request_entries))
+            self.batch_arrived.notify_all()
         while self.gate is not None and not self.gate.is_set():
             await asyncio.sleep(0.001)
         retry = self.answer(list(request_entries))
@@ -305,6 +311,11 @@ class RecordingDestination(AsyncSinkWriter[Any, Any]):
 
     def get_size_in_bytes(self, request_entry: Any) -> int:
         return self.sizes.get(request_entry, 4)
+
+    def wait_for_batches(self, count: int, timeout_s: float = 10.0) -> None:
+        """Until ``submit_request_entries`` has been handed ``count`` batches."""
+        with self.batch_arrived:
+            assert self.batch_arrived.wait_for(lambda: len(self.batches) >= count, timeout_s)
 
     def buffered(self) -> list[Any]:
         return [w.request_entry for s in self.snapshot_state(1) for w in s.buffered_request_entries]
