@@ -164,6 +164,11 @@ class CongestionControlRateLimitingStrategy:
     limit starts at ``initial_max_in_flight_messages``, and the scaling strategy
     raises it after every request without failures and lowers it after one with
     failures (throttling included). The writer's batches shrink with it.
+
+    Raises:
+        SinkConfigurationError: at construction, when a limit is not a positive
+            int or ``scaling_strategy`` lacks ``scale_up`` / ``scale_down`` (Flink's
+            builder refuses the same).
     """
 
     def __init__(

@@ -129,9 +129,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
     first entry entered an empty buffer; ``flush(False)`` waits for requests in
     flight (sending full batches as they complete, as Flink does) and leaves the
     rest of the buffer to `snapshot_state`; ``flush(True)`` delivers all.
-    Unlike Flink: retried entries keep their order (and per-key order with
-    ``ordering_key``), wait an exponential backoff with jitter, and spend a retry
-    budget; ``numRecordsSend`` counts entries that landed, not attempts.
+    A restored entry larger than ``max_record_size_in_bytes`` is refused at
+    construction, as in Flink. Unlike Flink: retried entries go back in the order
+    they had in the batch (and keep per-key order with ``ordering_key``), wait an
+    exponential backoff with jitter, and spend a retry budget; ``numRecordsSend``
+    counts entries that landed, not attempts (the docs list every difference).
     """
 
     def __init__(
@@ -142,6 +144,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         configuration: AsyncSinkWriterConfiguration,
         states: Collection[BufferedRequestState[RequestEntryT]] = (),
     ) -> None:
+        """Build the writer; its buffer starts with every entry of ``states``, in order.
+
+        Raises:
+            SinkConfigurationError: ``configuration`` is not an
+                `AsyncSinkWriterConfiguration`, or ``states`` holds an entry larger
+                than ``max_record_size_in_bytes``.
+            SinkDefinitionError: ``element_converter`` is neither an
+                `ElementConverter` nor a function.
+        """
         if not isinstance(configuration, AsyncSinkWriterConfiguration):
             raise SinkConfigurationError(
                 "configuration must be an AsyncSinkWriterConfiguration (got "
