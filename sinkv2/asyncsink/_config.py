@@ -105,7 +105,8 @@ class AsyncSinkWriterConfiguration:
         max_time_in_buffer_ms: The oldest buffered entry is sent at the latest
             this long after it arrived (a timer).
         max_record_size_in_bytes: Larger entries are undeliverable: they go to the
-            dead-letter hook (Flink fails the job).
+            dead-letter hook (Flink fails the job). Restored state holding a larger
+            entry is refused when the writer is built, as in Flink.
         request_timeout_ms: How long a request may take before it counts as failed.
         fail_on_timeout: ``False`` (Flink's default): a timed-out batch is retried;
             ``True``: the writer fails with `RequestTimeoutError`.

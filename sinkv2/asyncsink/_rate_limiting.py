@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar, final, runtime_checkable
+import math
+from typing import Any, Protocol, TypeVar, final, runtime_checkable
 
 import attrs
 
@@ -108,6 +109,14 @@ class ScalingStrategy(Protocol[T]):
         ...
 
 
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SinkConfigurationError(
+            f"{name!r} must be positive, an int >= 1 (got {value!r} of type "
+            f"{type(value).__name__}); set it to at least 1"
+        )
+
+
 @final
 @attrs.frozen(kw_only=True)
 class AIMDScalingStrategy:
@@ -124,15 +133,13 @@ class AIMDScalingStrategy:
     decrease_factor: float = 0.5
 
     def __attrs_post_init__(self) -> None:
-        if self.rate_threshold <= 0 or self.increase_rate <= 0:
+        _check_positive_int("rate_threshold", self.rate_threshold)
+        _check_positive_int("increase_rate", self.increase_rate)
+        factor = self.decrease_factor
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor < 1:
             raise SinkConfigurationError(
-                "'rate_threshold' and 'increase_rate' must be positive (got "
-                f"rate_threshold={self.rate_threshold!r}, increase_rate={self.increase_rate!r})"
-            )
-        if not 0 < self.decrease_factor < 1:
-            raise SinkConfigurationError(
-                f"'decrease_factor' must be between 0 and 1, exclusive (got "
-                f"{self.decrease_factor!r}); 0.5 halves the limit on failure"
+                f"'decrease_factor' must be a number strictly between 0 and 1 (got "
+                f"{factor!r} of type {type(factor).__name__}); 0.5 halves the limit on failure"
             )
 
     def scale_up(self, current_rate: int) -> int:
@@ -140,8 +147,12 @@ class AIMDScalingStrategy:
         return min(current_rate + self.increase_rate, self.rate_threshold)
 
     def scale_down(self, current_rate: int) -> int:
-        """``current_rate * decrease_factor``, rounded, at least 1."""
-        return max(1, round(current_rate * self.decrease_factor))
+        """``current_rate * decrease_factor`` rounded half up (Java's ``Math.round``), at least 1.
+
+        Half up, not Python's half to even: halving 5, 9 and 21 gives 3, 5 and 11, as
+        in Flink.
+        """
+        return max(1, math.floor(current_rate * self.decrease_factor + 0.5))
 
 
 @final
@@ -153,6 +164,11 @@ class CongestionControlRateLimitingStrategy:
     limit starts at ``initial_max_in_flight_messages``, and the scaling strategy
     raises it after every request without failures and lowers it after one with
     failures (throttling included). The writer's batches shrink with it.
+
+    Raises:
+        SinkConfigurationError: at construction, when a limit is not a positive
+            int or ``scaling_strategy`` lacks ``scale_up`` / ``scale_down`` (Flink's
+            builder refuses the same).
     """
 
     def __init__(
@@ -162,10 +178,19 @@ class CongestionControlRateLimitingStrategy:
         initial_max_in_flight_messages: int,
         scaling_strategy: ScalingStrategy[int],
     ) -> None:
-        if max_in_flight_requests <= 0 or initial_max_in_flight_messages <= 0:
+        _check_positive_int("max_in_flight_requests", max_in_flight_requests)
+        _check_positive_int("initial_max_in_flight_messages", initial_max_in_flight_messages)
+        missing = [
+            name
+            for name in ("scale_up", "scale_down")
+            if not callable(getattr(scaling_strategy, name, None))
+        ]
+        if missing:
             raise SinkConfigurationError(
-                "'max_in_flight_requests' and 'initial_max_in_flight_messages' must be "
-                f"positive (got {max_in_flight_requests!r} and {initial_max_in_flight_messages!r})"
+                "'scaling_strategy' must be a ScalingStrategy with scale_up and scale_down "
+                f"(got {scaling_strategy!r} of type {type(scaling_strategy).__name__}, which "
+                f"lacks {', '.join(missing)}); pass AIMDScalingStrategy(rate_threshold=...) "
+                "for Flink's default"
             )
         self.max_in_flight_requests = max_in_flight_requests
         self.max_in_flight_messages = initial_max_in_flight_messages

@@ -129,9 +129,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
     first entry entered an empty buffer; ``flush(False)`` waits for requests in
     flight (sending full batches as they complete, as Flink does) and leaves the
     rest of the buffer to `snapshot_state`; ``flush(True)`` delivers all.
-    Unlike Flink: retried entries keep their order (and per-key order with
-    ``ordering_key``), wait an exponential backoff with jitter, and spend a retry
-    budget; ``numRecordsSend`` counts entries that landed, not attempts.
+    A restored entry larger than ``max_record_size_in_bytes`` is refused at
+    construction, as in Flink. Unlike Flink: retried entries go back in the order
+    they had in the batch (and keep per-key order with ``ordering_key``), wait an
+    exponential backoff with jitter, and spend a retry budget; ``numRecordsSend``
+    counts entries that landed, not attempts (the docs list every difference).
     """
 
     def __init__(
@@ -142,6 +144,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         configuration: AsyncSinkWriterConfiguration,
         states: Collection[BufferedRequestState[RequestEntryT]] = (),
     ) -> None:
+        """Build the writer; its buffer starts with every entry of ``states``, in order.
+
+        Raises:
+            SinkConfigurationError: ``configuration`` is not an
+                `AsyncSinkWriterConfiguration`, or ``states`` holds an entry larger
+                than ``max_record_size_in_bytes``.
+            SinkDefinitionError: ``element_converter`` is neither an
+                `ElementConverter` nor a function.
+        """
         if not isinstance(configuration, AsyncSinkWriterConfiguration):
             raise SinkConfigurationError(
                 "configuration must be an AsyncSinkWriterConfiguration (got "
@@ -201,11 +212,11 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._send_errors = metrics.get_num_records_send_errors_counter()
         self._send_time = _SendTimeGauge()
         metrics.set_current_send_time_gauge(self._send_time)
-        for state in states:
-            for wrapper in state.buffered_request_entries:
-                self._add_to_buffer(
-                    self._wrap(wrapper.request_entry, wrapper.size, wrapper.attempts)
-                )
+        restored = [wrapper for state in states for wrapper in state.buffered_request_entries]
+        for wrapper in restored:
+            self._check_restored_size(wrapper.request_entry, wrapper.size)
+        for wrapper in restored:
+            self._add_to_buffer(self._wrap(wrapper.request_entry, wrapper.size, wrapper.attempts))
 
     # -- what sink authors implement -------------------------------------------------
 
@@ -334,6 +345,22 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             loop.stop()
 
     # -- buffer ----------------------------------------------------------------------
+
+    def _check_restored_size(self, entry: Any, size: int) -> None:
+        """Refuse restored state that today's limits cannot send (as Flink does).
+
+        A batch never exceeds ``max_batch_size_in_bytes``, and that is at least
+        ``max_record_size_in_bytes``; a restored entry above the record limit could
+        only go out as an oversized batch.
+        """
+        if size > self._max_record_bytes:
+            raise SinkConfigurationError(
+                f"{type(self).__name__} cannot restore its state: it holds a request entry "
+                f"({describe(entry)}) of size [{size}], when the max_record_size_in_bytes was "
+                f"set to [{self._max_record_bytes}]. Restore with max_record_size_in_bytes >= "
+                f"{size} (and max_batch_size_in_bytes as large), let that run drain the state, "
+                "then lower the limit"
+            )
 
     def _wrap(self, entry: Any, size: int, attempts: int) -> _Entry:
         key = self._ordering_key(entry) if self._ordering_key is not None else None

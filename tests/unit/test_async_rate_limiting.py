@@ -74,3 +74,11 @@ def test_the_limit_stays_between_one_and_the_threshold(requests):
         assert 1 <= strategy.get_max_batch_size() <= 80
     assert strategy.current_in_flight_requests == 0
     assert strategy.current_in_flight_messages == 0
+
+
+@pytest.mark.parametrize(
+    ("current", "halved"), [(5, 3), (9, 5), (21, 11), (11, 6), (3, 2), (2, 1), (1, 1), (314, 157)]
+)
+def test_aimd_halves_rounding_half_up_as_java_does(current, halved):
+    # Flink's Math.round; Python's round (half to even) would give 2, 4, 10, 6, 2, 1, 1, 157.
+    assert AIMDScalingStrategy(rate_threshold=1000).scale_down(current) == halved

@@ -7,10 +7,19 @@ ordering key, each key's elements land in input order (a re-delivery after a
 restore may repeat a suffix, never reorder).
 """
 
+import re
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sinkv2 import RetryableError, ThrottledError
+from sinkv2 import (
+    BufferedRequestState,
+    RequestEntryWrapper,
+    RetryableError,
+    SinkConfigurationError,
+    ThrottledError,
+)
 from tests.unit.async_writers import ScriptedWriter, config
 
 ANSWERS = st.sampled_from(["ok", "ok", "ok", "retry-some", "retry-all", "error", "throttle"])
@@ -93,3 +102,47 @@ def test_every_element_lands_and_per_key_order_holds(  # noqa: PLR0917 - hypothe
         for key in range(5):
             seqs = [entry[1] for entry in map(tuple, landed) if entry[0] == key]
             assert seqs == sorted(seqs), f"key {key} landed out of order: {seqs}"
+
+
+@settings(deadline=None)
+@given(
+    restored=st.lists(st.integers(0, 120), min_size=1, max_size=25),
+    written=st.lists(st.integers(0, 60), max_size=25),
+    record_limit=st.integers(1, 100),
+    batch_slack=st.integers(0, 100),
+    batch=st.integers(1, 6),
+)
+def test_restored_state_meets_todays_limits_and_no_batch_exceeds_the_byte_limit(
+    restored, written, record_limit, batch_slack, batch
+):
+    """State written under other limits is refused at construction (as Flink) or sent
+    in batches within ``max_batch_size_in_bytes`` - never one above it."""
+    sizes = dict(enumerate(restored + written))
+    state = BufferedRequestState([RequestEntryWrapper(i, size) for i, size in enumerate(restored)])
+    max_bytes = record_limit + batch_slack
+    hints = config(
+        max_batch_size=batch,
+        max_batch_size_in_bytes=max_bytes,
+        max_record_size_in_bytes=record_limit,
+        rate_limiting_strategy=None,
+    )
+    too_big = [size for size in restored if size > record_limit]
+    if too_big:
+        expected = (
+            f"size [{too_big[0]}], when the max_record_size_in_bytes was set to [{record_limit}]"
+        )
+        with pytest.raises(SinkConfigurationError, match=re.escape(expected)):
+            ScriptedWriter(hints, states=[state])
+        return
+    writer = ScriptedWriter(hints, states=[state])
+    writer.sizes = {i: size for i, size in sizes.items() if i >= len(restored)}
+    writer.handle_dead_letters = lambda letters: None  # written entries above the limit
+    try:
+        for i in range(len(restored), len(sizes)):
+            writer.write(i, None)
+        writer.flush(True)
+    finally:
+        writer.close()
+    assert all(sum(sizes[entry] for entry in sent) <= max_bytes for sent in writer.batches)
+    deliverable = [i for i, size in sizes.items() if i < len(restored) or size <= record_limit]
+    assert sorted(writer.landed) == deliverable
