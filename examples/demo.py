@@ -56,8 +56,12 @@ def main() -> None:
     print("\n== running checkpoint 1 again")
     again = translator.apply(df, sink, sink_id=sink_id, checkpoint_id=1)
     print(f"status: {again.status.value}; records written: {again.records_written}")
-    print(f"rows visible now: {spark.read.parquet(str(output)).count():,}")
+    now = spark.read.parquet(str(output)).count()
+    print(f"rows visible now: {now:,}")
     spark.stop()
+    if visible.count() != ROWS or now != ROWS or again.records_written:
+        # scripts/test runs the demo as a check: a wrong count fails it.
+        sys.exit(f"demo: expected {ROWS:,} rows once, found {now:,} after the re-run")
 
 
 if __name__ == "__main__":
