@@ -37,7 +37,7 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     sink = ParquetSink(output)
-    print(f"sink: {inspect_sink(sink)} ({inspect_sink(sink).delivery_guarantee})")
+    print(f"sink: {inspect_sink(sink)} ({inspect_sink(sink).guarantee_text})")
     df = spark.range(ROWS).selectExpr(
         "id", "concat('key-', cast(id % 100 as string)) as key", "cast(id as double) / 3 as value"
     )

@@ -184,12 +184,25 @@ class SinkCapabilities:
 
     @property
     def delivery_guarantee(self) -> DeliveryGuarantee:
-        """The strongest guarantee the sink's shape allows (Flink's rules).
+        """The strongest guarantee the sink's shape allows (Flink's rules): an upper bound.
 
         With a committer, exactly-once is possible (if the committer is idempotent
         and writers stage output invisibly); without one, at-least-once at best.
+        The mixins cannot show whether the committer is idempotent or the writers
+        stage invisibly: `guarantee_text` says so, and `sinkv2.testing` checks it.
         """
         return DeliveryGuarantee.EXACTLY_ONCE if self.committer else DeliveryGuarantee.AT_LEAST_ONCE
+
+    @property
+    def guarantee_text(self) -> str:
+        """What the mixins allow, for people: never more than the shape shows.
+
+        ``"exactly-once capable - verify with sinkv2.testing"`` with a committer, else
+        ``"at-least-once at best (no committer) - verify with sinkv2.testing"``.
+        """
+        if self.committer:
+            return "exactly-once capable - verify with sinkv2.testing"
+        return "at-least-once at best (no committer) - verify with sinkv2.testing"
 
     @property
     def mixins(self) -> tuple[str, ...]:

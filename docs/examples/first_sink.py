@@ -196,7 +196,7 @@ def main(argv: list[str]) -> int:
 
     # 1. Check the sink before any data moves.
     capabilities = inspect_sink(sink)
-    print(f"{capabilities} -> {capabilities.delivery_guarantee}")
+    print(f"{capabilities} -> {capabilities.guarantee_text}")
 
     # 2. Write: one writer per subtask, as Spark runs one task per partition.
     partitions: list[list[Record]] = [

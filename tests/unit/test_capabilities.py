@@ -101,12 +101,17 @@ def test_plain_sink_is_at_least_once_with_no_mixins():
     assert capabilities.mixins == ()
     assert capabilities.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE
     assert str(capabilities) == "PlainSink: Sink"
+    assert capabilities.guarantee_text == (
+        "at-least-once at best (no committer) - verify with sinkv2.testing"
+    )
 
 
 def test_committing_sink_can_be_exactly_once():
     capabilities = inspect_sink(CommittingSink())
     assert capabilities.committer
     assert capabilities.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+    # The mixins only allow it: inspect_sink cannot see an idempotent committer.
+    assert capabilities.guarantee_text == "exactly-once capable - verify with sinkv2.testing"
 
 
 def test_full_sink_reports_every_mixin_in_pipeline_order():

@@ -47,6 +47,10 @@ def test_first_sink_commits_every_record_exactly_once(tmp_path: Path) -> None:
     output = tmp_path / "out"
 
     stdout = run_first_sink(str(output))
+    assert stdout.splitlines()[0] == (
+        "JsonLinesSink: Sink + SupportsCommitter -> exactly-once capable - verify with "
+        "sinkv2.testing"
+    )
 
     # Only committed files are left: no hidden staged file survives the commit.
     names = sorted(path.name for path in output.iterdir())
