@@ -432,6 +432,7 @@ class CommitCoordinator:
         lease = self.lease
         epoch = checkpoint_id if checkpoint_id is not None else lease.next_epoch()
         carried = checkpoint_id if checkpoint_id is not None else END_OF_INPUT
+        store_warning = self._no_history_warning(checkpoint_id)
         base = SinkResult(
             sink_id=self.sink_id,
             epoch=epoch,
@@ -441,6 +442,7 @@ class CommitCoordinator:
             aborted_epochs=recovery.aborted,
             recommitted_epochs=tuple(e for e in recovery.recommitted if e != epoch),
             cleaned_jobs=recovery.cleaned_jobs,
+            store_warning=store_warning,
         )
         if checkpoint_id is not None and epoch in recovery.recommitted:
             return self._result(base, CommitStatus.RECOMMITTED, recovery.recommitted[epoch])
@@ -474,6 +476,28 @@ class CommitCoordinator:
         self.record_pending(epoch, carried, committables, explicit=checkpoint_id is not None)
         commit = self.commit_pending(epoch, carried, committables)
         return self._result(base, CommitStatus.COMMITTED, commit, written)
+
+    def _no_history_warning(self, checkpoint_id: int | None) -> str | None:
+        """A WARNING, and its text, when a run with a checkpoint id finds no history.
+
+        A checkpoint id makes a re-run idempotent only against the store that
+        recorded the first run. A store with no epoch of the sink id is either the
+        sink id's first run, or a store in the wrong place (the default one lives
+        under the working directory, which schedulers change): say which store it
+        is, loudly, so that the second case is found before a re-run duplicates.
+        """
+        if checkpoint_id is None or self.lease.epochs():
+            return None
+        text = (
+            f"no earlier epoch of sink id {self.sink_id!r} in {self._store!r}, although "
+            f"this run passed checkpoint_id={checkpoint_id}: expected on the sink id's first "
+            "run. If it ran before, its history is in another store (e.g. the .sinkv2 "
+            "directory of another working directory) and checkpoints it committed can be "
+            "written twice: pass that store (state_store=... or $SINKV2_STATE_DIR), kept "
+            "next to the job's output or in one explicit place"
+        )
+        logger.warning("sink %r job %s: %s", self.sink_id, self.job_id, text)
+        return text
 
     def _result(
         self,
