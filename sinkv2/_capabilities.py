@@ -14,7 +14,12 @@ import attrs
 
 from sinkv2._committer import Committer
 from sinkv2._delivery import DeliveryGuarantee
-from sinkv2._extensions import ArrowSinkWriter, SupportsAbort, SupportsAttemptCleanup
+from sinkv2._extensions import (
+    ArrowSinkWriter,
+    SupportsAbort,
+    SupportsAttemptCleanup,
+    SupportsCommittedCheckpoints,
+)
 from sinkv2._native import SupportsNativeFileWrite
 from sinkv2._sink import (
     Sink,
@@ -65,6 +70,9 @@ _MIXINS: Final = (
     _interface(SupportsPostCommitTopology, "add_post_commit_topology", *_COMMITTER_METHODS),
     _interface(SupportsAttemptCleanup, "clean_up_attempts"),
     _interface(SupportsAbort, "abort"),
+    _interface(
+        SupportsCommittedCheckpoints, "is_checkpoint_committed", "mark_checkpoint_committed"
+    ),
     _interface(SupportsNativeFileWrite, "plan_native_file_write", "native_file_committables"),
 )
 _WRITER = _interface(SinkWriter, "write", "flush", "close")
@@ -168,6 +176,7 @@ class SinkCapabilities:
         post_commit_topology: `SupportsPostCommitTopology`.
         attempt_cleanup: `SupportsAttemptCleanup` (sinkv2 extension).
         abort: `SupportsAbort` (sinkv2 extension).
+        committed_checkpoints: `SupportsCommittedCheckpoints` (sinkv2 extension).
         native_file_write: `SupportsNativeFileWrite` (sinkv2 extension).
     """
 
@@ -180,6 +189,7 @@ class SinkCapabilities:
     post_commit_topology: bool = False
     attempt_cleanup: bool = False
     abort: bool = False
+    committed_checkpoints: bool = False
     native_file_write: bool = False
 
     @property
@@ -216,6 +226,7 @@ class SinkCapabilities:
             (self.post_commit_topology, "SupportsPostCommitTopology"),
             (self.attempt_cleanup, "SupportsAttemptCleanup"),
             (self.abort, "SupportsAbort"),
+            (self.committed_checkpoints, "SupportsCommittedCheckpoints"),
             (self.native_file_write, "SupportsNativeFileWrite"),
         )
         return tuple(name for flag, name in flags if flag)
@@ -325,6 +336,11 @@ def inspect_sink(sink: object) -> SinkCapabilities:
         or claimed[SupportsPreCommitTopology]
         or claimed[SupportsPostCommitTopology]
     )
+    if claimed[SupportsCommittedCheckpoints] and not committing:
+        problems["SupportsCommittedCheckpoints"].append(
+            "it marks checkpoints its committer committed, so it needs SupportsCommitter; "
+            "implement create_committer() and get_committable_serializer() too"
+        )
     if claimed[SupportsNativeFileWrite] and not committing:
         problems["SupportsNativeFileWrite"].append(
             "it turns natively written files into committables, so it needs SupportsCommitter; "
@@ -348,6 +364,7 @@ def inspect_sink(sink: object) -> SinkCapabilities:
         post_commit_topology=claimed[SupportsPostCommitTopology],
         attempt_cleanup=claimed[SupportsAttemptCleanup],
         abort=claimed[SupportsAbort],
+        committed_checkpoints=claimed[SupportsCommittedCheckpoints],
         native_file_write=claimed[SupportsNativeFileWrite],
     )
     serializer_problems = [

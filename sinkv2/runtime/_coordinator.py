@@ -138,6 +138,7 @@ class CommitCoordinator:
         self._rng = rng or random.Random()
         self._input_schema = input_schema
         self._lease: SinkLease | None = None
+        self._marks_checkpoints = False
         self._state = CoordinatorState.NEW
         self._timings = threading.local()
         caps = self.capabilities
@@ -260,6 +261,12 @@ class CommitCoordinator:
         try:
             if origin is not None:
                 self._bind(origin)
+            # Batch histories only: a stream's checkpoint ids are its query's.
+            self._marks_checkpoints = (
+                self.capabilities.committed_checkpoints
+                and origin is None
+                and self._lease.origin() is None
+            )
             self._lease.record_job()
             self._on_stage("job-recorded", 0)
             keep = frozenset(keep_attempt_tokens)
@@ -456,6 +463,8 @@ class CommitCoordinator:
             )
         if existing is not None and existing.status is EpochStatus.COMMITTED:
             return attrs.evolve(base, stage_seconds=dict(self.stage_seconds))
+        if existing is None and checkpoint_id is not None and self._destination_holds(epoch):
+            return self._held_by_destination(base, epoch)
 
         start = time.perf_counter()
         try:
@@ -498,6 +507,30 @@ class CommitCoordinator:
         )
         logger.warning("sink %r job %s: %s", self.sink_id, self.job_id, text)
         return text
+
+    def _destination_holds(self, checkpoint_id: int) -> bool:
+        """Whether the destination says it holds ``checkpoint_id`` (second line of defence)."""
+        if not self._marks_checkpoints:
+            return False
+        with self.timed("ask the destination"):
+            return bool(self.sink.is_checkpoint_committed(self.sink_id, checkpoint_id))
+
+    def _held_by_destination(self, base: SinkResult, epoch: int) -> SinkResult:
+        """Write nothing: record the checkpoint committed, and say loudly why."""
+        self.record_pending(epoch, epoch, [], explicit=True)
+        with self.timed("commit"):
+            self.lease.mark_committed(epoch)
+        text = (
+            f"the destination already holds checkpoint {epoch} of sink id {self.sink_id!r} "
+            f"({self.capabilities.sink_type} marks each checkpoint it commits), but "
+            f"{self._store!r} had no record of it: nothing was written again, and the store "
+            "now records it committed. If earlier runs used another store (e.g. the .sinkv2 "
+            "directory of another working directory), pass that one: only the destinations "
+            "that mark their checkpoints catch this"
+        )
+        logger.warning("sink %r job %s: %s", self.sink_id, self.job_id, text)
+        self._on_stage("committed-recorded", epoch)
+        return attrs.evolve(base, store_warning=text, stage_seconds=dict(self.stage_seconds))
 
     def _result(
         self,
@@ -656,6 +689,10 @@ class CommitCoordinator:
         if self.run_post_commit(outcome.successful, checkpoint_id):
             self._on_stage("post-commit-finished", epoch)
         with self.timed("commit"):
+            if self._marks_checkpoints and checkpoint_id != END_OF_INPUT:
+                # Before the store's Committed: a crash in between leaves the epoch
+                # pending, and the next run commits and marks it again.
+                self.sink.mark_checkpoint_committed(self.sink_id, checkpoint_id)
             self.lease.mark_committed(epoch)
         logger.info(
             "sink %r job %s: epoch %d (checkpoint %d) committed: %s",

@@ -11,6 +11,7 @@ from sinkv2 import (
     SinkDefinitionError,
     SinkWriter,
     StatefulSinkWriter,
+    SupportsCommittedCheckpoints,
     SupportsCommitter,
     SupportsPostCommitTopology,
     SupportsPreCommitTopology,
@@ -446,3 +447,37 @@ def test_arrow_writer_extension_is_detected_on_writers():
     assert SinkCapabilities.is_arrow_writer(Columnar())
     assert not SinkCapabilities.is_arrow_writer(Writer())
     assert not SinkCapabilities.is_arrow_writer(Declared())  # only the empty declaration
+
+
+class MarkingSink(CommittingSink, SupportsCommittedCheckpoints):
+    def is_checkpoint_committed(self, sink_id, checkpoint_id):
+        return False
+
+    def mark_checkpoint_committed(self, sink_id, checkpoint_id):
+        pass
+
+
+class MarkingWithoutCommitter(PlainSink):
+    def is_checkpoint_committed(self, sink_id, checkpoint_id):
+        return False
+
+    def mark_checkpoint_committed(self, sink_id, checkpoint_id):
+        pass
+
+
+def test_committed_checkpoints_is_reported_and_needs_a_committer():
+    capabilities = inspect_sink(MarkingSink())
+    assert capabilities.committed_checkpoints
+    assert "SupportsCommittedCheckpoints" in capabilities.mixins
+    assert not inspect_sink(CommittingSink()).committed_checkpoints
+    with pytest.raises(SinkDefinitionError, match="marks checkpoints its committer committed"):
+        inspect_sink(MarkingWithoutCommitter())
+
+
+def test_committed_checkpoints_needs_both_methods():
+    class HalfMarking(CommittingSink, SupportsCommittedCheckpoints):
+        def is_checkpoint_committed(self, sink_id, checkpoint_id):
+            return False
+
+    with pytest.raises(SinkDefinitionError, match="mark_checkpoint_committed"):
+        inspect_sink(HalfMarking())
