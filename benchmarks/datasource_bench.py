@@ -9,7 +9,8 @@ The same generated data (``spark.range(N)`` + ``key`` string + ``value`` double)
 written to Parquet by:
 
 - ``native df.write.parquet``: Spark's own writer;
-- ``FileSink apply()``: ``SinkTopologyTranslator.apply(df, FileSink(out, "parquet"))``;
+- ``FileSink apply()``: ``SinkTopologyTranslator.apply(df, FileSink(out, "parquet",
+  native_write=False))`` (its own writers, as the door runs them);
 - ``FileSink format("sinkv2")``: ``df.write.format("sinkv2").option("sink", "files")``
   with the same FileSink options.
 
@@ -49,7 +50,7 @@ def file_sink_apply(spark: Any, rows: int, out: str) -> None:
 
     store = SqliteCommitStateStore(Path(out + "-state") / "state.sqlite")
     SinkTopologyTranslator(state_store=store).apply(
-        data(spark, rows), FileSink(out, "parquet"), sink_id="bench"
+        data(spark, rows), FileSink(out, "parquet", native_write=False), sink_id="bench"
     )
 
 

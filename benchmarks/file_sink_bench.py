@@ -74,7 +74,7 @@ def file_sink(spark: Any, rows: int, out: str) -> None:
 
     store = SqliteCommitStateStore(Path(out + "-state") / "state.sqlite")
     SinkTopologyTranslator(state_store=store).apply(
-        data(spark, rows), FileSink(out, "parquet"), sink_id="bench"
+        data(spark, rows), FileSink(out, "parquet", native_write=False), sink_id="bench"
     )
 
 

@@ -14,7 +14,10 @@ The data is every benchmark's (``common.data``): ``spark.range(N)`` + ``key`` st
 ``value`` double, 2 partitions. The paths:
 
 - ``native df.write.parquet``: Spark's writer into a fresh directory (snappy);
-- ``FileSink native``: ``FileSink(native_write=True, RollingPolicy(max_bytes=None))``
+- ``FileSink(path) defaults``: ``FileSink(path)`` with every option at its default
+  (1,000,000 rows per file, Spark's ``maxRecordsPerFile``): the fast path a user gets
+  without asking (issue 27);
+- ``FileSink native``: ``FileSink(native_write=True, RollingPolicy(max_rows=None))``
   through ``SinkTopologyTranslator.apply``: Spark's writer into staging, a Pending
   record in SQLite, the renames, Committed;
 - ``IcebergSink native``: ``IcebergSink(native_write=True)`` into an unpartitioned
@@ -83,6 +86,19 @@ def _file_sink(spark: Any, rows: int, out: Path, *, native_write: bool) -> Timed
     return elapsed, dict(result.stage_seconds)
 
 
+def _default_file_sink(spark: Any, rows: int, out: Path) -> Timed:
+    from reference_sinks.files import FileSink
+
+    sink = FileSink(out / "files")
+    translator = _translator(out)
+    started = time.perf_counter()
+    result = translator.apply(data(spark, rows), sink, sink_id="bench-files-defaults")
+    elapsed = time.perf_counter() - started
+    assert result.native_write, result  # the defaults take Spark's writer
+    assert result.records_written == rows, result
+    return elapsed, dict(result.stage_seconds)
+
+
 def _iceberg_sink(
     spark: Any, rows: int, out: Path, *, native_write: bool, codec: str | None = "snappy"
 ) -> Timed:
@@ -112,6 +128,7 @@ def _iceberg_sink(
 
 PATHS: dict[str, Callable[[Any, int, Path], Timed]] = {
     "native df.write.parquet": native,
+    "FileSink(path) defaults": _default_file_sink,
     "FileSink native": lambda s, r, o: _file_sink(s, r, o, native_write=True),
     "IcebergSink native (snappy)": lambda s, r, o: _iceberg_sink(s, r, o, native_write=True),
     "IcebergSink native (zstd, Iceberg's default)": lambda s, r, o: _iceberg_sink(

@@ -12,7 +12,8 @@ Every path reads the same files:
 
 - ``foreachBatch df.write.parquet``: a bare ``foreachBatch`` writing each micro-batch
   with Spark's own Parquet writer - no sinkv2 at all;
-- ``FileSink``: ``SinkTopologyTranslator().apply(stream, FileSink(out, "parquet"), ...)``:
+- ``FileSink``: ``SinkTopologyTranslator().apply(stream, FileSink(out, "parquet",
+  native_write=False), ...)`` (its own writers, as measured before the native default):
   the same Parquet, staged and committed by rename, each micro-batch recorded in the
   commit state store;
 - ``FileSink decoupled``: the same, ``decoupled_commit=True`` (micro-batch N commits
@@ -195,7 +196,7 @@ def _sinkv2(make_sink: Callable[[str], Any], decoupled: bool) -> Callable[..., A
 def _file_sink(out: str) -> Any:
     from reference_sinks.files import FileSink
 
-    return FileSink(out, "parquet")
+    return FileSink(out, "parquet", native_write=False)
 
 
 PATHS: dict[str, Callable[..., Any]] = {

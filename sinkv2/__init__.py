@@ -19,7 +19,12 @@ from sinkv2._context import (
     WriterInitContext,
 )
 from sinkv2._delivery import DeliveryGuarantee
-from sinkv2._extensions import ArrowSinkWriter, SupportsAbort, SupportsAttemptCleanup
+from sinkv2._extensions import (
+    ArrowSinkWriter,
+    SupportsAbort,
+    SupportsAttemptCleanup,
+    SupportsCommittedCheckpoints,
+)
 from sinkv2._messages import (
     END_OF_INPUT,
     CommittableMessage,
@@ -212,6 +217,7 @@ __all__ = [
     "StatefulSinkWriter",
     "SupportsAbort",
     "SupportsAttemptCleanup",
+    "SupportsCommittedCheckpoints",
     "SupportsCommitter",
     "SupportsNativeFileWrite",
     "SupportsPostCommitTopology",

@@ -14,7 +14,12 @@ import attrs
 
 from sinkv2._committer import Committer
 from sinkv2._delivery import DeliveryGuarantee
-from sinkv2._extensions import ArrowSinkWriter, SupportsAbort, SupportsAttemptCleanup
+from sinkv2._extensions import (
+    ArrowSinkWriter,
+    SupportsAbort,
+    SupportsAttemptCleanup,
+    SupportsCommittedCheckpoints,
+)
 from sinkv2._native import SupportsNativeFileWrite
 from sinkv2._serializer_check import serializer_problem
 from sinkv2._sink import (
@@ -66,6 +71,9 @@ _MIXINS: Final = (
     _interface(SupportsPostCommitTopology, "add_post_commit_topology", *_COMMITTER_METHODS),
     _interface(SupportsAttemptCleanup, "clean_up_attempts"),
     _interface(SupportsAbort, "abort"),
+    _interface(
+        SupportsCommittedCheckpoints, "is_checkpoint_committed", "mark_checkpoint_committed"
+    ),
     _interface(SupportsNativeFileWrite, "plan_native_file_write", "native_file_committables"),
 )
 _WRITER = _interface(SinkWriter, "write", "flush", "close")
@@ -169,6 +177,7 @@ class SinkCapabilities:
         post_commit_topology: `SupportsPostCommitTopology`.
         attempt_cleanup: `SupportsAttemptCleanup` (sinkv2 extension).
         abort: `SupportsAbort` (sinkv2 extension).
+        committed_checkpoints: `SupportsCommittedCheckpoints` (sinkv2 extension).
         native_file_write: `SupportsNativeFileWrite` (sinkv2 extension).
     """
 
@@ -181,16 +190,30 @@ class SinkCapabilities:
     post_commit_topology: bool = False
     attempt_cleanup: bool = False
     abort: bool = False
+    committed_checkpoints: bool = False
     native_file_write: bool = False
 
     @property
     def delivery_guarantee(self) -> DeliveryGuarantee:
-        """The strongest guarantee the sink's shape allows (Flink's rules).
+        """The strongest guarantee the sink's shape allows (Flink's rules): an upper bound.
 
         With a committer, exactly-once is possible (if the committer is idempotent
         and writers stage output invisibly); without one, at-least-once at best.
+        The mixins cannot show whether the committer is idempotent or the writers
+        stage invisibly: `guarantee_text` says so, and `sinkv2.testing` checks it.
         """
         return DeliveryGuarantee.EXACTLY_ONCE if self.committer else DeliveryGuarantee.AT_LEAST_ONCE
+
+    @property
+    def guarantee_text(self) -> str:
+        """What the mixins allow, for people: never more than the shape shows.
+
+        ``"exactly-once capable - verify with sinkv2.testing"`` with a committer, else
+        ``"at-least-once at best (no committer) - verify with sinkv2.testing"``.
+        """
+        if self.committer:
+            return "exactly-once capable - verify with sinkv2.testing"
+        return "at-least-once at best (no committer) - verify with sinkv2.testing"
 
     @property
     def mixins(self) -> tuple[str, ...]:
@@ -204,6 +227,7 @@ class SinkCapabilities:
             (self.post_commit_topology, "SupportsPostCommitTopology"),
             (self.attempt_cleanup, "SupportsAttemptCleanup"),
             (self.abort, "SupportsAbort"),
+            (self.committed_checkpoints, "SupportsCommittedCheckpoints"),
             (self.native_file_write, "SupportsNativeFileWrite"),
         )
         return tuple(name for flag, name in flags if flag)
@@ -286,6 +310,11 @@ def inspect_sink(sink: object) -> SinkCapabilities:
         or claimed[SupportsPreCommitTopology]
         or claimed[SupportsPostCommitTopology]
     )
+    if claimed[SupportsCommittedCheckpoints] and not committing:
+        problems["SupportsCommittedCheckpoints"].append(
+            "it marks checkpoints its committer committed, so it needs SupportsCommitter; "
+            "implement create_committer() and get_committable_serializer() too"
+        )
     if claimed[SupportsNativeFileWrite] and not committing:
         problems["SupportsNativeFileWrite"].append(
             "it turns natively written files into committables, so it needs SupportsCommitter; "
@@ -309,6 +338,7 @@ def inspect_sink(sink: object) -> SinkCapabilities:
         post_commit_topology=claimed[SupportsPostCommitTopology],
         attempt_cleanup=claimed[SupportsAttemptCleanup],
         abort=claimed[SupportsAbort],
+        committed_checkpoints=claimed[SupportsCommittedCheckpoints],
         native_file_write=claimed[SupportsNativeFileWrite],
     )
     serializer_problems = [

@@ -15,7 +15,12 @@ from sinkv2._writer import SinkWriter
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["ArrowSinkWriter", "SupportsAbort", "SupportsAttemptCleanup"]
+__all__ = [
+    "ArrowSinkWriter",
+    "SupportsAbort",
+    "SupportsAttemptCleanup",
+    "SupportsCommittedCheckpoints",
+]
 
 CommT_contra = TypeVar("CommT_contra", contravariant=True)
 
@@ -68,4 +73,36 @@ class SupportsAbort(Protocol[CommT_contra]):
 
         Some of them may have been committed already by a run that crashed before
         recording it: abort must leave committed output alone, and be idempotent.
+        """
+
+
+class SupportsCommittedCheckpoints(Protocol):
+    """Mixin: the destination knows which checkpoints of a sink id it holds (sinkv2 extension).
+
+    Required: `is_checkpoint_committed` and `mark_checkpoint_committed`. A second line
+    of defence behind the commit state store: a batch run with a checkpoint id whose
+    store has no record of that checkpoint (a new store - say the default one, under
+    another working directory - or a lost one) asks the destination before writing,
+    and a checkpoint the destination holds is not written again, whatever the store
+    says. Needs `SupportsCommitter`. Streams are not asked: their checkpoint ids are
+    the query's, recorded by Spark.
+    """
+
+    def is_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> bool:
+        """Whether the destination holds checkpoint ``checkpoint_id`` of ``sink_id``.
+
+        Called on the driver before the writers run, only for a checkpoint the
+        commit state store has no record of. ``True`` makes the run write nothing:
+        it records the checkpoint committed in the store and reports it already
+        committed. Must not change anything.
+        """
+
+    def mark_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> None:
+        """Leave a mark at the destination that ``checkpoint_id`` of ``sink_id`` is in it.
+
+        Called on the driver after the committer committed the checkpoint and
+        before the store records it committed, so a crash in between leaves the
+        epoch pending in the store and the next run commits (idempotently) and
+        marks it again. Must be idempotent. A sink whose committer writes the mark
+        atomically with the data (e.g. in the same transaction) may do nothing here.
         """

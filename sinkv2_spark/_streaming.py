@@ -456,7 +456,9 @@ def start_stream(
     try:
         handle = SinkStreamingQuery(sink_id, coordinator)
         handle._recovery = recovery
-        runner = CheckpointRunner(coordinator, decoupled=decoupled_commit, on_result=handle._record)
+        runner = CheckpointRunner(
+            coordinator, decoupled=decoupled_commit, on_result=handle._record, recovery=recovery
+        )
         handle._runner = runner
         handle._drain = lambda: runner.drain(
             lambda job_id, restore: drain_on_driver(sink, capabilities, job_id, restore)

@@ -39,6 +39,8 @@ from sinkv2 import (
     SimpleVersionedSerializer,
     Sink,
     SinkWriter,
+    SupportsAbort,
+    SupportsAttemptCleanup,
     SupportsCommitter,
     WriterInitContext,
     inspect_sink,
@@ -162,7 +164,12 @@ class JsonLinesCommitter(Committer[StagedFile]):
 
 
 # --8<-- [start:sink]
-class JsonLinesSink(Sink[Record], SupportsCommitter[StagedFile]):
+class JsonLinesSink(
+    Sink[Record],
+    SupportsCommitter[StagedFile],
+    SupportsAttemptCleanup,
+    SupportsAbort[StagedFile],
+):
     """Writes JSON Lines files into ``directory``, exactly once.
 
     The sink is plain data (a path), so it can be shipped to executors; writers and
@@ -184,8 +191,34 @@ class JsonLinesSink(Sink[Record], SupportsCommitter[StagedFile]):
         """Committables travel and are stored as msgpack, version 1."""
         return AttrsMsgpackSerializer(StagedFile, version=1)
 
+    # --8<-- [end:sink]
+    # --8<-- [start:hooks]
+    def clean_up_attempts(self, job_id: str, kept_attempt_tokens: Collection[str]) -> None:
+        """Delete what the attempts of ``job_id`` staged, except the kept (winning) ones'.
 
-# --8<-- [end:sink]
+        The runtime calls it on the driver after the writers (with the winners'
+        tokens), once the epoch is committed (with none) and, for a job that died,
+        from the next run. Staged names hold the attempt token, and tokens start with
+        the job id, so other jobs' files and committed files are never touched.
+        """
+        kept = set(kept_attempt_tokens)
+        for path in self.directory.glob(f".part-{job_id}-*.jsonl.inprogress"):
+            # ".part-<token>-<sequence>.jsonl.inprogress": the token is what is between.
+            token = path.name.removeprefix(".part-").rsplit("-", 1)[0]
+            if token not in kept:
+                path.unlink(missing_ok=True)
+
+    def abort(self, committables: Collection[StagedFile]) -> None:
+        """Delete the staged files of an epoch that will never be committed.
+
+        A file committed already (its driver died during the commit) is no longer at
+        its staged name, so committed output is left alone. Idempotent.
+        """
+        for staged in committables:
+            (self.directory / staged.staged_name).unlink(missing_ok=True)
+
+
+# --8<-- [end:hooks]
 
 
 # --8<-- [start:main]
@@ -193,10 +226,11 @@ def main(argv: list[str]) -> int:
     """Drive the sink by hand, as a runtime would: two subtasks, then one commit."""
     directory = Path(argv[1]) if len(argv) > 1 else Path(tempfile.mkdtemp(prefix="first-sink-"))
     sink = JsonLinesSink(directory)
+    job_id = "job-1"  # one run: every attempt token starts with it
 
     # 1. Check the sink before any data moves.
     capabilities = inspect_sink(sink)
-    print(f"{capabilities} -> {capabilities.delivery_guarantee}")
+    print(f"{capabilities} -> {capabilities.guarantee_text}")
 
     # 2. Write: one writer per subtask, as Spark runs one task per partition.
     partitions: list[list[Record]] = [
@@ -205,12 +239,13 @@ def main(argv: list[str]) -> int:
     ]
     serializer = sink.get_committable_serializer()
     shipped: list[bytes] = []
+    winners: list[str] = []
     for subtask_id, elements in enumerate(partitions):
-        writer = sink.create_writer(
-            BasicWriterInitContext(
-                subtask_id=subtask_id, number_of_parallel_subtasks=len(partitions)
-            )
+        init = BasicWriterInitContext(
+            job_id=job_id, subtask_id=subtask_id, number_of_parallel_subtasks=len(partitions)
         )
+        winners.append(init.get_attempt_token())
+        writer = sink.create_writer(init)
         capabilities.check_writer(writer)  # a committing sink needs a CommittingSinkWriter
         try:
             context = BasicSinkWriterContext()
@@ -227,6 +262,18 @@ def main(argv: list[str]) -> int:
         finally:
             writer.close()
 
+    # A second attempt of subtask 0 (a speculative copy) stages the same records and
+    # loses: its committables are never shipped, and the clean-up hook removes its file.
+    loser = sink.create_writer(
+        BasicWriterInitContext(job_id=job_id, attempt_number=1, number_of_parallel_subtasks=2)
+    )
+    for element in partitions[0]:
+        loser.write(element, BasicSinkWriterContext())
+    loser.flush(True)
+    loser.prepare_commit()
+    loser.close()
+    sink.clean_up_attempts(job_id, winners)
+
     # 3. Commit: once, for all subtasks, under the end-of-input checkpoint id.
     committables = [
         SimpleVersionedSerialization.read_version_and_deserialize(serializer, data)
@@ -242,6 +289,7 @@ def main(argv: list[str]) -> int:
         print(f"replay: {replay}")
     finally:
         committer.close()
+    sink.clean_up_attempts(job_id, [])  # the epoch is committed: nothing staged stays
 
     print(f"output in {directory}:")
     for path in sorted(directory.iterdir()):

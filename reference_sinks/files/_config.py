@@ -69,10 +69,16 @@ class RollingPolicy:
     known only once written), and on every checkpoint if ``roll_on_checkpoint``. The
     end of input always closes every file.
 
+    The default, 1,000,000 rows and no byte limit, is one Spark's own writer honours
+    (``maxRecordsPerFile``), so a default `FileSink` takes the native path. Rows are
+    the unit Spark can roll by; for wide rows, lower ``max_rows`` to bound file sizes
+    (about ``max_rows`` x the bytes of an encoded row).
+
     Attributes:
         max_rows: Rows per part file at most (never exceeded), or ``None`` for no limit.
         max_bytes: Bytes per part file, approximately: a file may pass it by one
-            batch. ``None`` for no limit.
+            batch. ``None`` (default) for no limit. Only FileSink's own writers can
+            roll by size: a value makes FileSink run them instead of Spark's writer.
         roll_on_checkpoint: Close every in-progress file at each checkpoint, so a
             checkpoint's committables hold everything written before it. FileSink
             requires ``True`` (Flink's rule for bulk formats; a Parquet file cannot
@@ -86,9 +92,7 @@ class RollingPolicy:
     max_rows: int | None = attrs.field(
         default=1_000_000, validator=_positive_or_none("RollingPolicy")
     )
-    max_bytes: int | None = attrs.field(
-        default=256 * 1024 * 1024, validator=_positive_or_none("RollingPolicy")
-    )
+    max_bytes: int | None = attrs.field(default=None, validator=_positive_or_none("RollingPolicy"))
     roll_on_checkpoint: bool = attrs.field(default=True, validator=_boolean)
 
 

@@ -66,7 +66,10 @@ _PARTITION_TYPES: Final = ("string", "tinyint", "smallint", "int", "bigint", "bo
 def unavailable(sink: FileSinkConfig, input: Any) -> str | None:  # noqa: PLR0911  # one return per reason
     """Why Spark cannot write this sink's files for ``input``, or ``None`` if it can."""
     if sink.native_write is False:
-        return "FileSink(native_write=False) asks for its own writers"
+        return (
+            "FileSink(native_write=False) asks for its own writers; leave native_write unset "
+            "to let Spark write the files"
+        )
     if sink.compaction is not None:
         return (
             "compaction= merges the sink's small rolled files before they are committed; "
@@ -74,19 +77,22 @@ def unavailable(sink: FileSinkConfig, input: Any) -> str | None:  # noqa: PLR091
             "so drop compaction= to let Spark write the files"
         )
     if sink.filesystem is not None:
-        return "a filesystem= object is a pyarrow filesystem, which Spark cannot write through"
+        return (
+            "a filesystem= object is a pyarrow filesystem, which Spark cannot write through; "
+            "name a local base_path without filesystem= to let Spark write the files"
+        )
     fs, _ = sink.resolve()
     if not isinstance(fs, pafs.LocalFileSystem):
         return (
             f"base_path {sink.base_path!r} is not on a local disk; the native write is "
             "enabled for local directories only (Spark and pyarrow name other filesystems "
-            "differently, e.g. s3a:// and s3://)"
+            "differently, e.g. s3a:// and s3://); FileSink's own writers write there"
         )
     if sink.rolling_policy.max_bytes is not None:
         return (
             f"rolling_policy.max_bytes={sink.rolling_policy.max_bytes}: Spark's writer cannot "
-            "roll files by size; set RollingPolicy(max_bytes=None) (files then roll at "
-            "max_rows, Spark's maxRecordsPerFile)"
+            "roll files by size; leave max_bytes unset (None, the default) and bound files "
+            "by max_rows, Spark's maxRecordsPerFile"
         )
     kinds = {field.name: field.dataType.simpleString() for field in input.schema.fields}
     for column in sink.partition_by:
@@ -94,7 +100,8 @@ def unavailable(sink: FileSinkConfig, input: Any) -> str | None:  # noqa: PLR091
         if kind is not None and kind not in _PARTITION_TYPES:
             return (
                 f"partition column {column!r} is {kind}; FileSink partitions by string, "
-                "integer, boolean or date columns (its own writers refuse this one too)"
+                "integer, boolean or date columns (its own writers refuse this one too): "
+                "cast it, or partition by another column"
             )
     return None
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from reference_sinks.files import _native
+from reference_sinks.files import _markers, _native
 from reference_sinks.files._committables import (
     InProgressFile,
     PendingFile,
@@ -38,6 +38,7 @@ from sinkv2 import (
     SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
+    SupportsCommittedCheckpoints,
     SupportsCommitter,
     SupportsNativeFileWrite,
     SupportsPreCommitTopology,
@@ -93,6 +94,7 @@ class FileSink(
     SupportsAbort[PendingFile],
     SupportsPreWriteTopology[dict[str, Any]],
     SupportsNativeFileWrite[PendingFile],
+    SupportsCommittedCheckpoints,
 ):
     """Exactly-once files under ``base_path``: Parquet or JSON lines, Hive-partitioned.
 
@@ -101,7 +103,10 @@ class FileSink(
     the committer renames each into ``<base>/<c1=v1/...>/`` (atomic on local disk and
     HDFS). Losing attempts' staging is removed by `clean_up_attempts`, aborted
     epochs' by `abort`. With ``compaction``, small files of one partition and
-    checkpoint are merged before they are committed (see `CompactionPolicy`).
+    checkpoint are merged before they are committed (see `CompactionPolicy`). Each
+    committed checkpoint of a batch run is marked under ``<base>/_sinkv2/``
+    (`SupportsCommittedCheckpoints`): a re-run of it is not written again even with
+    another commit state store.
 
     Partition columns are not stored in the files (as Spark does), so
     ``spark.read.parquet(base_path)`` returns the same columns, partition columns
@@ -123,8 +128,10 @@ class FileSink(
             ``True`` requires it (a configuration that does not allow it is refused
             before any Spark job); ``False`` always runs the sink's writers. It
             allows it for a local ``base_path`` without ``filesystem=``, no
-            ``compaction``, ``RollingPolicy(max_bytes=None)`` (``max_rows`` becomes
-            Spark's ``maxRecordsPerFile``) and partition columns of the types above.
+            ``compaction``, no ``max_bytes`` in the rolling policy (the default;
+            ``max_rows`` becomes Spark's ``maxRecordsPerFile``) and partition columns
+            of the types above: ``FileSink(path)`` with defaults takes it. Otherwise
+            the ``sinkv2.spark`` logger says why at INFO, with what to change.
 
     Raises:
         SinkConfigurationError: Any argument has a bad value or type.
@@ -320,6 +327,26 @@ class FileSink(
         """The renaming committer."""
         fs, _ = self.resolve()
         return FileCommitter(fs)
+
+    # --- the directory's own record of committed checkpoints ---------------------------------
+
+    def is_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> bool:
+        """Whether ``<base>/_sinkv2/checkpoints/`` marks ``checkpoint_id`` of ``sink_id``.
+
+        The runtime asks before a batch run writes a checkpoint its commit state
+        store does not know (a new or lost store): a marked one is not written again.
+        """
+        fs, root = self.resolve()
+        return _markers.is_marked(fs, root, sink_id, checkpoint_id)
+
+    def mark_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> None:
+        """Leave the mark of ``checkpoint_id`` of ``sink_id`` (idempotent).
+
+        The runtime calls it once the checkpoint's files are renamed into place,
+        before its store records the checkpoint committed.
+        """
+        fs, root = self.resolve()
+        _markers.mark(fs, root, sink_id, checkpoint_id)
 
     # --- cleanup ---------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from sinkv2 import (
     SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
+    SupportsCommittedCheckpoints,
     SupportsNativeFileWrite,
     SupportsPreCommitTopology,
     SupportsPreWriteTopology,
@@ -119,6 +120,7 @@ class IcebergSink(
     SupportsAttemptCleanup,
     SupportsAbort[IcebergCommittable],
     SupportsNativeFileWrite[IcebergCommittable],
+    SupportsCommittedCheckpoints,
 ):
     """Exactly-once appends to an Iceberg table through any pyiceberg catalog.
 
@@ -554,6 +556,20 @@ class IcebergSink(
             for file in committable.files:
                 if file.path not in live and _exists(table, file.path):
                     table.io.delete(file.path)
+
+    def is_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> bool:
+        """Whether the table's snapshots hold ``checkpoint_id`` of this sink, or a later one.
+
+        The table's own record (``sinkv2.checkpoint-id`` in the snapshot summaries of
+        this sink's ``sink_id``), as the committer reads it before every attempt: a
+        checkpoint at or below the highest one committed is in the table. The
+        runtime's ``sink_id`` is not needed: the table keys its history by the sink's.
+        """
+        highest = committed_state(self.load_table(), self.sink_id).max_checkpoint_id
+        return highest is not None and checkpoint_id <= highest
+
+    def mark_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> None:
+        """Nothing to do: the snapshot that commits a checkpoint carries its id."""
 
     def __repr__(self) -> str:
         return f"IcebergSink({self.catalog.name!r}, {self.table!r}, sink_id={self.sink_id!r})"

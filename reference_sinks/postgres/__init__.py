@@ -18,7 +18,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         "reference_sinks.postgres needs psycopg; install it with: pip install 'sinkv2[postgres]'"
     ) from error
 
-from reference_sinks.postgres._bookkeeping import CLEANUPS, MARKERS
+from reference_sinks.postgres._bookkeeping import CHECKPOINTS, CLEANUPS, MARKERS
 from reference_sinks.postgres._committer import PostgresCommitter, RolledBackTransactionError
 from reference_sinks.postgres._encode import json_text
 from reference_sinks.postgres._model import PostgresTransaction, parse_gid
@@ -27,6 +27,7 @@ from reference_sinks.postgres._table import TableName
 from reference_sinks.postgres._writer import PostgresWriter
 
 __all__ = [
+    "CHECKPOINTS",
     "CLEANUPS",
     "MARKERS",
     "Connect",

@@ -15,6 +15,12 @@ run orders the two: writers hold it shared from that check to ``PREPARE``, a
 clean-up takes it exclusively after recording itself and before listing the
 prepared transactions, so either the writer sees the clean-up or the clean-up sees
 the writer's prepared transaction.
+
+``sinkv2_pg_checkpoints``: one row per committed checkpoint of a batch sink id
+(`SupportsCommittedCheckpoints`), written by the driver after the commit and before
+the commit state store records it. A batch run of a checkpoint its store does not
+know (a new or lost store) finds it here and writes nothing again. Kept (a row per
+checkpoint id a job chose, not per micro-batch).
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "CHECKPOINTS",
     "CLEANUPS",
     "MARKERS",
     "RETENTION",
+    "checkpoint_marked",
     "clean_up_job",
     "cleanup_watermark",
     "ensure_tables",
@@ -41,12 +49,14 @@ __all__ = [
     "insert_marker_for",
     "is_marked",
     "lost_to_cleanup",
+    "mark_checkpoint",
     "prepared_gids",
     "rollback_prepared",
 ]
 
 MARKERS: Final = "sinkv2_pg_markers"
 CLEANUPS: Final = "sinkv2_pg_cleanups"
+CHECKPOINTS: Final = "sinkv2_pg_checkpoints"
 RETENTION: Final = "7 days"
 """Markers and clean-up records older than this are deleted.
 
@@ -73,6 +83,12 @@ CREATE TABLE IF NOT EXISTS {cleanups} (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS {cleanups_index} ON {cleanups} (sink_key, job_key, id);
+CREATE TABLE IF NOT EXISTS {checkpoints} (
+    sink_key text NOT NULL,
+    checkpoint_id bigint NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (sink_key, checkpoint_id)
+);
 """
 _DDL_LOCK: Final = int.from_bytes(
     hashlib.sha256(b"sinkv2-postgres-ddl").digest()[:8], "big", signed=True
@@ -91,6 +107,7 @@ def _names(table: TableName) -> dict[str, Any]:
     return {
         "markers": table.sibling(MARKERS).sql(),
         "cleanups": table.sibling(CLEANUPS).sql(),
+        "checkpoints": table.sibling(CHECKPOINTS).sql(),
         "markers_index": sql.Identifier(f"{MARKERS}_job"),
         "cleanups_index": sql.Identifier(f"{CLEANUPS}_job"),
     }
@@ -105,16 +122,48 @@ def ensure_tables(connection: psycopg.Connection[Any], table: TableName) -> None
     from psycopg import sql  # noqa: PLC0415  # optional extra
 
     names = _names(table)
-    markers = table.sibling(MARKERS)
-    quoted = markers.sql().as_string(connection)
-    found = connection.execute("SELECT to_regclass(%s)", (quoted,)).fetchone()
-    cleanups = table.sibling(CLEANUPS).sql().as_string(connection)
-    found_cleanups = connection.execute("SELECT to_regclass(%s)", (cleanups,)).fetchone()
-    if found and found[0] is not None and found_cleanups and found_cleanups[0] is not None:
+    quoted = [table.sibling(name).sql().as_string(connection) for name in _TABLES]
+    found = connection.execute(
+        "SELECT bool_and(to_regclass(name) IS NOT NULL) FROM unnest(%s::text[]) AS name",
+        (quoted,),
+    ).fetchone()
+    if found and found[0]:
         return
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
         connection.execute(sql.SQL(_DDL).format(**names))
+
+
+_TABLES: Final = (MARKERS, CLEANUPS, CHECKPOINTS)
+
+
+def checkpoint_marked(
+    connection: psycopg.Connection[Any], table: TableName, sink_id: str, checkpoint_id: int
+) -> bool:
+    """Whether checkpoint ``checkpoint_id`` of ``sink_id`` is recorded committed."""
+    from psycopg import sql  # noqa: PLC0415  # optional extra
+
+    row = connection.execute(
+        sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE sink_key = %s AND checkpoint_id = %s)"
+        ).format(table.sibling(CHECKPOINTS).sql()),
+        (key_of(sink_id), checkpoint_id),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def mark_checkpoint(
+    connection: psycopg.Connection[Any], table: TableName, sink_id: str, checkpoint_id: int
+) -> None:
+    """Record checkpoint ``checkpoint_id`` of ``sink_id`` committed (idempotent)."""
+    from psycopg import sql  # noqa: PLC0415  # optional extra
+
+    connection.execute(
+        sql.SQL(
+            "INSERT INTO {} (sink_key, checkpoint_id) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+        ).format(table.sibling(CHECKPOINTS).sql()),
+        (key_of(sink_id), checkpoint_id),
+    )
 
 
 def cleanup_watermark(

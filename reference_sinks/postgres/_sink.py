@@ -16,9 +16,11 @@ import attrs
 import pyarrow as pa
 
 from reference_sinks.postgres._bookkeeping import (
+    checkpoint_marked,
     clean_up_job,
     ensure_tables,
     is_marked,
+    mark_checkpoint,
     prepared_gids,
     rollback_prepared,
 )
@@ -37,6 +39,7 @@ from sinkv2 import (
     SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
+    SupportsCommittedCheckpoints,
     SupportsPreWriteTopology,
     WriterInitContext,
 )
@@ -187,6 +190,7 @@ class PostgresSink(
     _PostgresSinkBase,
     SupportsAttemptCleanup,
     SupportsAbort[PostgresTransaction],
+    SupportsCommittedCheckpoints,
 ):
     """Exactly-once inserts or upserts into a PostgreSQL table (two-phase commit).
 
@@ -197,9 +201,11 @@ class PostgresSink(
     epochs and crashed runs are rolled back by `clean_up_attempts` and `abort`.
 
     The server needs ``max_prepared_transactions`` > 0 (checked before any data
-    moves). Two tables beside the target keep the sink's bookkeeping
-    (``sinkv2_pg_markers``, ``sinkv2_pg_cleanups``); the sink's role needs to create
-    them once, or an administrator does.
+    moves). Three tables beside the target keep the sink's bookkeeping
+    (``sinkv2_pg_markers``, ``sinkv2_pg_cleanups``, ``sinkv2_pg_checkpoints``); the
+    sink's role needs to create them once, or an administrator does. The last one
+    records each committed checkpoint of a batch sink id, so a re-run of one is not
+    written again even with another commit state store.
 
     Args:
         connection: A conninfo string or URL, or a function returning a new psycopg
@@ -281,6 +287,20 @@ class PostgresSink(
                 if committable.staging is not None:  # committed, never moved: drop it
                     staging = self.table.sibling(committable.staging)
                     connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(staging.sql()))
+
+    def is_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> bool:
+        """Whether ``sinkv2_pg_checkpoints`` records ``checkpoint_id`` of ``sink_id``."""
+        with self.connect() as connection:
+            connection.autocommit = True
+            ensure_tables(connection, self.table)
+            return checkpoint_marked(connection, self.table, sink_id, checkpoint_id)
+
+    def mark_checkpoint_committed(self, sink_id: str, checkpoint_id: int) -> None:
+        """Record ``checkpoint_id`` of ``sink_id`` in ``sinkv2_pg_checkpoints`` (idempotent)."""
+        with self.connect() as connection:
+            connection.autocommit = True
+            ensure_tables(connection, self.table)
+            mark_checkpoint(connection, self.table, sink_id, checkpoint_id)
 
     def prepared_transactions(self) -> list[str]:
         """The gids of this sink's transactions prepared and not yet committed or rolled back."""

@@ -30,8 +30,17 @@ def _epoch(text: str) -> int:
     return value
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("store", metavar="STORE", help=_STORE_HELP)
+_DEFAULT_STORE_HELP = (
+    _STORE_HELP + "; default: the store apply() uses without one, "
+    "$SINKV2_STATE_DIR/commit_state.sqlite or ./.sinkv2/commit_state.sqlite"
+)
+
+
+def _common(parser: argparse.ArgumentParser, *, default_store: bool = False) -> None:
+    if default_store:  # read-only commands: a repair names its store
+        parser.add_argument("store", metavar="STORE", nargs="?", help=_DEFAULT_STORE_HELP)
+    else:
+        parser.add_argument("store", metavar="STORE", help=_STORE_HELP)
     parser.add_argument(
         "--schema", help="the PostgreSQL schema of the store's tables (default: sinkv2)"
     )
@@ -58,9 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing = actions.add_parser(
         "list",
         help="every sink id: epochs by status, last committed epoch, holder",
-        description="Every sink id of the store, read without taking anything.",
+        description=(
+            "Every sink id of the store, read without taking anything. Without STORE, the "
+            "store apply() uses by default."
+        ),
     )
-    _common(listing)
+    _common(listing, default_store=True)
 
     show = actions.add_parser(
         "show",
@@ -68,10 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "One sink id's epochs with status, checkpoint id, time and committable counts; "
             "with --epoch, that epoch's committables, decoded by the sink's committable "
-            "serializer when the sink is known."
+            "serializer when the sink is known. Without STORE, the store apply() uses by "
+            "default."
         ),
     )
-    _common(show)
+    _common(show, default_store=True)
     show.add_argument("sink_id", metavar="SINK_ID", help="the sink id")
     show.add_argument("--epoch", type=_epoch, help="show this epoch's committables")
     show.add_argument("--sink", metavar="MODULE:FACTORY", help=_SINK_HELP)

@@ -8,7 +8,7 @@ write is fenced like a driver's.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 from sinkv2._cli._errors import CliError
 from sinkv2._cli._inspect import holder_data, holder_text
@@ -34,6 +34,16 @@ class _TerminatesHolders(Protocol):
     def terminate_holder(self, sink_id: str, *, backend_pid: int | None = None) -> Any:
         """End the session holding ``sink_id``."""
         ...
+
+
+_VISIBLE_WARNING: Final = (
+    "Some of its data may already be visible at the destination: a driver that died while "
+    "committing the epoch leaves what it committed in place, and an abort hook never removes "
+    "committed output. Re-running the job writes all of the epoch's data again, so rows "
+    "already visible would then be there twice: look at the destination before re-running, "
+    "and remove what the epoch committed, or re-run only what is missing"
+)
+"""What ``abort`` says after aborting: a pending epoch may be partly committed."""
 
 
 def _job_id() -> str:
@@ -153,13 +163,14 @@ def abort_epoch(
         done = f"{loaded.source} has no abort hook (SupportsAbort), so nothing was removed"
     text = (
         f"epoch {epoch} of sink {sink_id!r} (checkpoint {checkpoint_text(current.checkpoint_id)}) "
-        f"is aborted; {done}. Its committables will never be committed; its data is "
-        "committed only if it is written again (a re-run of the job)"
+        f"is aborted; {done}. Its committables will never be committed from the store. "
+        f"{_VISIBLE_WARNING}"
     )
     data = {
         **base,
         "action": "aborted",
         "status": "aborted",
+        "warning": _VISIBLE_WARNING,
         "abort_hook": None if loaded is None else loaded.source if hooked else None,
         "committables": count,
     }

@@ -22,6 +22,7 @@ from sinkv2.runtime import (
     EpochStatus,
     PostgresCommitStateStore,
     SqliteCommitStateStore,
+    default_state_store_path,
 )
 
 __all__ = [
@@ -88,16 +89,20 @@ class OperatorStore(CommitStateStore, Protocol):
         ...
 
 
-def open_store(location: str, *, schema: str | None = None) -> OperatorStore:
+def open_store(location: str | None, *, schema: str | None = None) -> OperatorStore:
     """The store at ``location``: a PostgreSQL URL, or the path of an existing SQLite file.
 
-    A directory holding ``commit_state.sqlite`` stands for that file.
+    A directory holding ``commit_state.sqlite`` stands for that file. ``None`` is the
+    store ``apply()`` uses by default (`default_state_store_path`: under
+    ``$SINKV2_STATE_DIR``, else ``./.sinkv2/``), which must exist too.
 
     Raises:
         CliError: The SQLite file does not exist, ``schema`` was given for a SQLite
             store, or psycopg is missing for a PostgreSQL one.
         SinkConfigurationError: The store refused its settings.
     """
+    if location is None:
+        return _default_store(schema)
     if location.startswith(POSTGRES_SCHEMES):
         try:
             if schema is None:
@@ -118,6 +123,28 @@ def open_store(location: str, *, schema: str | None = None) -> OperatorStore:
             f"no commit state database at {str(path)!r}: pass the SQLite file a job used "
             f"(by default ${STATE_DIR_ENV}/{DEFAULT_FILE_NAME}, or .sinkv2/{DEFAULT_FILE_NAME} "
             "in the job's working directory), or a postgresql:// URL"
+        )
+    return SqliteCommitStateStore(path)
+
+
+def _default_store(schema: str | None) -> OperatorStore:
+    if schema is not None:
+        raise CliError(
+            "--schema names a PostgreSQL schema, but no STORE was given (the default store "
+            "is a SQLite file); pass the store's postgresql:// URL before the other arguments"
+        )
+    path = default_state_store_path()
+    if not path.is_file():
+        where = (
+            f"${STATE_DIR_ENV} is {os.environ[STATE_DIR_ENV]!r}"
+            if os.environ.get(STATE_DIR_ENV)
+            else f"${STATE_DIR_ENV} is not set, so it is under the working directory "
+            f"{os.getcwd()!r}"
+        )
+        raise CliError(
+            f"no commit state database at the default location {str(path)!r} ({where}); run "
+            "this where the job ran, set the variable as the job did, or pass the store the "
+            "job used as STORE (a SQLite file or a postgresql:// URL)"
         )
     return SqliteCommitStateStore(path)
 

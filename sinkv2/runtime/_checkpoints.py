@@ -38,7 +38,13 @@ from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime._commit import CommitOutcome
 from sinkv2.runtime._coordinator import CommitCoordinator
 from sinkv2.runtime._result import CommitStatus, SinkResult
-from sinkv2.runtime._seam import EpochCommit, Restore, StreamWriterStage, WriterStageOutput
+from sinkv2.runtime._seam import (
+    EpochCommit,
+    Recovery,
+    Restore,
+    StreamWriterStage,
+    WriterStageOutput,
+)
 from sinkv2.runtime._store import EpochRecord, EpochStatus
 from sinkv2.runtime._writer_states import WriterStates
 
@@ -80,6 +86,10 @@ class CheckpointRunner:
         retain: Committed epochs kept in the store (the rest are pruned).
         on_result: Called with each checkpoint's `SinkResult` once it is committed
             (on the commit thread when ``decoupled``).
+        recovery: What ``open()`` finished of earlier runs; the first checkpoint's
+            result reports it (its ``recommitted_epochs``, ``aborted_epochs`` and
+            ``cleaned_jobs``, and ``RECOMMITTED`` if that checkpoint is one of them),
+            so a restarted stream's first result says what the restart did.
     """
 
     def __init__(
@@ -89,6 +99,7 @@ class CheckpointRunner:
         decoupled: bool = False,
         retain: int = DEFAULT_RETAIN,
         on_result: ResultListener | None = None,
+        recovery: Recovery | None = None,
     ) -> None:
         if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
             raise SinkConfigurationError(
@@ -111,6 +122,7 @@ class CheckpointRunner:
             else None
         )
         self._last_restore: Restore | None = None
+        self._recovery = recovery  # reported by the first result, then dropped
         self._closed = False
 
     @property
@@ -144,21 +156,25 @@ class CheckpointRunner:
         lease = coordinator.lease
         epoch = checkpoint_id
         coordinator.stage_seconds.clear()
-        recommitted = self._finish_pending_below(epoch)
-        base = SinkResult(
-            sink_id=coordinator.sink_id,
-            epoch=epoch,
-            checkpoint_id=checkpoint_id,
-            status=CommitStatus.ALREADY_COMMITTED,
-            job_id=coordinator.job_id,
-            recommitted_epochs=recommitted,
-        )
+        recovery, self._recovery = self._recovery, None
+        base = self._base(epoch, self._finish_pending_below(epoch), recovery)
         existing = lease.get(epoch)
         if existing is not None and existing.status is EpochStatus.PENDING:
             self._settle()  # epochs on the commit thread commit first: strictly in order
             existing = lease.get(epoch)
         if existing is not None and existing.status is EpochStatus.COMMITTED:
-            result = attrs.evolve(base, stage_seconds=dict(coordinator.stage_seconds))
+            if recovery is not None and epoch in recovery.recommitted:
+                # Spark replays the micro-batch the dead run was committing; open()
+                # finished its commit from the store: this run recommitted it.
+                result = _result(
+                    base,
+                    CommitStatus.RECOMMITTED,
+                    recovery.recommitted[epoch],
+                    None,
+                    dict(coordinator.stage_seconds),
+                )
+            else:
+                result = attrs.evolve(base, stage_seconds=dict(coordinator.stage_seconds))
             self._on_result(result)
             return result
         if existing is not None and existing.status is EpochStatus.PENDING:
@@ -271,6 +287,31 @@ class CheckpointRunner:
                 self._in_flight.pop(epoch, None)
         self._on_result(result)
         return result
+
+    def _base(
+        self, epoch: int, recommitted: tuple[int, ...], recovery: Recovery | None
+    ) -> SinkResult:
+        """The checkpoint's result before anything is done; the first one reports recovery."""
+        coordinator = self._coordinator
+        base = SinkResult(
+            sink_id=coordinator.sink_id,
+            epoch=epoch,
+            checkpoint_id=epoch,
+            status=CommitStatus.ALREADY_COMMITTED,
+            job_id=coordinator.job_id,
+            recommitted_epochs=recommitted,
+        )
+        if recovery is None:
+            return base
+        # The first checkpoint since open(): what open() finished of earlier runs.
+        return attrs.evolve(
+            base,
+            recommitted_epochs=tuple(
+                sorted({*recommitted, *(e for e in recovery.recommitted if e != epoch)})
+            ),
+            aborted_epochs=recovery.aborted,
+            cleaned_jobs=recovery.cleaned_jobs,
+        )
 
     def _finish_pending_below(self, epoch: int) -> tuple[int, ...]:
         coordinator = self._coordinator

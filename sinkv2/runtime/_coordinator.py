@@ -138,6 +138,7 @@ class CommitCoordinator:
         self._rng = rng or random.Random()
         self._input_schema = input_schema
         self._lease: SinkLease | None = None
+        self._marks_checkpoints = False
         self._state = CoordinatorState.NEW
         self._timings = threading.local()
         caps = self.capabilities
@@ -260,6 +261,12 @@ class CommitCoordinator:
         try:
             if origin is not None:
                 self._bind(origin)
+            # Batch histories only: a stream's checkpoint ids are its query's.
+            self._marks_checkpoints = (
+                self.capabilities.committed_checkpoints
+                and origin is None
+                and self._lease.origin() is None
+            )
             self._lease.record_job()
             self._on_stage("job-recorded", 0)
             keep = frozenset(keep_attempt_tokens)
@@ -432,6 +439,7 @@ class CommitCoordinator:
         lease = self.lease
         epoch = checkpoint_id if checkpoint_id is not None else lease.next_epoch()
         carried = checkpoint_id if checkpoint_id is not None else END_OF_INPUT
+        store_warning = self._no_history_warning(checkpoint_id)
         base = SinkResult(
             sink_id=self.sink_id,
             epoch=epoch,
@@ -441,6 +449,7 @@ class CommitCoordinator:
             aborted_epochs=recovery.aborted,
             recommitted_epochs=tuple(e for e in recovery.recommitted if e != epoch),
             cleaned_jobs=recovery.cleaned_jobs,
+            store_warning=store_warning,
         )
         if checkpoint_id is not None and epoch in recovery.recommitted:
             return self._result(base, CommitStatus.RECOMMITTED, recovery.recommitted[epoch])
@@ -454,6 +463,8 @@ class CommitCoordinator:
             )
         if existing is not None and existing.status is EpochStatus.COMMITTED:
             return attrs.evolve(base, stage_seconds=dict(self.stage_seconds))
+        if existing is None and checkpoint_id is not None and self._destination_holds(epoch):
+            return self._held_by_destination(base, epoch)
 
         start = time.perf_counter()
         try:
@@ -474,6 +485,52 @@ class CommitCoordinator:
         self.record_pending(epoch, carried, committables, explicit=checkpoint_id is not None)
         commit = self.commit_pending(epoch, carried, committables)
         return self._result(base, CommitStatus.COMMITTED, commit, written)
+
+    def _no_history_warning(self, checkpoint_id: int | None) -> str | None:
+        """A WARNING, and its text, when a run with a checkpoint id finds no history.
+
+        A checkpoint id makes a re-run idempotent only against the store that
+        recorded the first run. A store with no epoch of the sink id is either the
+        sink id's first run, or a store in the wrong place (the default one lives
+        under the working directory, which schedulers change): say which store it
+        is, loudly, so that the second case is found before a re-run duplicates.
+        """
+        if checkpoint_id is None or self.lease.epochs():
+            return None
+        text = (
+            f"no earlier epoch of sink id {self.sink_id!r} in {self._store!r}, although "
+            f"this run passed checkpoint_id={checkpoint_id}: expected on the sink id's first "
+            "run. If it ran before, its history is in another store (e.g. the .sinkv2 "
+            "directory of another working directory) and checkpoints it committed can be "
+            "written twice: pass that store (state_store=... or $SINKV2_STATE_DIR), kept "
+            "next to the job's output or in one explicit place"
+        )
+        logger.warning("sink %r job %s: %s", self.sink_id, self.job_id, text)
+        return text
+
+    def _destination_holds(self, checkpoint_id: int) -> bool:
+        """Whether the destination says it holds ``checkpoint_id`` (second line of defence)."""
+        if not self._marks_checkpoints:
+            return False
+        with self.timed("ask the destination"):
+            return bool(self.sink.is_checkpoint_committed(self.sink_id, checkpoint_id))
+
+    def _held_by_destination(self, base: SinkResult, epoch: int) -> SinkResult:
+        """Write nothing: record the checkpoint committed, and say loudly why."""
+        self.record_pending(epoch, epoch, [], explicit=True)
+        with self.timed("commit"):
+            self.lease.mark_committed(epoch)
+        text = (
+            f"the destination already holds checkpoint {epoch} of sink id {self.sink_id!r} "
+            f"({self.capabilities.sink_type} marks each checkpoint it commits), but "
+            f"{self._store!r} had no record of it: nothing was written again, and the store "
+            "now records it committed. If earlier runs used another store (e.g. the .sinkv2 "
+            "directory of another working directory), pass that one: only the destinations "
+            "that mark their checkpoints catch this"
+        )
+        logger.warning("sink %r job %s: %s", self.sink_id, self.job_id, text)
+        self._on_stage("committed-recorded", epoch)
+        return attrs.evolve(base, store_warning=text, stage_seconds=dict(self.stage_seconds))
 
     def _result(
         self,
@@ -632,6 +689,10 @@ class CommitCoordinator:
         if self.run_post_commit(outcome.successful, checkpoint_id):
             self._on_stage("post-commit-finished", epoch)
         with self.timed("commit"):
+            if self._marks_checkpoints and checkpoint_id != END_OF_INPUT:
+                # Before the store's Committed: a crash in between leaves the epoch
+                # pending, and the next run commits and marks it again.
+                self.sink.mark_checkpoint_committed(self.sink_id, checkpoint_id)
             self.lease.mark_committed(epoch)
         logger.info(
             "sink %r job %s: epoch %d (checkpoint %d) committed: %s",

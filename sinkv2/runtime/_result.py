@@ -65,6 +65,12 @@ class SinkResult:
         native_write_unavailable: The sink supports native writes, but this run's
             configuration or input did not allow one: why, in the sink's words. The
             sink's own writers wrote the data.
+        store_warning: Why the commit state store may not be the one this sink id's
+            earlier runs used, or ``None``: set when a run with a checkpoint id finds
+            no earlier epoch of the sink id in the store (a new store, or a sink id
+            new to it) - expected on a sink id's first run; otherwise the store is
+            in the wrong place, and checkpoints committed before can be written
+            twice. Also logged as a WARNING (``sinkv2.coordinator``) with the store.
     """
 
     sink_id: str
@@ -85,6 +91,7 @@ class SinkResult:
     writer_metrics: Mapping[str, float] = attrs.field(factory=dict)
     native_write: bool = False
     native_write_unavailable: str | None = None
+    store_warning: str | None = None
 
     def summary(self) -> str:
         """A readable table of everything above."""
@@ -100,6 +107,8 @@ class SinkResult:
             rows.append(("writer", "the engine's native file writer"))
         elif self.native_write_unavailable is not None:
             rows.append(("writer", f"the sink's writers: {self.native_write_unavailable}"))
+        if self.store_warning is not None:
+            rows.append(("WARNING", self.store_warning))
         rows += [
             ("committables committed", str(self.committed)),
             ("  already committed", str(self.already_committed)),

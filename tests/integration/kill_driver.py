@@ -74,7 +74,7 @@ def make_sink(kind: str, location: str, *, filesystem: Any = None) -> Any:
 
     rolling = RollingPolicy(max_rows=70)
     if kind == "files":
-        return FileSink(location, partition_by=["key"], rolling_policy=rolling)
+        return FileSink(location, partition_by=["key"], rolling_policy=rolling, native_write=False)
     if kind == "compacting":
         return FileSink(
             location,

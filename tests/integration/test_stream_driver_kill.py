@@ -82,12 +82,13 @@ SCENARIOS = {
     "decoupled-committer-finished": ("committer-finished", True),
 }
 
-# The status of checkpoint KILLED, replayed by the restart: written again, or found
-# committed (the restart's coordinator committed a Pending one when it opened).
+# The status of checkpoint KILLED, replayed by the restart: written again, recommitted
+# (the restart's coordinator committed a Pending one when it opened, and the replay's
+# result says so), or found committed.
 REPLAY_STATUS = {
     "writers-finished": CommitStatus.COMMITTED,
-    "pending-recorded": CommitStatus.ALREADY_COMMITTED,
-    "committer-finished": CommitStatus.ALREADY_COMMITTED,
+    "pending-recorded": CommitStatus.RECOMMITTED,
+    "committer-finished": CommitStatus.RECOMMITTED,
     "committed-recorded": CommitStatus.ALREADY_COMMITTED,
 }
 
@@ -285,8 +286,8 @@ def results_problems(job: dict[str, Any], results: list[SinkResult], scenario: s
     Without ``decoupled_commit`` the restart replays checkpoint `KILLED` first. With
     it, Spark had logged the commit of micro-batch 1 and maybe of later ones (of all,
     when the file source ran out before the kill), so the restart starts later: with
-    a replay of a checkpoint found committed (its Pending record was committed when
-    the restart opened), or a new one.
+    a replay of a checkpoint recommitted (its Pending record was committed when the
+    restart opened) or found committed, or a new one.
     """
     ran = [(result.checkpoint_id, result.status) for result in results]
     last = spark_log(job["checkpoint"], "offsets")[-1] + 1  # Spark's last, as a checkpoint
@@ -296,7 +297,11 @@ def results_problems(job: dict[str, Any], results: list[SinkResult], scenario: s
     stop_at, decoupled = SCENARIOS[scenario]
     if decoupled:
         first = ran[0][0] if ran else last + 1
-        replayed = {CommitStatus.COMMITTED, CommitStatus.ALREADY_COMMITTED}
+        replayed = {
+            CommitStatus.COMMITTED,
+            CommitStatus.RECOMMITTED,
+            CommitStatus.ALREADY_COMMITTED,
+        }
     else:
         first, replayed = KILLED, {REPLAY_STATUS[stop_at]}
     if not (

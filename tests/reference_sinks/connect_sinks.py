@@ -30,7 +30,8 @@ def files(*, path: str, format: str = "parquet", failures: str = "[]") -> Any:
     from reference_sinks.files import FileSink, RollingPolicy
 
     fmt = "parquet" if format == "parquet" else "jsonl"
-    return _failing(FileSink(path, fmt, rolling_policy=RollingPolicy(max_rows=60)), failures)
+    policy = RollingPolicy(max_rows=60)
+    return _failing(FileSink(path, fmt, rolling_policy=policy, native_write=False), failures)
 
 
 def files_native(*, path: str, failures: str = "[]") -> Any:

@@ -77,7 +77,7 @@ def by_id(rows):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 def test_file_sink_writes_every_name(spark, translator, tmp_path, fmt):  # type: ignore[no-untyped-def]
     out = str(tmp_path / "out")
-    translator.apply(frame(spark), FileSink(out, fmt), sink_id=f"names-{fmt}")
+    translator.apply(frame(spark), FileSink(out, fmt, native_write=False), sink_id=f"names-{fmt}")
     reader = spark.read.schema(SCHEMA)
     df = reader.parquet(out) if fmt == "parquet" else reader.json(out)
     assert by_id(df.toArrow().to_pylist()) == EXPECTED
@@ -85,7 +85,9 @@ def test_file_sink_writes_every_name(spark, translator, tmp_path, fmt):  # type:
 
 def test_file_sink_partitions_by_a_dotted_column(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
     out = str(tmp_path / "out")
-    translator.apply(frame(spark), FileSink(out, partition_by=["a.b"]), sink_id="names-part")
+    translator.apply(
+        frame(spark), FileSink(out, partition_by=["a.b"], native_write=False), sink_id="names-part"
+    )
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if "=" in p.name) == [
         f"a.b=a.b-{i}" for i in range(5)
     ]
@@ -132,7 +134,11 @@ def test_names_that_differ_in_case_are_kept_when_spark_is_case_sensitive(  # typ
 ):
     out = str(tmp_path / "out")
     with case_sensitive(spark):
-        translator.apply(frame(spark, CASES, CASE_ROWS), FileSink(out, fmt), sink_id=f"case-{fmt}")
+        translator.apply(
+            frame(spark, CASES, CASE_ROWS),
+            FileSink(out, fmt, native_write=False),
+            sink_id=f"case-{fmt}",
+        )
         reader = spark.read.schema(CASES)
         df = reader.parquet(out) if fmt == "parquet" else reader.json(out)
         assert by_id(df.toArrow().to_pylist()) == CASE_EXPECTED
@@ -149,7 +155,9 @@ def test_names_that_differ_in_case_reach_row_writers(spark, translator, http_ser
 def test_names_that_differ_in_case_are_refused_when_spark_is_not(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
     df = frame(spark, CASES, CASE_ROWS)
     with pytest.raises(SinkConfigurationError, match=r"'a' and 'A'.*spark\.sql\.caseSensitive"):
-        translator.apply(df, FileSink(str(tmp_path / "out")), sink_id="case-off")
+        translator.apply(
+            df, FileSink(str(tmp_path / "out"), native_write=False), sink_id="case-off"
+        )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.parquet"))
 
 
@@ -158,6 +166,6 @@ def test_a_duplicate_name_is_refused_before_any_job(spark, translator, tmp_path)
     right = spark.createDataFrame([(1, "y")], "id long, v string")
     df = left.join(right, "id")  # two columns named v
     with pytest.raises(SinkConfigurationError, match=r"named 'v' twice"):
-        translator.apply(df, FileSink(str(tmp_path / "out")), sink_id="dup")
+        translator.apply(df, FileSink(str(tmp_path / "out"), native_write=False), sink_id="dup")
     with case_sensitive(spark), pytest.raises(SinkConfigurationError, match=r"named 'v' twice"):
-        translator.apply(df, FileSink(str(tmp_path / "out")), sink_id="dup")
+        translator.apply(df, FileSink(str(tmp_path / "out"), native_write=False), sink_id="dup")

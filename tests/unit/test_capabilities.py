@@ -11,6 +11,7 @@ from sinkv2 import (
     SinkDefinitionError,
     SinkWriter,
     StatefulSinkWriter,
+    SupportsCommittedCheckpoints,
     SupportsCommitter,
     SupportsPostCommitTopology,
     SupportsPreCommitTopology,
@@ -101,12 +102,17 @@ def test_plain_sink_is_at_least_once_with_no_mixins():
     assert capabilities.mixins == ()
     assert capabilities.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE
     assert str(capabilities) == "PlainSink: Sink"
+    assert capabilities.guarantee_text == (
+        "at-least-once at best (no committer) - verify with sinkv2.testing"
+    )
 
 
 def test_committing_sink_can_be_exactly_once():
     capabilities = inspect_sink(CommittingSink())
     assert capabilities.committer
     assert capabilities.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+    # The mixins only allow it: inspect_sink cannot see an idempotent committer.
+    assert capabilities.guarantee_text == "exactly-once capable - verify with sinkv2.testing"
 
 
 def test_full_sink_reports_every_mixin_in_pipeline_order():
@@ -441,3 +447,37 @@ def test_arrow_writer_extension_is_detected_on_writers():
     assert SinkCapabilities.is_arrow_writer(Columnar())
     assert not SinkCapabilities.is_arrow_writer(Writer())
     assert not SinkCapabilities.is_arrow_writer(Declared())  # only the empty declaration
+
+
+class MarkingSink(CommittingSink, SupportsCommittedCheckpoints):
+    def is_checkpoint_committed(self, sink_id, checkpoint_id):
+        return False
+
+    def mark_checkpoint_committed(self, sink_id, checkpoint_id):
+        pass
+
+
+class MarkingWithoutCommitter(PlainSink):
+    def is_checkpoint_committed(self, sink_id, checkpoint_id):
+        return False
+
+    def mark_checkpoint_committed(self, sink_id, checkpoint_id):
+        pass
+
+
+def test_committed_checkpoints_is_reported_and_needs_a_committer():
+    capabilities = inspect_sink(MarkingSink())
+    assert capabilities.committed_checkpoints
+    assert "SupportsCommittedCheckpoints" in capabilities.mixins
+    assert not inspect_sink(CommittingSink()).committed_checkpoints
+    with pytest.raises(SinkDefinitionError, match="marks checkpoints its committer committed"):
+        inspect_sink(MarkingWithoutCommitter())
+
+
+def test_committed_checkpoints_needs_both_methods():
+    class HalfMarking(CommittingSink, SupportsCommittedCheckpoints):
+        def is_checkpoint_committed(self, sink_id, checkpoint_id):
+            return False
+
+    with pytest.raises(SinkDefinitionError, match="mark_checkpoint_committed"):
+        inspect_sink(HalfMarking())

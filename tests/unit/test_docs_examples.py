@@ -47,6 +47,10 @@ def test_first_sink_commits_every_record_exactly_once(tmp_path: Path) -> None:
     output = tmp_path / "out"
 
     stdout = run_first_sink(str(output))
+    assert stdout.splitlines()[0] == (
+        "JsonLinesSink: Sink + SupportsCommitter + SupportsAttemptCleanup + SupportsAbort "
+        "-> exactly-once capable - verify with sinkv2.testing"
+    )
 
     # Only committed files are left: no hidden staged file survives the commit.
     names = sorted(path.name for path in output.iterdir())
@@ -67,3 +71,43 @@ def test_first_sink_defaults_to_a_fresh_temporary_directory(tmp_path: Path) -> N
     assert created.name.startswith("first-sink-")
     assert f"output in {created}:" in stdout
     assert sorted(committed_records(created), key=lambda r: r["order"]) == FIRST_SINK_RECORDS
+
+
+def load_first_sink():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_first_sink", EXAMPLES / "first_sink.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # attrs classes resolve their module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tutorial_hooks_remove_only_what_they_should(tmp_path: Path) -> None:
+    from sinkv2 import BasicSinkWriterContext, BasicWriterInitContext
+
+    example = load_first_sink()
+    sink = example.JsonLinesSink(tmp_path)
+
+    def stage(job_id: str, attempt: int):  # type: ignore[no-untyped-def]
+        init = BasicWriterInitContext(job_id=job_id, attempt_number=attempt)
+        writer = sink.create_writer(init)
+        writer.write({"order": attempt}, BasicSinkWriterContext())
+        [staged] = writer.prepare_commit()
+        writer.close()
+        return init.get_attempt_token(), staged
+
+    winner, kept = stage("job-a", 0)
+    _, lost = stage("job-a", 1)
+    _, other_job = stage("job-b", 0)
+    sink.clean_up_attempts("job-a", [winner])
+    assert (tmp_path / kept.staged_name).exists()
+    assert not (tmp_path / lost.staged_name).exists()
+    assert (tmp_path / other_job.staged_name).exists()  # another job's: untouched
+    # abort: staged files go; a committed one (no longer staged) stays; idempotent.
+    (tmp_path / kept.staged_name).rename(tmp_path / kept.final_name)
+    sink.abort([kept, other_job])
+    sink.abort([kept, other_job])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [kept.final_name]

@@ -77,6 +77,7 @@ EXTENSIONS = {
     "AttrsMsgpackSerializer",
     "SupportsAbort",
     "SupportsAttemptCleanup",
+    "SupportsCommittedCheckpoints",
     "BasicCommitterInitContext",
     "BasicSinkWriterContext",
     "BasicWriterInitContext",

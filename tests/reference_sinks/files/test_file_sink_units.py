@@ -671,3 +671,22 @@ def test_json_lines_map_keys_of_any_type_are_text():
     )
     line = JsonLinesEncoder(batch.schema).encode(batch)
     assert json.loads(line) == {"a": {"[1,2]": 1}, "s": {'{"x":1,"d":"AQ=="}': 1}, "f": {"NaN": 1}}
+
+
+# --- checkpoint markers -------------------------------------------------------------------
+
+
+def test_checkpoint_marks_are_per_sink_id_hidden_from_readers_and_idempotent(tmp_path):
+    sink = FileSink(tmp_path / "out")
+    assert inspect_sink(sink).committed_checkpoints
+    assert not sink.is_checkpoint_committed("orders", 1)
+    sink.mark_checkpoint_committed("orders", 1)
+    sink.mark_checkpoint_committed("orders", 1)  # idempotent
+    assert sink.is_checkpoint_committed("orders", 1)
+    assert not sink.is_checkpoint_committed("orders", 2)
+    assert not sink.is_checkpoint_committed("clicks", 1)
+    # Another FileSink object on the same directory (another driver) sees the mark.
+    assert FileSink(str(tmp_path / "out"), "jsonl").is_checkpoint_committed("orders", 1)
+    [mark] = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert mark.relative_to(tmp_path / "out").parts[0] == "_sinkv2"  # readers skip it
+    assert json.loads(mark.read_text()) == {"sink_id": "orders", "checkpoint_id": 1}

@@ -104,7 +104,7 @@ def test_years_python_cannot_hold_read_back_in_spark(spark, translator, tmp_path
         ).coalesce(1)
         kind = df.schema["t"].dataType.simpleString()
         out = tmp_path / f"out-{next(_RUNS)}"
-        translator.apply(df, FileSink(str(out), "jsonl"), sink_id="extremes")
+        translator.apply(df, FileSink(str(out), "jsonl", native_write=False), sink_id="extremes")
         back = spark.read.schema(string_keys(df.schema)).json(str(out))
         as_text = [
             "id",
@@ -151,7 +151,9 @@ def test_variant_decimals_keep_every_digit(spark, translator, tmp_path):  # type
         "id", "parse_json(doc) AS v", "array(parse_json(doc)) AS vs"
     )
     out = tmp_path / "out"
-    translator.apply(df, FileSink(str(out), "jsonl"), sink_id="variant-decimals")
+    translator.apply(
+        df, FileSink(str(out), "jsonl", native_write=False), sink_id="variant-decimals"
+    )
     written = sorted(lines(out), key=lambda line: json.loads(line)["id"])
     assert written[0] == (
         '{"id": 0, "v": 12345678901234567890.123456789, "vs": [12345678901234567890.123456789]}'
@@ -174,7 +176,9 @@ def test_variant_non_finite_doubles_are_spelled_as_spark_writes_them(spark, tran
                   parse_json('{"nan": "inf", "x": "-inf\\\\"nan"}') AS s"""
     )
     out = tmp_path / "out"
-    translator.apply(df, FileSink(str(out), "jsonl"), sink_id="variant-non-finite")
+    translator.apply(
+        df, FileSink(str(out), "jsonl", native_write=False), sink_id="variant-non-finite"
+    )
     [line] = lines(out)
     expected = df.selectExpr("to_json(named_struct('id', id, 'v', v, 'w', w, 's', s))").first()[0]
     assert json.loads(line) == json.loads(expected)

@@ -8,6 +8,7 @@ particular to it: when it is used and why not (``SinkResult``), and that what a 
 job's native write left - Spark's ``_temporary`` included - goes with the next run.
 """
 
+import logging
 import re
 from pathlib import Path
 
@@ -145,7 +146,11 @@ def test_the_next_run_removes_what_a_dead_jobs_native_write_left(spark, translat
 @pytest.mark.parametrize(
     ("options", "reason"),
     [
-        ({}, r"rolling_policy.max_bytes=268435456: Spark's writer cannot roll files by size"),
+        (
+            {"rolling_policy": RollingPolicy(max_bytes=256 * 1024**2)},
+            r"rolling_policy.max_bytes=268435456: Spark's writer cannot roll files by size; "
+            r"leave max_bytes unset",
+        ),
         (
             {"rolling_policy": FAST, "compaction": CompactionPolicy(min_files=2)},
             "compaction= merges",
@@ -159,15 +164,35 @@ def test_the_next_run_removes_what_a_dead_jobs_native_write_left(spark, translat
     ids=["max-bytes", "compaction", "filesystem", "asked-not-to"],
 )
 def test_the_sinks_writers_run_when_spark_cannot_and_the_result_says_why(
-    spark, translator, tmp_path, options, reason
+    spark, translator, tmp_path, *, options, reason, caplog
 ):
     out = tmp_path / "out"
+    caplog.set_level(logging.INFO, logger="sinkv2.spark")
     result = translator.apply(frame(spark), FileSink(out, **options), sink_id="fallback")
+    # One line in the log says why, with what to change.
+    [line] = [
+        r.getMessage() for r in caplog.records if "the sink's own writers run" in r.getMessage()
+    ]
+    assert re.search(reason, line)
+    advice = ("leave native_write unset", "leave max_bytes unset", "drop compaction=", "name a")
+    assert any(what in line for what in advice), line
     assert not result.native_write
     assert result.native_write_unavailable is not None
     assert re.search(reason, result.native_write_unavailable)
     assert "writer" in result.summary()
     assert_exactly_the_input(spark, out, "parquet")
+
+
+def test_a_default_file_sink_takes_sparks_writer(spark, translator, tmp_path):
+    # FileSink(path), what a user writes first: its default rolling policy is one
+    # Spark's writer honours (1,000,000 rows per file, maxRecordsPerFile).
+    sink = FileSink(tmp_path / "out")
+    assert sink.rolling_policy == RollingPolicy(max_rows=1_000_000, max_bytes=None)
+    result = translator.apply(frame(spark), sink, sink_id="defaults")
+    assert result.native_write
+    assert result.native_write_unavailable is None
+    assert sink.plan_native_file_write(frame(spark)).options["maxRecordsPerFile"] == "1000000"
+    assert_exactly_the_input(spark, tmp_path / "out", "parquet")
 
 
 def test_a_float_partition_column_falls_back_to_the_sinks_writers(spark, translator, tmp_path):
@@ -180,7 +205,9 @@ def test_a_float_partition_column_falls_back_to_the_sinks_writers(spark, transla
 
 
 def test_native_write_true_is_refused_before_any_job_when_spark_cannot(spark, translator, tmp_path):
-    sink = FileSink(tmp_path / "out", native_write=True)  # the default rolls by bytes
+    sink = FileSink(
+        tmp_path / "out", native_write=True, rolling_policy=RollingPolicy(max_bytes=10**6)
+    )
     with pytest.raises(SinkConfigurationError, match=r"native_write=True\) cannot let Spark"):
         translator.apply(frame(spark), sink, sink_id="required")
     assert not (tmp_path / "out" / "_staging").exists()

@@ -164,7 +164,7 @@ def test_a_micro_batch_recorded_but_not_committed_at_a_crash_is_committed_once(
         query.awaitTermination()
     statuses = [(r.checkpoint_id, r.status) for r in query.recent_results]
     # The restart commits the pending checkpoint from its stored committables when
-    # it opens (nothing is rewritten); Spark's replay of it then finds it committed.
-    assert statuses == [(2, CommitStatus.ALREADY_COMMITTED), (3, CommitStatus.COMMITTED)]
+    # it opens (nothing is rewritten); Spark's replay of it reports that recommit.
+    assert statuses == [(2, CommitStatus.RECOMMITTED), (3, CommitStatus.COMMITTED)]
     assert sorted(row.id for row in spark.read.parquet(str(out)).collect()) == list(range(150))
     assert staged_files(out) == []

@@ -177,14 +177,16 @@ def test_intervals_are_refused_in_json_lines_before_any_file(  # type: ignore[no
     df = spark.createDataFrame([(0, value)], schema)
     out = tmp_path / "out"
     with pytest.raises(SinkConfigurationError, match=r"column 'span' of type .*interval"):
-        translator.apply(df, FileSink(str(out), "jsonl"), sink_id="interval-json")
+        translator.apply(
+            df, FileSink(str(out), "jsonl", native_write=False), sink_id="interval-json"
+        )
     assert not out.exists() or not list(out.rglob("*.jsonl"))
 
 
 def test_a_type_arrow_cannot_carry_is_refused_naming_its_column(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
     df = spark.sql("SELECT 1L AS id, INTERVAL '1-2' YEAR TO MONTH AS months")
     with pytest.raises(SinkConfigurationError, match=r"column 'months' of type interval year"):
-        translator.apply(df, FileSink(str(tmp_path / "out")), sink_id="ym")
+        translator.apply(df, FileSink(str(tmp_path / "out"), native_write=False), sink_id="ym")
 
 
 @settings(
@@ -221,7 +223,9 @@ def json_lines(path: Path) -> list[dict[str, Any]]:
 def test_json_lines_binary_is_base64_and_the_row_reads_back(spark, translator, tmp_path):  # type: ignore[no-untyped-def]
     schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("b", T.BinaryType())])
     df = spark.createDataFrame([(1, bytearray(b"\x00\xff\x80ok"))], schema)
-    translator.apply(df, FileSink(str(tmp_path / "out"), "jsonl"), sink_id="binary")
+    translator.apply(
+        df, FileSink(str(tmp_path / "out"), "jsonl", native_write=False), sink_id="binary"
+    )
     assert json_lines(tmp_path / "out") == [{"id": 1, "b": "AP+Ab2s="}]
     back = spark.read.schema(schema).json(str(tmp_path / "out")).collect()
     assert [tuple(row) for row in back] == [(1, bytearray(b"\x00\xff\x80ok"))]
@@ -236,7 +240,9 @@ def test_json_lines_maps_are_objects_and_read_back(spark, translator, tmp_path):
         ]
     )
     df = spark.createDataFrame([(1, {"a": 1, "b": None}, {})], schema)
-    translator.apply(df, FileSink(str(tmp_path / "out"), "jsonl"), sink_id="map")
+    translator.apply(
+        df, FileSink(str(tmp_path / "out"), "jsonl", native_write=False), sink_id="map"
+    )
     assert json_lines(tmp_path / "out") == [{"id": 1, "m": {"a": 1, "b": None}, "e": {}}]
     back = spark.read.schema(schema).json(str(tmp_path / "out")).collect()
     assert [row.asDict() for row in back] == [{"id": 1, "m": {"a": 1, "b": None}, "e": {}}]
@@ -253,7 +259,9 @@ def test_json_lines_spell_nan_and_infinities_as_spark_does(spark, translator, tm
     df = spark.createDataFrame(
         [(0, float("nan"), [float("inf")]), (1, float("-inf"), [1.5, float("nan")])], schema
     ).coalesce(1)
-    translator.apply(df, FileSink(str(tmp_path / "out"), "jsonl"), sink_id="nan")
+    translator.apply(
+        df, FileSink(str(tmp_path / "out"), "jsonl", native_write=False), sink_id="nan"
+    )
     df.write.json(str(tmp_path / "spark"))
     spark_lines = [
         json.loads(line.value)

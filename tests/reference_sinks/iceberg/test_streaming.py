@@ -153,7 +153,12 @@ def test_a_lost_commit_state_store_and_a_replayed_micro_batch_add_no_duplicate(
 
 
 def test_the_summary_guard_skips_a_recommit_through_a_fresh_store(spark, tmp_path, native):
-    """A batch run of the same checkpoint id through an empty store: the table says no."""
+    """A batch run of the same checkpoint id through an empty store: the table says no.
+
+    The runtime asks the table before writing (`SupportsCommittedCheckpoints`), so the
+    run writes nothing at all; the committer's own guard on the snapshot summaries
+    (tested in ``test_committer.py``) is behind it.
+    """
     from sinkv2_spark import SinkTopologyTranslator
 
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
@@ -180,7 +185,10 @@ def test_the_summary_guard_skips_a_recommit_through_a_fresh_store(spark, tmp_pat
         sink_id="iceberg-guard",
         checkpoint_id=1,
     )
-    assert (again.committed, again.already_committed) == (0, 1)
+    assert again.status is CommitStatus.ALREADY_COMMITTED
+    assert (again.records_written, again.committed, again.already_committed) == (0, 0, 0)
+    assert again.store_warning is not None
+    assert "the destination already holds checkpoint 1" in again.store_warning
     assert len(snapshots_of(sink)) == 1
     assert column(sink, "id") == [0, 1, 2, 3, 4]
     assert data_files(tmp_path) == referenced_files(sink)

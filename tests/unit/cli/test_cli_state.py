@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HOST, open_store
+from conftest import HOST, open_store, populate
 
 from sinkv2._cli import main
-from sinkv2.runtime import EpochStatus
+from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
 
 SINK = "cli_sink:make_sink"
 
@@ -137,6 +137,12 @@ def test_abort_calls_the_sinks_abort_hook_then_marks_the_epoch(capsys, location,
     assert (code, err) == (0, ""), err
     assert "is aborted" in out
     assert "abort hook was called with its 2 committable(s)" in out
+    # A pending epoch may be partly committed: the text says so, and what a re-run does.
+    assert "Some of its data may already be visible at the destination" in out
+    assert "an abort hook never removes committed output" in out
+    assert "Re-running the job writes all of the epoch's data again" in out
+    assert "there twice" in out
+    assert "committed only if it is written again" not in out
     assert not (staging / "a.part").exists()
     assert not (staging / "b.part").exists()
     assert (staging / "aborted.log").read_text().split() == ["a.part", "b.part"]
@@ -265,6 +271,48 @@ def test_release_fences_off_earlier_leases_when_nothing_holds_the_sink(capsys, l
         assert lease.fencing_token > data["fencing_token"]
 
 
+# -- the default store ---------------------------------------------------------------
+
+
+def test_list_and_show_without_a_store_read_the_store_apply_uses_by_default(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("SINKV2_STATE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    store = SqliteCommitStateStore()  # what apply() opens without a state store
+    assert store.path == tmp_path / ".sinkv2" / "commit_state.sqlite"
+    populate(store, tmp_path / "staging")
+    code, out, err = run(capsys, "state", "list")
+    assert (code, err) == (0, ""), err
+    assert out.splitlines()[0] == str(store.path)
+    data = run_json(capsys, "state", "show", "orders")
+    assert data["store"] == str(store.path)
+    assert [e["epoch"] for e in data["epochs"]] == [1, 2, 3]
+    # $SINKV2_STATE_DIR moves it, for the command as for apply().
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv("SINKV2_STATE_DIR", str(elsewhere))
+    moved = SqliteCommitStateStore()
+    assert moved.path == elsewhere / "commit_state.sqlite"
+    moved.acquire("moved-sink", job_id="j").release()
+    data = run_json(capsys, "state", "list")
+    assert [s["sink_id"] for s in data["sinks"]] == ["moved-sink"]
+
+
+def test_no_default_store_says_where_it_looked_and_what_to_pass(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("SINKV2_STATE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "state", "list")
+    assert (code, out) == (1, "")
+    expected = tmp_path / ".sinkv2" / "commit_state.sqlite"
+    assert f"no commit state database at the default location {str(expected)!r}" in err
+    assert "$SINKV2_STATE_DIR is not set" in err
+    assert "pass the store the job used as STORE" in err
+    assert not expected.parent.exists()
+    code, _, err = run(capsys, "state", "show", "orders", "--schema", "s")
+    assert code == 1
+    assert "no STORE was given" in err
+
+
 # -- bad input ---------------------------------------------------------------------
 
 
@@ -318,7 +366,7 @@ def test_bad_arguments_exit_1_with_one_line(capsys, sqlite_location, argv, messa
     [
         [],
         ["state"],
-        ["state", "list"],
+        ["state", "show"],
         ["state", "show", "x.sqlite", "orders", "--epoch", "0"],
         ["state", "show", "x.sqlite", "orders", "--epoch", "two"],
         ["state", "abort", "x.sqlite", "orders"],

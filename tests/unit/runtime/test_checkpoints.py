@@ -491,6 +491,7 @@ def open_stream(
     crash_at: Collection[tuple[str, int]] = (),
     on_stage: Callable[[str, int], None] | None = None,
     sink_id: str = "orders",
+    report_recovery: bool = False,
     **runner: Any,
 ) -> Stream:
     events: list[tuple[str, int]] = []
@@ -515,6 +516,8 @@ def open_stream(
     )
     recovery = coordinator.open(origin=origin, keep_restorable=True)
     results: list[SinkResult] = []
+    if report_recovery:  # as apply() on a stream does
+        runner["recovery"] = recovery
     checkpoints = CheckpointRunner(coordinator, on_result=results.append, **runner)
     return Stream(coordinator, checkpoints, recovery, events, results)
 
@@ -726,6 +729,44 @@ def test_a_new_driver_finishes_the_crashed_checkpoint_and_its_replay_is_skipped(
     again.run(engine.stage([[5, 6]]), 2)
     assert sink.restored == [Restored(0, 1, 1, [4])]  # the dead job's staged state was kept
     assert sink.ledger.elements() == [1, 2, 3, 4, 5, 6]
+    again.stop()
+
+
+def test_a_restarted_stream_s_first_result_says_what_the_restart_recommitted(sink, store, engine):
+    stream = open_stream(sink, store, crash_at={("committer-finished", 3)})
+    stream.run(engine.stage([[1]]), 1)
+    stream.run(engine.stage([[2]]), 2)
+    with pytest.raises(Crash):
+        stream.run(engine.stage([[3, 4]]), 3)
+    stream.died()
+    again = open_stream(sink, store, report_recovery=True)
+    assert list(again.recovery.recommitted) == [3]
+    # Spark replays the micro-batch the dead driver was committing: open() finished it.
+    replay = again.run(engine.stage([[3, 4]]), 3)
+    assert replay.status is CommitStatus.RECOMMITTED
+    assert replay.committed + replay.already_committed == 1
+    assert replay.recommitted_epochs == ()  # its own epoch is the status, not a stale one
+    assert again.results == [replay]
+    following = again.run(engine.stage([[5]]), 4)
+    assert following.status is CommitStatus.COMMITTED
+    assert following.recommitted_epochs == ()  # only the first result reports the restart
+    committed = sink.ledger.elements()
+    assert len(committed) == len(set(committed))  # nothing twice (the sink holds some back)
+    again.stop()
+
+
+def test_a_restart_that_finished_an_earlier_checkpoint_reports_it_on_the_next_one(
+    sink, store, engine
+):
+    stream = open_stream(sink, store, crash_at={("committer-finished", 1)})
+    with pytest.raises(Crash):
+        stream.run(engine.stage([[1]]), 1)
+    stream.died()
+    again = open_stream(sink, store, report_recovery=True)
+    # Spark's commit log had checkpoint 1 (micro-batch 0) done: it goes on with 2.
+    first = again.run(engine.stage([[2]]), 2)
+    assert first.status is CommitStatus.COMMITTED
+    assert first.recommitted_epochs == (1,)
     again.stop()
 
 

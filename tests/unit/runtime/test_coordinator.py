@@ -449,3 +449,48 @@ def test_a_store_that_cannot_forget_the_job_after_the_commit_only_warns(sink, st
     assert "could not be marked finished" in caplog.text
     again = run(sink, store, [[6]], checkpoint_id=8)
     assert again.cleaned_jobs == (result.job_id,)
+
+
+# -- a store that has not seen the sink id ------------------------------------------------
+
+
+def test_a_checkpoint_id_into_a_store_without_history_warns_with_the_store(
+    sink, tmp_path, caplog, monkeypatch
+):
+    # The misplaced-store case: the first run's store under one working directory, a
+    # re-run of the same checkpoint from another directory with the default store.
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    monkeypatch.delenv("SINKV2_STATE_DIR", raising=False)
+    monkeypatch.chdir(first_dir)
+    first_store = SqliteCommitStateStore()
+    caplog.set_level("WARNING", logger="sinkv2.coordinator")
+    first = run(sink, first_store, DATA, checkpoint_id=1)
+    assert first.store_warning is not None  # a sink id's first run: expected, and said
+    assert str(first_store.path) in first.store_warning
+    assert "no earlier epoch of sink id" in first.store_warning
+    [record] = [r for r in caplog.records if r.name == "sinkv2.coordinator"]
+    assert record.levelname == "WARNING"
+    assert str(first_store.path) in record.getMessage()
+    assert "WARNING" in str(first)  # the result's table shows it
+    caplog.clear()
+    # Known to the store now: no warning, for this checkpoint or the next.
+    assert run(sink, first_store, DATA, checkpoint_id=1).store_warning is None
+    assert run(sink, first_store, [[6]], checkpoint_id=2).store_warning is None
+    assert not [r for r in caplog.records if r.levelno >= 30]
+    # Another working directory: another default store, which must not stay silent.
+    monkeypatch.chdir(second_dir)
+    second_store = SqliteCommitStateStore()
+    assert second_store.path != first_store.path
+    again = run(sink, second_store, DATA, checkpoint_id=1)
+    assert again.store_warning is not None
+    assert str(second_store.path) in again.store_warning
+    assert "checkpoints it committed can be written twice" in again.store_warning
+    assert "$SINKV2_STATE_DIR" in again.store_warning
+
+
+def test_a_run_without_a_checkpoint_id_does_not_warn_about_the_store(sink, store, caplog):
+    caplog.set_level("WARNING", logger="sinkv2.coordinator")
+    assert run(sink, store, DATA).store_warning is None
+    assert not caplog.records
