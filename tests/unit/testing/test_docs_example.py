@@ -86,7 +86,9 @@ def test_the_failure_the_how_to_shows_is_what_the_kit_reports(example_module) ->
             max_examples=100,
         )
     message = str(caught.value)
-    assert "CopyingSink: Sink + SupportsCommitter)" in message
+    assert (
+        "CopyingSink: Sink + SupportsCommitter + SupportsAttemptCleanup + SupportsAbort)" in message
+    )
     assert (
         "changed what the destination shows" in message
         or "the destination shows duplicated elements" in message
