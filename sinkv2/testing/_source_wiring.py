@@ -45,7 +45,9 @@ class EmittedRecord:
     record: Mapping[str, Any]
 
 
-class SplitOutput_:
+class SplitOutput:
+    """A split's `SourceOutput`: records go to the reader's uncommitted ones, tagged by split."""
+
     __slots__ = ("_slot", "_split_id")
 
     def __init__(self, slot: ReaderSlot, split_id: str | None) -> None:
@@ -59,17 +61,19 @@ class SplitOutput_:
         self._slot.emit_batch(self._split_id, batch)
 
 
-class ReaderOutput_(SplitOutput_):
+class SlotOutput(SplitOutput):
+    """A reader's `ReaderOutput`: untagged records, and one `SplitOutput` per split."""
+
     __slots__ = ("_splits",)
 
     def __init__(self, slot: ReaderSlot) -> None:
         super().__init__(slot, None)
-        self._splits: dict[str, SplitOutput_] = {}
+        self._splits: dict[str, SplitOutput] = {}
 
-    def create_output_for_split(self, split_id: str) -> SplitOutput_:
+    def create_output_for_split(self, split_id: str) -> SplitOutput:
         found = self._splits.get(split_id)
         if found is None:
-            found = self._splits[split_id] = SplitOutput_(self._slot, split_id)
+            found = self._splits[split_id] = SplitOutput(self._slot, split_id)
         return found
 
     def release_output_for_split(self, split_id: str) -> None:
@@ -77,6 +81,8 @@ class ReaderOutput_(SplitOutput_):
 
 
 class ReaderContext:
+    """A reader's `SourceReaderContext`: requests and events go into its channel."""
+
     def __init__(self, wiring: Wiring, subtask: int, metrics: InMemoryMetricGroup) -> None:
         self._wiring = wiring
         self._subtask = subtask
@@ -100,6 +106,8 @@ class ReaderContext:
 
 @attrs.define
 class Timer:
+    """A ``call_async`` of the enumerator: due on the engine's clock, repeated if periodic."""
+
     due_ms: int
     period_ms: int
     callable: Callable[[], Any]
@@ -107,6 +115,8 @@ class Timer:
 
 
 class EnumeratorContext:
+    """The enumerator's `SplitEnumeratorContext`: assignments go through the wiring's rules."""
+
     def __init__(self, wiring: Wiring) -> None:
         self._wiring = wiring
         self._metrics = InMemoryMetricGroup()
@@ -158,7 +168,7 @@ class ReaderSlot:
         self.subtask = subtask
         self.metrics = InMemoryMetricGroup()
         self.reader: Any = None
-        self.output = ReaderOutput_(self)
+        self.output = SlotOutput(self)
         self.pending: list[EmittedRecord] = []
         self.given: set[str] = set()
         self.no_more_sent = False
