@@ -94,42 +94,6 @@ class Count:
         pass
 
 
-class ChunkReader:
-    """Hands out ``per_fetch`` ready elements of one split per fetch, splits in turn."""
-
-    def __init__(self, chunks: dict[str, list[Any]], per_fetch: int) -> None:
-        self.chunks = chunks
-        self.per_fetch = per_fetch
-        self.positions: dict[str, int] = {}
-        self.order: list[str] = []
-        self.turn = 0
-
-    def fetch(self) -> RecordsBySplits[Any]:
-        if not self.order:
-            return RecordsBySplits({})
-        split_id = self.order[self.turn % len(self.order)]
-        self.turn += 1
-        start = self.positions[split_id]
-        part = self.chunks[split_id][start : start + self.per_fetch]
-        self.positions[split_id] = start + len(part)
-        if self.positions[split_id] >= len(self.chunks[split_id]):
-            self.order.remove(split_id)
-            return RecordsBySplits({split_id: part}, [split_id])
-        return RecordsBySplits({split_id: part})
-
-    def handle_splits_changes(self, change: SplitsChange[Split]) -> None:
-        assert isinstance(change, SplitsAddition)
-        for split in change.splits:
-            self.positions[split.id] = split.position
-            self.order.append(split.id)
-
-    def wake_up(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 class BatchEmitter:
     def emit_record(self, element: pa.RecordBatch, output: Any, state: State) -> None:
         output.collect_batch(element)
@@ -278,11 +242,10 @@ def throughput(args: argparse.Namespace) -> None:
         )
 
 
-class MakingReader(ChunkReader):
-    """Makes a fresh batch per fetch (what a real reader allocates)."""
+class MakingReader:
+    """Makes a fresh batch per fetch (what a real reader allocates), for ever."""
 
     def __init__(self, batch: int) -> None:
-        super().__init__({}, 1)
         self.batch = batch
         self.fetches = 0
 
@@ -292,6 +255,12 @@ class MakingReader(ChunkReader):
         return RecordsBySplits({"s0": [batch]})
 
     def handle_splits_changes(self, change: SplitsChange[Split]) -> None:
+        pass
+
+    def wake_up(self) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 

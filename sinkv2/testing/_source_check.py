@@ -299,9 +299,16 @@ def check_source(
         raise TypeError(
             "an unbounded source needs split_records=lambda split_id: <its records in order>"
         )
+    rows = None if expected is None else list(expected)
+    for row in rows or ():
+        if not isinstance(row, Mapping):
+            raise TypeError(
+                f"expected must hold records as dicts keyed by column (got {describe(row)}); "
+                "e.g. expected=[{'value': 0}, {'value': 1}]"
+            )
     want = _Expectation(
         bounded,
-        None if expected is None else [dict(row) for row in expected],
+        None if rows is None else [dict(row) for row in rows],
         split_records,
         records_to_read,
         guarantee,

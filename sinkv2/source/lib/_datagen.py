@@ -93,14 +93,51 @@ class DataGeneratorSource(SequenceSource):
         import pyarrow  # noqa: PLC0415  # only readers need it; importing the source must not
 
         rows = [self.generator_function(index) for index in indices]
-        if rows and not isinstance(rows[0], Mapping):
-            columns = list(zip(*rows, strict=True)) if rows else []
-            arrays = [
-                pyarrow.array(column, field.type)
-                for column, field in zip(columns, self.schema, strict=True)
-            ]
+        dicts = bool(rows) and isinstance(rows[0], Mapping)
+        if not self._all_fit(rows, dicts):
+            for index, row in zip(indices, rows, strict=True):
+                self._check_row(index, row, dicts)
+        try:
+            if dicts:
+                return pyarrow.RecordBatch.from_pylist(rows, schema=self.schema)
+            columns = zip(*rows, strict=True)
+            arrays = [pyarrow.array(c, f.type) for c, f in zip(columns, self.schema, strict=True)]
             return pyarrow.record_batch(arrays, schema=self.schema)
-        return pyarrow.RecordBatch.from_pylist(rows, schema=self.schema)
+        except (pyarrow.ArrowInvalid, pyarrow.ArrowTypeError) as error:
+            raise SinkConfigurationError(
+                f"generator_function's rows for indices {indices.start}..{indices.stop - 1} do "
+                f"not fit the schema ({error}); return values of the schema's types"
+            ) from error
+
+    def _all_fit(self, rows: list[Row], dicts: bool) -> bool:
+        """The quick test, once per batch: rows as wide as the schema, the first row's keys.
+
+        Every row must have the schema's number of columns, and the first row (if a
+        dict) exactly its names. A misspelt key would otherwise become a column of
+        nulls; a row of another kind fails Arrow's conversion, which `_batch` reports.
+        """
+        names = self.schema.names
+        width = len(names)
+        try:
+            if not all(len(row) == width for row in rows):
+                return False
+        except TypeError:  # a row without a length: neither a dict nor a tuple
+            return False
+        return not dicts or not rows or set(rows[0]) == set(names)
+
+    def _check_row(self, index: int, row: Row, dicts: bool) -> None:
+        """Refuse a row that is not of the first row's kind or not of the schema's columns."""
+        names = self.schema.names
+        if dicts:
+            fits = isinstance(row, Mapping) and set(row) == set(names)
+        else:
+            fits = isinstance(row, tuple | list) and len(row) == len(names)
+        if not fits:
+            raise SinkConfigurationError(
+                f"generator_function({index}) returned {describe(row)}; every row must be a "
+                f"dict with exactly the keys {names}, or every row a tuple of "
+                f"{len(names)} values in that order"
+            )
 
     def get_produced_type(self) -> pyarrow.Schema:
         """The ``schema`` given."""

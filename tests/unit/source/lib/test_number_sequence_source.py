@@ -169,3 +169,24 @@ def test_bad_generator_arguments_are_refused(kwargs: dict[str, Any], message: st
     arguments.update(kwargs)
     with pytest.raises(SinkConfigurationError, match=message):
         DataGeneratorSource(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        (lambda i: {"id": i}, r"generator_function\(0\) returned \{'id': 0\}"),
+        (lambda i: (i,), r"a tuple of 2 values in that order"),
+        (lambda i: {"id": i, "name": i} if i else (0, "x"), r"do not fit the schema"),
+        (lambda i: {"id": i, "nmae": "x"}, r"exactly the keys \['id', 'name'\]"),
+        (lambda i: {"id": "one", "name": "x"}, r"do not fit the schema"),
+    ],
+)
+def test_rows_that_do_not_fit_the_schema_are_named(function: Any, message: str):
+    source = DataGeneratorSource(function, 4, SCHEMA)
+    with pytest.raises(SinkConfigurationError, match=message):
+        read_all(source, 1)
+
+
+def test_the_kit_refuses_expected_records_that_are_not_dicts():
+    with pytest.raises(TypeError, match="expected must hold records as dicts"):
+        check_source(lambda: NumberSequenceSource(0, 3), expected=[0, 1, 2, 3])
