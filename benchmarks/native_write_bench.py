@@ -15,7 +15,7 @@ The data is every benchmark's (``common.data``): ``spark.range(N)`` + ``key`` st
 
 - ``native df.write.parquet``: Spark's writer into a fresh directory (snappy);
 - ``FileSink(path) defaults``: ``FileSink(path)`` with every option at its default
-  (1,000,000 rows per file, Spark's ``maxRecordsPerFile``): the fast path a user gets
+  (no row limit, one file per task as ``df.write.parquet``): the fast path a user gets
   without asking (issue 27);
 - ``FileSink native``: ``FileSink(native_write=True, RollingPolicy(max_rows=None))``
   through ``SinkTopologyTranslator.apply``: Spark's writer into staging, a Pending

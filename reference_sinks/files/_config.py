@@ -69,13 +69,17 @@ class RollingPolicy:
     known only once written), and on every checkpoint if ``roll_on_checkpoint``. The
     end of input always closes every file.
 
-    The default, 1,000,000 rows and no byte limit, is one Spark's own writer honours
-    (``maxRecordsPerFile``), so a default `FileSink` takes the native path. Rows are
-    the unit Spark can roll by; for wide rows, lower ``max_rows`` to bound file sizes
-    (about ``max_rows`` x the bytes of an encoded row).
+    The default, no row and no byte limit, is what both engines do unasked: Spark's
+    writer writes one file per task and partition (``maxRecordsPerFile=0``) and
+    Flink's bulk formats roll on checkpoint only (``OnCheckpointRollingPolicy``). So a
+    default `FileSink` takes Spark's writer (the native path) and writes as many files
+    as ``df.write.parquet`` does. To bound file sizes set ``max_rows``, the unit Spark
+    can roll by (a file is about ``max_rows`` x the bytes of an encoded row);
+    ``max_bytes`` bounds them exactly but runs FileSink's own writers.
 
     Attributes:
-        max_rows: Rows per part file at most (never exceeded), or ``None`` for no limit.
+        max_rows: Rows per part file at most (never exceeded), or ``None`` (default)
+            for no limit.
         max_bytes: Bytes per part file, approximately: a file may pass it by one
             batch. ``None`` (default) for no limit. Only FileSink's own writers can
             roll by size: a value makes FileSink run them instead of Spark's writer.
@@ -89,9 +93,7 @@ class RollingPolicy:
             ``roll_on_checkpoint`` is not a bool.
     """
 
-    max_rows: int | None = attrs.field(
-        default=1_000_000, validator=_positive_or_none("RollingPolicy")
-    )
+    max_rows: int | None = attrs.field(default=None, validator=_positive_or_none("RollingPolicy"))
     max_bytes: int | None = attrs.field(default=None, validator=_positive_or_none("RollingPolicy"))
     roll_on_checkpoint: bool = attrs.field(default=True, validator=_boolean)
 

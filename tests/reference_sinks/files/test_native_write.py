@@ -184,14 +184,14 @@ def test_the_sinks_writers_run_when_spark_cannot_and_the_result_says_why(
 
 
 def test_a_default_file_sink_takes_sparks_writer(spark, translator, tmp_path):
-    # FileSink(path), what a user writes first: its default rolling policy is one
-    # Spark's writer honours (1,000,000 rows per file, maxRecordsPerFile).
+    # FileSink(path), what a user writes first: its default rolling policy is Spark's
+    # own (one file per task, no maxRecordsPerFile) and Flink's for bulk formats.
     sink = FileSink(tmp_path / "out")
-    assert sink.rolling_policy == RollingPolicy(max_rows=1_000_000, max_bytes=None)
+    assert sink.rolling_policy == RollingPolicy(max_rows=None, max_bytes=None)
     result = translator.apply(frame(spark), sink, sink_id="defaults")
     assert result.native_write
     assert result.native_write_unavailable is None
-    assert sink.plan_native_file_write(frame(spark)).options["maxRecordsPerFile"] == "1000000"
+    assert "maxRecordsPerFile" not in sink.plan_native_file_write(frame(spark)).options
     assert_exactly_the_input(spark, tmp_path / "out", "parquet")
 
 
