@@ -110,20 +110,25 @@ class DataGeneratorSource(SequenceSource):
             ) from error
 
     def _all_fit(self, rows: list[Row], dicts: bool) -> bool:
-        """The quick test, once per batch: rows as wide as the schema, the first row's keys.
+        """The quick test, once per batch: every row of the schema's columns.
 
-        Every row must have the schema's number of columns, and the first row (if a
-        dict) exactly its names. A misspelt key would otherwise become a column of
-        nulls; a row of another kind fails Arrow's conversion, which `_batch` reports.
+        A dict row must have exactly the schema's names (a misspelt key would otherwise
+        become a column of nulls, as ``from_pylist`` fills what is missing); a tuple
+        row the schema's width. A row of another kind fails Arrow's conversion, which
+        `_batch` reports. Comparing a dict's keys with a set is one C call per row.
         """
         names = self.schema.names
+        if dicts:
+            keys = frozenset(names)
+            try:
+                return all(row.keys() == keys for row in rows)  # type: ignore[union-attr]
+            except AttributeError:  # a row that is not a dict among dicts
+                return False
         width = len(names)
         try:
-            if not all(len(row) == width for row in rows):
-                return False
+            return all(len(row) == width for row in rows)
         except TypeError:  # a row without a length: neither a dict nor a tuple
             return False
-        return not dicts or not rows or set(rows[0]) == set(names)
 
     def _check_row(self, index: int, row: Row, dicts: bool) -> None:
         """Refuse a row that is not of the first row's kind or not of the schema's columns."""

@@ -178,6 +178,7 @@ def test_bad_generator_arguments_are_refused(kwargs: dict[str, Any], message: st
         (lambda i: (i,), r"a tuple of 2 values in that order"),
         (lambda i: {"id": i, "name": i} if i else (0, "x"), r"do not fit the schema"),
         (lambda i: {"id": i, "nmae": "x"}, r"exactly the keys \['id', 'name'\]"),
+        (lambda i: {"id": i, ("nmae" if i == 3 else "name"): "x"}, r"generator_function\(3\)"),
         (lambda i: {"id": "one", "name": "x"}, r"do not fit the schema"),
     ],
 )
