@@ -42,6 +42,17 @@ from sinkv2.runtime._seam import (
     WriterStage,
     WriterStageOutput,
 )
+from sinkv2.runtime._source_plan import (
+    DEFAULT_PLANNING_TIMEOUT_S,
+    BoundedPlan,
+    plan_bounded_read,
+)
+from sinkv2.runtime._source_task import (
+    DEFAULT_BATCH_ROWS,
+    ArrowBatchOutput,
+    TaskReaderContext,
+    read_subtask,
+)
 from sinkv2.runtime._sqlite_schema import SCHEMA_VERSION
 from sinkv2.runtime._sqlite_store import (
     DEFAULT_FILE_NAME,
@@ -53,11 +64,15 @@ from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, Si
 from sinkv2.runtime._writer_states import SubtaskStates, WriterStates, redistribute
 
 __all__ = [
+    "DEFAULT_BATCH_ROWS",
     "DEFAULT_FILE_NAME",
+    "DEFAULT_PLANNING_TIMEOUT_S",
     "DEFAULT_RETAIN",
     "SCHEMA_VERSION",
     "STAGE_EVENTS",
     "STATE_DIR_ENV",
+    "ArrowBatchOutput",
+    "BoundedPlan",
     "CheckpointRunner",
     "CommitCoordinator",
     "CommitOutcome",
@@ -81,11 +96,14 @@ __all__ = [
     "StageListener",
     "StreamWriterStage",
     "SubtaskStates",
+    "TaskReaderContext",
     "WriterStage",
     "WriterStageOutput",
     "WriterStates",
     "commit_with_retries",
     "default_state_store_path",
+    "plan_bounded_read",
+    "read_subtask",
     "redistribute",
     "state_name",
 ]

@@ -19,6 +19,7 @@ import attrs
 
 from sinkv2._metrics import InMemoryMetricGroup
 from sinkv2._text import describe, short_repr
+from sinkv2.runtime._source_plan import split_id_of
 from sinkv2.source import ReaderInfo, SourceContractError, SourceEvent, SplitsAssignment
 
 __all__ = [
@@ -325,19 +326,3 @@ def deal(items: Sequence[bytes], parts: int) -> list[list[bytes]]:
         result.append(list(items[start:end]))
         start = end
     return result
-
-
-def split_id_of(split: object, method: str) -> str:
-    get = getattr(split, "split_id", None)
-    if not callable(get):
-        raise SourceContractError(
-            f"{describe(split)} is not a SourceSplit (no split_id() method), found in {method}()",
-            method=method,
-        )
-    split_id = get()
-    if not isinstance(split_id, str):
-        raise SourceContractError(
-            f"split_id() of {short_repr(split)} returned {describe(split_id)}; return a str",
-            method=method,
-        )
-    return split_id
