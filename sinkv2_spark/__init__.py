@@ -9,6 +9,7 @@ helpers are in ``sinkv2_spark.committables``.
 
 from sinkv2.runtime import CommitStatus, SinkResult, StageListener
 from sinkv2_spark._datasource import register
+from sinkv2_spark._source_read import from_source
 from sinkv2_spark._streaming import SinkStreamingQuery
 from sinkv2_spark._translator import SinkTopologyTranslator
 
@@ -18,5 +19,6 @@ __all__ = [
     "SinkStreamingQuery",
     "SinkTopologyTranslator",
     "StageListener",
+    "from_source",
     "register",
 ]

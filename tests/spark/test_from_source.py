@@ -1,0 +1,115 @@
+"""`from_source`: bounded FLIP-27 sources read by Spark as batch DataFrames."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+from pyspark.sql.utils import PythonException
+
+from sinkv2.source import SourceDefinitionError
+from sinkv2.source.lib import DataGeneratorSource, NumberSequenceSource
+from sinkv2_spark import from_source
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.large_string()),
+        pa.field("score", pa.float64()),
+        pa.field("ok", pa.bool_()),
+        pa.field("day", pa.date32()),
+    ]
+)
+
+
+def row(index: int) -> dict[str, Any]:
+    return {
+        "id": index,
+        "name": None if index % 7 == 0 else f"name-{index}",
+        "score": index / 4,
+        "ok": index % 2 == 0,
+        "day": datetime.date(2026, 1, 1) + datetime.timedelta(days=index % 300),
+    }
+
+
+def test_a_number_sequence_is_every_number_once(spark):
+    df = from_source(spark, NumberSequenceSource(1, 20_000, num_splits=5))
+    assert df.schema == T.StructType([T.StructField("value", T.LongType(), False)])
+    (got,) = df.selectExpr("count(*) c", "sum(value) s", "count(distinct value) d").collect()
+    assert (got.c, got.s, got.d) == (20_000, 20_000 * 20_001 // 2, 20_000)
+
+
+def test_generated_rows_arrive_with_their_types_and_nulls(spark):
+    df = from_source(spark, DataGeneratorSource(row, 500, SCHEMA, batch_size=64), parallelism=3)
+    assert [(f.name, f.dataType, f.nullable) for f in df.schema.fields] == [
+        ("id", T.LongType(), False),
+        ("name", T.StringType(), True),
+        ("score", T.DoubleType(), True),
+        ("ok", T.BooleanType(), True),
+        ("day", T.DateType(), True),
+    ]
+    got = sorted((r.asDict() for r in df.collect()), key=lambda r: r["id"])
+    assert got == [row(i) for i in range(500)]
+
+
+def test_each_subtask_with_splits_is_one_task(spark):
+    df = from_source(spark, NumberSequenceSource(0, 99, num_splits=7), parallelism=3)
+    assert df.rdd.getNumPartitions() == 3
+    sizes = df.rdd.glom().map(len).collect()
+    assert sum(sizes) == 100
+    assert min(sizes) > 0
+
+
+def test_a_source_without_data_is_an_empty_frame(spark):
+    df = from_source(spark, NumberSequenceSource(5, 4))
+    assert df.count() == 0
+    assert df.columns == ["value"]
+
+
+def test_an_unbounded_source_or_a_stream_is_refused_until_streams_exist(spark):
+    with pytest.raises(NotImplementedError, match="CONTINUOUS_UNBOUNDED"):
+        from_source(spark, NumberSequenceSource(0, None))
+    with pytest.raises(NotImplementedError, match="streaming=True was asked"):
+        from_source(spark, NumberSequenceSource(0, 9), streaming=True)
+
+
+def test_a_non_source_is_named_before_spark_runs(spark):
+    with pytest.raises(SourceDefinitionError, match="create_enumerator"):
+        from_source(spark, object())
+    with pytest.raises(ValueError, match="parallelism must be a positive int"):
+        from_source(spark, NumberSequenceSource(0, 9), parallelism=0)
+
+
+def misspelt(index: int) -> dict[str, Any]:
+    return {"value": index} if index < 50 else {"valeu": index}
+
+
+def test_a_record_that_does_not_fit_fails_the_read_with_the_reason(spark):
+    source = DataGeneratorSource(misspelt, 100, pa.schema([("value", pa.int64())]))
+    with pytest.raises(PythonException, match=r"valeu"):
+        from_source(spark, source, parallelism=1).collect()
+
+
+def flaky(marker: Path, index: int) -> dict[str, Any]:
+    """Fails the first attempt of the task that reads index 250 (the marker says it did)."""
+    if index == 250 and not marker.exists():
+        marker.touch()
+        raise OSError("the first attempt of this task fails")
+    return {"value": index}
+
+
+def test_a_failed_task_reads_its_splits_again_from_their_start(spark, tmp_path):
+    marker = tmp_path / "failed-once"
+    source = DataGeneratorSource(
+        functools.partial(flaky, marker), 1_000, pa.schema([("value", pa.int64())]), batch_size=100
+    )
+    got = sorted(r.value for r in from_source(spark, source, parallelism=2).collect())
+    assert marker.exists()
+    assert got == list(range(1_000))
