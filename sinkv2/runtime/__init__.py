@@ -14,6 +14,9 @@ machinery out of ``connector.sink2``:
   (drivers on several hosts; needs psycopg, imported when a store is made);
 - `commit_with_retries`: Flink's commit semantics, with `CommitRetryPolicy`;
 - `SinkResult`: what an epoch did;
+- a bounded FLIP-27 read for engines that fix their tasks up front:
+  `plan_bounded_read` (the enumerator run to "no more splits") and `read_subtask`
+  (one task's reader read to the end, as Arrow batches of one schema);
 - ``sinkv2.runtime.committables``: the committable table codec (needs pyarrow,
   imported only from there).
 
