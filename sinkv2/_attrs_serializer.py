@@ -38,6 +38,7 @@ import datetime as dt
 import threading
 import types
 import typing
+import weakref
 from collections import abc
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, TypeVar, final
@@ -339,6 +340,44 @@ def _mapping_check(origin: Any, expected: str, key_annotation: Any, item_annotat
     return check_mapping
 
 
+_RESOLVED: weakref.WeakKeyDictionary[type, tuple[object, list[type]]] = weakref.WeakKeyDictionary()
+"""Each attrs class: the ``__attrs_attrs__`` tuple last resolved, and its nested classes."""
+
+
+def resolve_annotations(cls: type, seen: set[type] | None = None) -> None:
+    """Turn ``cls``'s string annotations (PEP 563) into types, and its nested classes' too.
+
+    attrs resolves a class once and marks it so; but a class pickled by value (a
+    class defined in a script, shipped to Spark's workers by cloudpickle) gets its
+    fields' string annotations back each time a reused worker unpickles it into the
+    same class object, while the mark stays. cattrs then cannot read the class. The
+    fields tuple is the witness: a new one means resolve again. A name that does not
+    resolve stays a string (and cattrs names it).
+    """
+    fields = cls.__dict__.get("__attrs_attrs__")
+    if fields is None or (seen is not None and cls in seen):
+        return
+    known = _RESOLVED.get(cls)
+    if known is None or known[0] is not fields:
+        if any(isinstance(field.type, str) for field in fields):
+            with contextlib.suppress(Exception):  # names that do not resolve stay strings
+                type.__setattr__(cls, "__attrs_types_resolved__", None)
+                attrs.resolve_types(cls)
+        nested = [found for field in fields for found in _attrs_classes_in(field.type)]
+        known = _RESOLVED[cls] = (fields, nested)
+    if known[1]:
+        seen = {cls} if seen is None else seen | {cls}
+        for inner in known[1]:
+            resolve_annotations(inner, seen)
+
+
+def _attrs_classes_in(annotation: Any) -> list[type]:
+    """The attrs classes an annotation names, at any depth (``list[Split] | None``)."""
+    if isinstance(annotation, type) and attrs.has(annotation):
+        return [annotation]
+    return [found for arg in typing.get_args(annotation) for found in _attrs_classes_in(arg)]
+
+
 def _attrs_check(cls: type) -> _Check:
     """The check of one attrs class: an instance, and each field's value; cached per class."""
     with _COMPILING:
@@ -482,6 +521,7 @@ class AttrsMsgpackSerializer(Generic[T]):
                 f"{self!r} serializes {self._cls.__qualname__} instances (got {describe(obj)})",
                 serializer=repr(self),
             )
+        resolve_annotations(self._cls)
         check = self._check
         if check is None:
             check = self._check = _attrs_check(self._cls)
@@ -533,6 +573,7 @@ class AttrsMsgpackSerializer(Generic[T]):
                     serializer=repr(self),
                     version=version,
                 ) from error
+        resolve_annotations(self._cls)
         try:
             return self._converter.structure(data, self._cls)
         except Exception as error:

@@ -404,3 +404,51 @@ def test_a_pickled_serializer_checks_too():
     copy = pickle.loads(cloudpickle.dumps(AttrsMsgpackSerializer(FileV3)))
     with pytest.raises(SerializationError, match=r"FileV3.size_bytes: it must be int"):
         copy.serialize(FileV3("p", "1", 2))  # type: ignore[arg-type]
+
+
+PICKLED_BY_VALUE = """
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Inner:
+    name: str
+
+
+@attrs.frozen
+class Outer:
+    path: str
+    inner: Inner
+    count: int = 0
+"""
+
+
+def test_classes_pickled_by_value_read_back_after_cloudpickle_restores_their_annotations():
+    # A class defined in a script reaches Spark's workers pickled by value. A reused
+    # worker unpickles it again into the same class object, and cloudpickle restores
+    # its fields' string annotations (PEP 563) while attrs still marks it resolved:
+    # cattrs then met 'str' and refused to read a split back.
+    import sys
+    import types
+
+    import cloudpickle
+
+    module = types.ModuleType("sinkv2_test_by_value")
+    sys.modules[module.__name__] = module
+    try:
+        exec(PICKLED_BY_VALUE, module.__dict__)
+        cloudpickle.register_pickle_by_value(module)
+        payload = cloudpickle.dumps(module.Outer)  # annotations still strings
+        outer = pickle.loads(payload)
+        value = outer("p", pickle.loads(cloudpickle.dumps(module.Inner))("n"), 2)
+        data = AttrsMsgpackSerializer(outer).serialize(value)  # resolves, marks resolved
+        again = pickle.loads(payload)  # the same class object, string annotations back
+        assert again is outer
+        assert isinstance(attrs.fields(again).path.type, str)
+        assert AttrsMsgpackSerializer(again).deserialize(1, data) == value
+        assert AttrsMsgpackSerializer(again).serialize(value) == data
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        del sys.modules[module.__name__]
