@@ -160,28 +160,40 @@ def open_store(location: str | None) -> CommitStateStore:
     return SqliteCommitStateStore(location)
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
-    """The sink factory ``spec`` names: a short name or ``"module:callable"``.
+def load_factory(
+    spec: str,
+    *,
+    option: str = "sink",
+    short_names: Mapping[str, str] = SHORT_NAMES,
+) -> Callable[..., Any]:
+    """The factory ``spec`` names: a short name or ``"module:callable"``.
+
+    ``option`` is the option that named it (``"sink"``, ``"source"``), for the
+    messages; ``short_names`` the reference connectors it may name by short name.
 
     Raises:
         SinkConfigurationError: ``spec`` is neither, its module does not import,
             or the name is not a callable in it.
     """
-    target = SHORT_NAMES.get(spec.lower(), spec)
+    target = short_names.get(spec.lower(), spec)
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
+        known = (
+            f"a reference {option}'s short name ({', '.join(sorted(short_names))}) or "
+            if (short_names)
+            else ""
+        )
         raise SinkConfigurationError(
-            f"the 'sink' option must be a reference sink's short name "
-            f"({', '.join(sorted(SHORT_NAMES))}) or 'module:callable' (got {spec!r}); e.g. "
-            "'files', or 'my_package.sinks:make_orders_sink'"
+            f"the '{option}' option must be {known}'module:callable' (got {spec!r}); e.g. "
+            f"'my_package.{option}s:make_orders_{option}'"
         )
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise SinkConfigurationError(
-            f"the 'sink' option {spec!r} names module {module_name!r}, which does not import "
-            f"in Spark's Python workers ({type(error).__name__}: {error}); install it into "
-            "the workers' Python, or put its directory on their PYTHONPATH "
+            f"the '{option}' option {spec!r} names module {module_name!r}, which does not "
+            f"import in Spark's Python workers ({type(error).__name__}: {error}); install it "
+            "into the workers' Python, or put its directory on their PYTHONPATH "
             "(spark.sparkContext.addPyFile, spark-submit --py-files)"
         ) from error
     found: object = module
@@ -189,13 +201,13 @@ def load_factory(spec: str) -> Callable[..., Any]:
         found = getattr(found, part, _MISSING)
         if found is _MISSING:
             raise SinkConfigurationError(
-                f"the 'sink' option {spec!r}: module {module_name!r} has no {attribute!r}; "
-                "name a function or class in it that returns the sink"
+                f"the '{option}' option {spec!r}: module {module_name!r} has no {attribute!r}; "
+                f"name a function or class in it that returns the {option}"
             )
     if not callable(found):
         raise SinkConfigurationError(
-            f"the 'sink' option {spec!r} names {describe(found)}, not a callable; name a "
-            "function or class that returns the sink"
+            f"the '{option}' option {spec!r} names {describe(found)}, not a callable; name a "
+            f"function or class that returns the {option}"
         )
     return found
 
