@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 from sinkv2.runtime import PostgresCommitStateStore, SqliteCommitStateStore
-from sinkv2.runtime._postgres_schema import LAYOUT_VERSION
+from sinkv2.runtime._sql.postgres import LAYOUT_VERSION
 
 USURPER = ("usurper", 1, "elsewhere", 0.0)
 

@@ -29,7 +29,7 @@ from sinkv2 import (
     StaleFencingTokenError,
 )
 from sinkv2.runtime import EpochStatus, PostgresCommitStateStore, SinkHolder
-from sinkv2.runtime._postgres_schema import LAYOUT_VERSION, lock_ids, sink_lock_key
+from sinkv2.runtime._sql.postgres import LAYOUT_VERSION, lock_ids, sink_lock_key
 
 
 @pytest.fixture
