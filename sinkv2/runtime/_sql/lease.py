@@ -44,7 +44,7 @@ _UPSERT_EPOCH = (
 
 
 def check_statuses(statuses: tuple[EpochStatus, ...]) -> list[str]:
-    """The values of ``statuses``, or of every status if none is given.
+    """The values of ``statuses``.
 
     Raises:
         SinkConfigurationError: A status is not an `EpochStatus`.
@@ -55,17 +55,21 @@ def check_statuses(statuses: tuple[EpochStatus, ...]) -> list[str]:
                 f"epochs() takes EpochStatus members (got {describe(status)}); pass e.g. "
                 "EpochStatus.PENDING"
             )
-    return [s.value for s in statuses or tuple(EpochStatus)]
+    return [s.value for s in statuses]
 
 
 def epochs_query(dialect: Dialect, count: int) -> str:
-    """The rows of one sink id with one of ``count`` statuses, by epoch."""
+    """The rows of one sink id with one of ``count`` statuses (any if 0), by epoch.
+
+    Every row is read when no status is asked for, so that a row with a status no
+    release writes is reported, not skipped.
+    """
+    where = f" AND status IN ({', '.join([dialect.param] * count)})" if count else ""
     return render(
         dialect,
-        "SELECT {columns} FROM {schema}pending_sink_state WHERE sink_id = ? "
-        "AND status IN ({marks}) ORDER BY epoch",
+        "SELECT {columns} FROM {schema}pending_sink_state WHERE sink_id = ?{where} ORDER BY epoch",
         columns=COLUMNS,
-        marks=", ".join([dialect.param] * count),
+        where=where,
     )
 
 

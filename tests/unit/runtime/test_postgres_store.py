@@ -429,6 +429,31 @@ def test_terminating_another_roles_holder_needs_the_right_to_signal_it(postgres_
         lease.record_job()  # still held, still usable
 
 
+def test_a_schema_whose_name_needs_quoting_holds_the_whole_store(postgres_url):
+    schema = 'Odd "name" 100%s ?'  # quotes, a percent sign and a question mark
+    store = PostgresCommitStateStore(postgres_url, schema=schema)
+    with store.acquire("orders", job_id="j") as lease:
+        lease.record_job()
+        lease.bind_origin("spark query 1")
+        lease.record_pending(1, explicit=True, serializer_version=1, payload=b"a")
+        lease.mark_committed(1)
+        lease.record_pending(2, explicit=True, serializer_version=1, payload=b"b")
+        assert store.sink_ids() == ["orders"]
+        assert store.epochs("orders") == lease.epochs()
+        assert store.jobs("orders") == ["j"]
+        assert store.origin("orders") == "spark query 1"
+        assert store.holder("orders").fencing_token == lease.fencing_token
+        assert lease.prune(2) == 1
+    assert tables(postgres_url, schema) == [
+        "pending_sink_state",
+        "sink_fence",
+        "sink_job",
+        "sink_origin",
+        "sink_store_layout",
+    ]
+    assert tables(postgres_url) == []  # nothing went to the default schema
+
+
 # -- operator queries -------------------------------------------------------------
 
 
