@@ -54,6 +54,7 @@ __all__ = [
     "layout_lock_key",
     "lock_ids",
     "postgres_dialect",
+    "quote_identifier",
     "read_layout",
     "sink_lock_key",
 ]
@@ -111,15 +112,19 @@ def import_psycopg() -> Any:
 
 
 def quote_identifier(name: str) -> str:
-    """``name`` as a PostgreSQL identifier: double-quoted, its quotes doubled."""
-    return '"' + name.replace('"', '""') + '"'
+    """``name`` as a PostgreSQL identifier in a psycopg statement with parameters.
+
+    Double-quoted, its quotes doubled, and its ``%`` written ``%%``.
+    """
+    return '"' + name.replace('"', '""').replace("%", "%%") + '"'
 
 
 def postgres_dialect(schema: str, where: str) -> Dialect:
     """The `Dialect` of ``schema`` of the database ``where`` names (see the module docstring).
 
     Statements run with parameters (an empty tuple if they have none), so that
-    psycopg reads a ``%`` in the schema's name, written ``%%``, as itself.
+    psycopg reads a ``%`` in the schema's name, written ``%%`` (`quote_identifier`),
+    as itself.
     """
     return Dialect(
         where=where,
@@ -127,7 +132,7 @@ def postgres_dialect(schema: str, where: str) -> Dialect:
         container="the table",
         param="%s",
         words={
-            "schema": quote_identifier(schema).replace("%", "%%") + ".",
+            "schema": quote_identifier(schema) + ".",
             "for_update": " FOR UPDATE",
             "for_share": " FOR SHARE",
             "int64": "BIGINT",
@@ -343,7 +348,7 @@ def ensure_layout(connection: PgConnection, dialect: Dialect, schema: str) -> No
             "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (schema,)
         ).fetchone()
         if exists is None:
-            connection.execute("CREATE SCHEMA " + dialect.words["schema"].removesuffix("."), ())
+            connection.execute("CREATE SCHEMA " + quote_identifier(schema), ())
         for statement in _tables_of(dialect):
             connection.execute(statement, ())
         connection.execute(
