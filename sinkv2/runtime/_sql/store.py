@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from contextlib import AbstractContextManager
-from typing import Final
+from typing import Any, Final
 
 from sinkv2.runtime._sql.dialect import Connection, Dialect, render
 from sinkv2.runtime._sql.lease import check_statuses, epochs_query
@@ -43,10 +43,7 @@ class SqlCommitStateStore(abc.ABC):
         Raises:
             CommitStateError: The store cannot be read, or is of another layout.
         """
-        with self._reading("list sink ids") as connection:
-            if connection is None:
-                return []
-            rows = connection.execute(render(self._dialect, _SINK_IDS), ()).fetchall()
+        rows = self._rows("list sink ids", render(self._dialect, _SINK_IDS))
         return [str(sink_id) for (sink_id,) in rows]
 
     def epochs(self, sink_id: str, *statuses: EpochStatus) -> list[EpochRecord]:
@@ -62,11 +59,8 @@ class SqlCommitStateStore(abc.ABC):
         """
         check_name("sink_id", sink_id, "pass the sink's stable id")
         wanted = check_statuses(statuses)
-        with self._reading(f"list the epochs of sink {sink_id!r}") as connection:
-            if connection is None:
-                return []
-            query = epochs_query(self._dialect, len(wanted))
-            rows = connection.execute(query, (sink_id, *wanted)).fetchall()
+        query = epochs_query(self._dialect, len(wanted))
+        rows = self._rows(f"list the epochs of sink {sink_id!r}", query, sink_id, *wanted)
         return [record_from_row(row, self._dialect) for row in rows]
 
     def jobs(self, sink_id: str) -> list[str]:
@@ -79,17 +73,11 @@ class SqlCommitStateStore(abc.ABC):
             CommitStateError: The store cannot be read, or is of another layout.
         """
         check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"list the jobs of sink {sink_id!r}") as connection:
-            if connection is None:
-                return []
-            rows = connection.execute(
-                render(
-                    self._dialect,
-                    "SELECT job_id FROM {schema}sink_job WHERE sink_id = ? "
-                    "ORDER BY started_at, job_id",
-                ),
-                (sink_id,),
-            ).fetchall()
+        query = render(
+            self._dialect,
+            "SELECT job_id FROM {schema}sink_job WHERE sink_id = ? ORDER BY started_at, job_id",
+        )
+        rows = self._rows(f"list the jobs of sink {sink_id!r}", query, sink_id)
         return [str(job_id) for (job_id,) in rows]
 
     def origin(self, sink_id: str) -> str | None:
@@ -100,14 +88,14 @@ class SqlCommitStateStore(abc.ABC):
             CommitStateError: The store cannot be read, or is of another layout.
         """
         check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"read the origin of sink {sink_id!r}") as connection:
-            if connection is None:
-                return None
-            row = connection.execute(
-                render(self._dialect, "SELECT origin FROM {schema}sink_origin WHERE sink_id = ?"),
-                (sink_id,),
-            ).fetchone()
-        return None if row is None else str(row[0])
+        query = render(self._dialect, "SELECT origin FROM {schema}sink_origin WHERE sink_id = ?")
+        rows = self._rows(f"read the origin of sink {sink_id!r}", query, sink_id)
+        return str(rows[0][0]) if rows else None
+
+    def _rows(self, action: str, query: str, *params: object) -> list[Any]:
+        """The rows ``query`` returns; none if the store has no tables yet."""
+        with self._reading(action) as connection:
+            return [] if connection is None else connection.execute(query, params).fetchall()
 
     @property
     @abc.abstractmethod
