@@ -28,12 +28,14 @@ not a copy:
 2. an epoch table template beside `EPOCH_TABLE` in ``schema`` (``source_id``,
    ``epoch``, ``status``, the checkpoint and assignment as ``{bytes}``, the
    fencing token, job and time), created by each database's layout code: a
-   SQLite migration from layout 3 to 4 and a PostgreSQL layout step, with both
-   version numbers raised together;
+   SQLite migration from layout 3 to 4 (``sqlite``), and in ``postgres`` a first
+   migration step (``read_layout`` refuses any layout but its own today), with
+   both version numbers raised together;
 3. a ``SqlSourceLease(FencedLease)`` beside `SqlSinkLease`, with
    ``lease_name = "SourceLease"``: its reads go through `FencedLease.reading` and
    its writes through `FencedLease.writing`, which fences them against the
-   source's token; the transitions of ``_store.TRANSITIONS`` apply as they are;
+   source's token; the rules of ``_store.TRANSITIONS`` carry over (their
+   messages name a sink and its calls, so the source's are worded for a source);
 4. acquiring: the stores call their ``advance_fence`` with ``SOURCES``; the lock
    is the database's own (a lock file of its own name beside the SQLite file,
    an advisory key from ``"sinkv2 source"`` in PostgreSQL), so that a source id
