@@ -32,7 +32,6 @@ from sinkv2.runtime._commit import (
     commit_with_retries,
 )
 from sinkv2.runtime._coordinator import CommitCoordinator, CoordinatorState
-from sinkv2.runtime._postgres_store import PostgresCommitStateStore, SinkHolder
 from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._seam import (
     STAGE_EVENTS,
@@ -56,8 +55,9 @@ from sinkv2.runtime._source_task import (
     TaskReaderContext,
     read_subtask,
 )
-from sinkv2.runtime._sqlite_schema import SCHEMA_VERSION
-from sinkv2.runtime._sqlite_store import (
+from sinkv2.runtime._sql.postgres_store import PostgresCommitStateStore, SinkHolder
+from sinkv2.runtime._sql.sqlite import SCHEMA_VERSION
+from sinkv2.runtime._sql.sqlite_store import (
     DEFAULT_FILE_NAME,
     STATE_DIR_ENV,
     SqliteCommitStateStore,

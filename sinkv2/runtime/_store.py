@@ -4,8 +4,9 @@ The commit coordinator (`sinkv2.runtime.CommitCoordinator`) keeps one row per
 (sink id, epoch) in a table ``pending_sink_state``, so that a driver that crashes
 anywhere around a commit can be re-run, in a new process, and finish that commit
 exactly once; and one row per running job, so that the next run can remove what a
-dead job staged. This module is the contract every store keeps; the SQLite store
-implements it. The coordinator uses a store in this order:
+dead job staged. This module is the contract every store keeps; the SQL stores
+(``_sql``) implement it over SQLite and PostgreSQL. The coordinator uses a store in
+this order:
 
 1. `CommitStateStore.acquire` the sink id: an exclusive lease, refused with
    `ConcurrentCommitError` while another live driver holds it;

@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 from sinkv2.runtime import PostgresCommitStateStore, SqliteCommitStateStore
-from sinkv2.runtime._postgres_schema import LAYOUT_VERSION
+from sinkv2.runtime._sql.postgres import LAYOUT_VERSION
 
 USURPER = ("usurper", 1, "elsewhere", 0.0)
 
@@ -75,6 +75,15 @@ class SqliteBackend:
     def delete_fences(self):
         with self._connect() as connection, connection:
             connection.execute("DELETE FROM sink_fence")
+
+    def corrupt_status(self, sink_id, epoch, status):
+        """Write a status no sinkv2 release writes, as a foreign writer could."""
+        with self._connect() as connection, connection:
+            connection.execute("PRAGMA ignore_check_constraints = ON")
+            connection.execute(
+                "UPDATE pending_sink_state SET status = ? WHERE sink_id = ? AND epoch = ?",
+                (status, sink_id, epoch),
+            )
 
     def set_layout(self, version):
         with self._connect() as connection:
@@ -147,6 +156,17 @@ class PostgresBackend:
     def delete_fences(self):
         with self.connect() as connection:
             connection.execute(f'DELETE FROM "{self.store.schema}".sink_fence')
+
+    def corrupt_status(self, sink_id, epoch, status):
+        with self.connect() as connection:
+            table = f'"{self.store.schema}".pending_sink_state'
+            connection.execute(
+                f"ALTER TABLE {table} DROP CONSTRAINT pending_sink_state_status_check"
+            )
+            connection.execute(
+                f"UPDATE {table} SET status = %s WHERE sink_id = %s AND epoch = %s",
+                (status, sink_id, epoch),
+            )
 
     def set_layout(self, version):
         with self.connect() as connection:

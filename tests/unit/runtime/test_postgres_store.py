@@ -29,7 +29,7 @@ from sinkv2 import (
     StaleFencingTokenError,
 )
 from sinkv2.runtime import EpochStatus, PostgresCommitStateStore, SinkHolder
-from sinkv2.runtime._postgres_schema import LAYOUT_VERSION, lock_ids, sink_lock_key
+from sinkv2.runtime._sql.postgres import LAYOUT_VERSION, lock_ids, sink_lock_key
 
 
 @pytest.fixture
@@ -427,6 +427,31 @@ def test_terminating_another_roles_holder_needs_the_right_to_signal_it(postgres_
             limited.terminate_holder("orders")
         assert limited.holder("orders").backend_pid == lease.backend_pid
         lease.record_job()  # still held, still usable
+
+
+def test_a_schema_whose_name_needs_quoting_holds_the_whole_store(postgres_url):
+    schema = 'Odd "name" 100%s ?'  # quotes, a percent sign and a question mark
+    store = PostgresCommitStateStore(postgres_url, schema=schema)
+    with store.acquire("orders", job_id="j") as lease:
+        lease.record_job()
+        lease.bind_origin("spark query 1")
+        lease.record_pending(1, explicit=True, serializer_version=1, payload=b"a")
+        lease.mark_committed(1)
+        lease.record_pending(2, explicit=True, serializer_version=1, payload=b"b")
+        assert store.sink_ids() == ["orders"]
+        assert store.epochs("orders") == lease.epochs()
+        assert store.jobs("orders") == ["j"]
+        assert store.origin("orders") == "spark query 1"
+        assert store.holder("orders").fencing_token == lease.fencing_token
+        assert lease.prune(2) == 1
+    assert tables(postgres_url, schema) == [
+        "pending_sink_state",
+        "sink_fence",
+        "sink_job",
+        "sink_origin",
+        "sink_store_layout",
+    ]
+    assert tables(postgres_url) == []  # nothing went to the default schema
 
 
 # -- operator queries -------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 
 from sinkv2 import CommitStateError, ConcurrentCommitError, SinkConfigurationError
 from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
-from sinkv2.runtime._sink_lock import lock_path
+from sinkv2.runtime._sql.file_lock import lock_path
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import copy
 import itertools
 import os
 import pickle
+import re
 import threading
 import time
 from functools import partial
@@ -583,6 +584,24 @@ def test_a_store_of_a_newer_layout_is_refused(backend, store):
     assert backend.where in message
     backend.set_layout(SCHEMA_VERSION)
     store.acquire("orders", job_id="j").release()  # the refusal left nothing locked
+
+
+def test_a_row_no_release_writes_is_refused_by_the_lease_and_the_operator_queries(backend, store):
+    with store.acquire("orders", job_id="j") as lease:
+        pending(lease, 1)
+        pending(lease, 2)
+        backend.corrupt_status("orders", 2, "half-done")
+        assert lease.get(1).status is P  # the other rows still read
+        unreadable = (
+            f"{re.escape(backend.where)}'? holds an unreadable row for epoch 2 of sink 'orders': "
+            r"'half-done' is not a valid EpochStatus; the (file|table) was changed by something "
+            "other than this sinkv2 release"
+        )
+        for read in (lambda: lease.get(2), lease.epochs, lambda: lease.mark_committed(2)):
+            with pytest.raises(CommitStateError, match=unreadable):
+                read()
+    with pytest.raises(CommitStateError, match=unreadable):
+        store.epochs("orders")
 
 
 def test_a_pending_record_keeps_the_checkpoint_id_it_was_given(lease):

@@ -7,63 +7,21 @@ driver that finds the sink id taken can say by whom.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import json
 import os
 import pathlib
-import socket
 from typing import Final
 
-import attrs
-
 from sinkv2.errors import CommitStateError, ConcurrentCommitError
+from sinkv2.runtime._sql.fence import Holder, describe_holder
 
-__all__ = ["Holder", "describe_holder", "drop_lock", "lock_path", "probe_lock", "take_lock"]
+__all__ = ["drop_lock", "lock_path", "probe_lock", "take_lock"]
 
 _MAX_HOLDER_BYTES: Final = 4096
 
 
-@attrs.frozen
-class Holder:
-    """Who holds a sink id: written to its lock file and to ``sink_fence.holder``."""
-
-    job_id: str
-    pid: int
-    host: str
-    since: float
-
-    def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self), sort_keys=True)
-
-    @staticmethod
-    def load(text: str) -> Holder | None:
-        """The holder written as ``text``, or ``None`` if it is unreadable."""
-        try:
-            data = json.loads(text)
-            return Holder(
-                job_id=str(data["job_id"]),
-                pid=int(data["pid"]),
-                host=str(data["host"]),
-                since=float(data["since"]),
-            )
-        except Exception:  # noqa: BLE001  # unreadable details are reported as unknown
-            return None
-
-    @property
-    def is_this_process(self) -> bool:
-        """Whether the holder is the calling process."""
-        return self.pid == os.getpid() and self.host == socket.gethostname()
-
-    def __str__(self) -> str:
-        since = dt.datetime.fromtimestamp(self.since, tz=dt.timezone.utc)
-        return (
-            f"job {self.job_id!r} (pid {self.pid} on host {self.host!r}, since "
-            f"{since.isoformat(timespec='seconds')})"
-        )
-
-
 def lock_path(db_path: pathlib.Path, sink_id: str) -> pathlib.Path:
+    """The lock file of ``sink_id``, in ``<db file>.locks/`` beside the database."""
     digest = hashlib.sha256(sink_id.encode("utf-8")).hexdigest()[:32]
     return db_path.with_name(db_path.name + ".locks") / f"{digest}.lock"
 
@@ -128,12 +86,6 @@ def probe_lock(lock_path: pathlib.Path) -> tuple[bool, Holder | None]:
         os.close(fd)
 
 
-def describe_holder(holder: Holder | None) -> str:
-    if holder is None:
-        return "an unknown holder (no readable holder details were recorded)"
-    return str(holder)
-
-
 def _concurrent_message(sink_id: str, holder: Holder | None, lock_path: pathlib.Path) -> str:
     message = (
         f"sink {sink_id!r} is already held, by {describe_holder(holder)}. Two drivers must "
@@ -150,6 +102,7 @@ def _concurrent_message(sink_id: str, holder: Holder | None, lock_path: pathlib.
 
 
 def drop_lock(fd: int) -> None:
+    """Unlock and close a lock file `take_lock` opened."""
     import fcntl  # noqa: PLC0415  # POSIX only; see take_lock
 
     try:

@@ -1,7 +1,8 @@
 """`PostgresCommitStateStore`: the commit state store in a PostgreSQL schema.
 
 The contract is `sinkv2.runtime.CommitStateStore` (see ``_store``); the tables are
-the SQLite store's layout 3 (see ``_postgres_schema``). Two mechanisms keep two
+the SQLite store's layout 3 (see ``postgres``); the lease and the operator's
+queries are the SQL stores' own (``lease``, ``store``). Two mechanisms keep two
 drivers from both proceeding on one sink id, wherever they run:
 
 - a session-level advisory lock on `PostgresCommitStateStore.lock_key` of the
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, final
@@ -29,18 +29,23 @@ import attrs
 
 from sinkv2._text import describe
 from sinkv2.errors import CommitStateError, ConcurrentCommitError, SinkConfigurationError
-from sinkv2.runtime._postgres_lease import PostgresSinkLease, record_from_row
-from sinkv2.runtime._postgres_schema import (
-    COLUMNS,
+from sinkv2.runtime._sql.dialect import Dialect, describe_error, render
+from sinkv2.runtime._sql.fence import Holder
+from sinkv2.runtime._sql.postgres import (
     CONNECT_DEFAULTS,
-    Connection,
+    PgConnection,
+    PostgresSinkLease,
+    advance_fence,
     ensure_layout,
     import_psycopg,
     lock_ids,
+    postgres_dialect,
     read_layout,
     sink_lock_key,
 )
-from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease, check_name
+from sinkv2.runtime._sql.schema import SINKS
+from sinkv2.runtime._sql.store import SqlCommitStateStore
+from sinkv2.runtime._store import CommitStateStore, SinkLease, check_name
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresCommitStateStore", "SinkHolder"]
 
@@ -98,14 +103,12 @@ class SinkHolder:
         backend = f"PostgreSQL backend pid {self.backend_pid}"
         if self.job_id is None or self.pid is None or self.host is None or self.since is None:
             return f"a driver whose details are not recorded yet ({backend})"
-        from sinkv2.runtime._sink_lock import Holder  # noqa: PLC0415  # its wording, once
-
         recorded = Holder(job_id=self.job_id, pid=self.pid, host=self.host, since=self.since)
         return f"{recorded} through {backend}"
 
 
 @final
-class PostgresCommitStateStore:
+class PostgresCommitStateStore(SqlCommitStateStore):
     """A `CommitStateStore` in a PostgreSQL schema, for drivers on any number of hosts.
 
     The store is only settings: it pickles, connects on `acquire` (one connection
@@ -223,39 +226,23 @@ class PostgresCommitStateStore:
         """
         check_name("sink_id", sink_id, "pass the sink's stable id, the same in every run")
         check_name("job_id", job_id, "pass this run's id, e.g. the Spark application id")
-        psycopg = import_psycopg()
+        dialect = self._dialect
         connection = self._connect(f"sinkv2 {job_id}", f"take sink {sink_id!r}")
         try:
             with self._errors(f"take sink {sink_id!r}"):
-                ensure_layout(connection, self._schema, self.target)
+                ensure_layout(connection, dialect, self._schema)
                 row = connection.execute(
                     "SELECT pg_try_advisory_lock(%s)", (self.lock_key(sink_id),)
                 ).fetchone()
                 if row is None or row[0] is not True:
                     holder = self._holder(connection, sink_id)
                     raise ConcurrentCommitError(self._concurrent_message(sink_id, holder))
-                token_row = connection.execute(
-                    psycopg.sql.SQL(
-                        "INSERT INTO {}.sink_fence (sink_id, fencing_token, holder_job_id, "
-                        "holder_pid, holder_host, holder_since, holder_backend_pid) "
-                        "VALUES (%s, 1, %s, %s, %s, %s, pg_backend_pid()) "
-                        "ON CONFLICT (sink_id) DO UPDATE SET "
-                        "fencing_token = sink_fence.fencing_token + 1, "
-                        "holder_job_id = excluded.holder_job_id, "
-                        "holder_pid = excluded.holder_pid, holder_host = excluded.holder_host, "
-                        "holder_since = excluded.holder_since, "
-                        "holder_backend_pid = excluded.holder_backend_pid "
-                        "RETURNING fencing_token"
-                    ).format(psycopg.sql.Identifier(self._schema)),
-                    (sink_id, job_id, os.getpid(), socket.gethostname(), time.time()),
-                ).fetchone()
-                assert token_row is not None  # RETURNING always returns the row
+                token = advance_fence(connection, dialect, SINKS, sink_id, job_id)
             return PostgresSinkLease(
-                where=self.target,
-                schema=self._schema,
+                dialect=dialect,
                 sink_id=sink_id,
                 job_id=job_id,
-                fencing_token=int(token_row[0]),
+                fencing_token=token,
                 lock_key=self.lock_key(sink_id),
                 connection=connection,
             )
@@ -264,102 +251,6 @@ class PostgresCommitStateStore:
             raise
 
     # -- what an operator needs, without a lease -----------------------------------
-
-    def sink_ids(self) -> list[str]:
-        """Every sink id the store has a record of (acquired, epochs, jobs or origin), sorted.
-
-        Read-only; takes no lock, so it works while drivers hold sink ids. An empty
-        list if the store's tables do not exist yet (they are not created).
-
-        Raises:
-            CommitStateError: The server cannot be reached, or the schema holds
-                another layout.
-        """
-        with self._reading("list sink ids") as (connection, sql):
-            if connection is None:
-                return []
-            rows = connection.execute(
-                sql.SQL(
-                    "SELECT sink_id FROM {s}.sink_fence UNION SELECT sink_id FROM "
-                    "{s}.pending_sink_state UNION SELECT sink_id FROM {s}.sink_job UNION "
-                    "SELECT sink_id FROM {s}.sink_origin ORDER BY 1"
-                ).format(s=sql.Identifier(self._schema))
-            ).fetchall()
-        return [str(sink_id) for (sink_id,) in rows]
-
-    def epochs(self, sink_id: str, *statuses: EpochStatus) -> list[EpochRecord]:
-        """The records of ``sink_id`` with one of ``statuses`` (all if none), by epoch.
-
-        What `SinkLease.epochs` returns, read without acquiring the sink id: a
-        snapshot that a driver holding it may change at any moment.
-
-        Raises:
-            SinkConfigurationError: ``sink_id`` is not a non-empty str, or a status
-                is not an `EpochStatus`.
-            CommitStateError: The server cannot be reached, or the schema holds
-                another layout.
-        """
-        check_name("sink_id", sink_id, "pass the sink's stable id")
-        for status in statuses:
-            if not isinstance(status, EpochStatus):
-                raise SinkConfigurationError(
-                    f"epochs() takes EpochStatus members (got {describe(status)}); pass e.g. "
-                    "EpochStatus.PENDING"
-                )
-        wanted = [s.value for s in statuses or tuple(EpochStatus)]
-        with self._reading(f"list the epochs of sink {sink_id!r}") as (connection, sql):
-            if connection is None:
-                return []
-            rows = connection.execute(
-                sql.SQL(
-                    "SELECT {} FROM {}.pending_sink_state WHERE sink_id = %s "
-                    "AND status = ANY(%s) ORDER BY epoch"
-                ).format(sql.SQL(COLUMNS), sql.Identifier(self._schema)),
-                (sink_id, wanted),
-            ).fetchall()
-        return [record_from_row(row, self.target) for row in rows]
-
-    def jobs(self, sink_id: str) -> list[str]:
-        """Every job recorded for ``sink_id`` and not finished, oldest first.
-
-        Unlike `SinkLease.unfinished_jobs`, the holder's own running job is included.
-
-        Raises:
-            SinkConfigurationError: ``sink_id`` is not a non-empty str.
-            CommitStateError: The server cannot be reached, or the schema holds
-                another layout.
-        """
-        check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"list the jobs of sink {sink_id!r}") as (connection, sql):
-            if connection is None:
-                return []
-            rows = connection.execute(
-                sql.SQL(
-                    "SELECT job_id FROM {}.sink_job WHERE sink_id = %s ORDER BY started_at, job_id"
-                ).format(sql.Identifier(self._schema)),
-                (sink_id,),
-            ).fetchall()
-        return [str(job_id) for (job_id,) in rows]
-
-    def origin(self, sink_id: str) -> str | None:
-        """The stream ``sink_id`` is bound to (`SinkLease.bind_origin`), or ``None``.
-
-        Raises:
-            SinkConfigurationError: ``sink_id`` is not a non-empty str.
-            CommitStateError: The server cannot be reached, or the schema holds
-                another layout.
-        """
-        check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"read the origin of sink {sink_id!r}") as (connection, sql):
-            if connection is None:
-                return None
-            row = connection.execute(
-                sql.SQL("SELECT origin FROM {}.sink_origin WHERE sink_id = %s").format(
-                    sql.Identifier(self._schema)
-                ),
-                (sink_id,),
-            ).fetchone()
-        return None if row is None else str(row[0])
 
     def holder(self, sink_id: str) -> SinkHolder | None:
         """Who holds ``sink_id`` now, or ``None`` if no session holds its lock.
@@ -377,9 +268,8 @@ class PostgresCommitStateStore:
                 another layout.
         """
         check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"find the holder of sink {sink_id!r}", tables=False) as (conn, _):
-            assert conn is not None  # tables=False always connects
-            return self._holder(conn, sink_id)
+        with self._session(f"find the holder of sink {sink_id!r}") as connection:
+            return self._holder(connection, sink_id)
 
     def terminate_holder(
         self, sink_id: str, *, backend_pid: int | None = None
@@ -417,8 +307,7 @@ class PostgresCommitStateStore:
                 "pass the backend_pid that holder() returned"
             )
         action = f"terminate the holder of sink {sink_id!r}"
-        with self._reading(action, _SIGNAL_PRIVILEGES, tables=False) as (connection, _):
-            assert connection is not None  # tables=False always connects
+        with self._session(action, _SIGNAL_PRIVILEGES) as connection:
             holder = self._holder(connection, sink_id)
             if holder is None or (backend_pid is not None and holder.backend_pid != backend_pid):
                 return None
@@ -440,16 +329,19 @@ class PostgresCommitStateStore:
 
     # -- internals -------------------------------------------------------------
 
-    def _connect(self, application: str, action: str) -> Connection:
+    @property
+    def _dialect(self) -> Dialect:
+        return postgres_dialect(self._schema, self.target)
+
+    def _connect(self, application: str, action: str) -> PgConnection:
         psycopg = import_psycopg()
         params = {**CONNECT_DEFAULTS, "application_name": application[:63], **self._params}
         try:
-            connection: Connection = psycopg.connect(**params, autocommit=True)
+            connection: PgConnection = psycopg.connect(**params, autocommit=True)
         except psycopg.Error as error:
             raise CommitStateError(
-                f"{self.target}: could not {action}: cannot connect: {type(error).__name__}: "
-                f"{str(error).strip()}; check that the server is running and reachable, and "
-                "the connection string"
+                f"{self.target}: could not {action}: cannot connect: {describe_error(error)}; "
+                "check that the server is running and reachable, and the connection string"
             ) from error
         return connection
 
@@ -460,28 +352,27 @@ class PostgresCommitStateStore:
             yield
         except psycopg.Error as error:
             raise CommitStateError(
-                f"{self.target}: could not {action}: {type(error).__name__}: "
-                f"{str(error).strip()}; {hint}"
+                f"{self.target}: could not {action}: {describe_error(error)}; {hint}"
             ) from error
 
     @contextmanager
-    def _reading(
-        self, action: str, hint: str = _PRIVILEGES, *, tables: bool = True
-    ) -> Iterator[tuple[Connection | None, Any]]:
-        """A short-lived connection; ``None`` if ``tables`` and the tables do not exist."""
-        psycopg = import_psycopg()
+    def _session(self, action: str, hint: str = _PRIVILEGES) -> Iterator[PgConnection]:
+        """A short-lived connection; psycopg's errors become `CommitStateError`."""
         connection = self._connect("sinkv2 state", action)
         try:
             with self._errors(action, hint):
-                if tables and read_layout(connection, self._schema, self.target) is None:
-                    yield None, psycopg.sql
-                else:
-                    yield connection, psycopg.sql
+                yield connection
         finally:
             connection.close()
 
-    def _holder(self, connection: Connection, sink_id: str) -> SinkHolder | None:
-        psycopg = import_psycopg()
+    @contextmanager
+    def _reading(self, action: str) -> Iterator[PgConnection | None]:
+        """A short-lived connection; ``None`` if the tables do not exist."""
+        with self._session(action) as connection:
+            tables = read_layout(connection, self._dialect, self._schema) is not None
+            yield connection if tables else None
+
+    def _holder(self, connection: PgConnection, sink_id: str) -> SinkHolder | None:
         classid, objid = lock_ids(self.lock_key(sink_id))
         locked = connection.execute(
             "SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted "
@@ -494,12 +385,13 @@ class PostgresCommitStateStore:
             return None
         backend_pid = int(locked[0])
         fence = None
-        if read_layout(connection, self._schema, self.target) is not None:
+        if read_layout(connection, self._dialect, self._schema) is not None:
             fence = connection.execute(
-                psycopg.sql.SQL(
+                render(
+                    self._dialect,
                     "SELECT holder_job_id, holder_pid, holder_host, holder_since, fencing_token "
-                    "FROM {}.sink_fence WHERE sink_id = %s AND holder_backend_pid = %s"
-                ).format(psycopg.sql.Identifier(self._schema)),
+                    "FROM {schema}sink_fence WHERE sink_id = ? AND holder_backend_pid = ?",
+                ),
                 (sink_id, backend_pid),
             ).fetchone()
         if fence is None:

@@ -2,9 +2,12 @@
 
 The contract is `sinkv2.runtime.CommitStateStore` (see ``_store``). Two mechanisms
 keep two drivers from both proceeding on one sink id: a ``flock`` per sink id
-(``_sink_lock``), and a fencing token per sink id that every write checks in its
+(``file_lock``), and a fencing token per sink id that every write checks in its
 own transaction. ``flock`` and SQLite's WAL mode need a local filesystem, not a
 network share: for drivers on several hosts use a server-backed store.
+
+The lease and the operator's queries are the SQL stores' own (``lease``,
+``store``); the file, its layouts (``sqlite``) and its lock files are SQLite's.
 """
 
 from __future__ import annotations
@@ -19,20 +22,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final, final
 
 from sinkv2._text import describe
-from sinkv2.errors import (
-    CommitStateError,
-    SinkConfigurationError,
-)
-from sinkv2.runtime._sink_lock import Holder, drop_lock, lock_path, probe_lock, take_lock
-from sinkv2.runtime._sqlite_lease import SqliteSinkLease, record_from_row
-from sinkv2.runtime._sqlite_schema import COLUMNS, advance_fence, connect
-from sinkv2.runtime._store import (
-    CommitStateStore,
-    EpochRecord,
-    EpochStatus,
-    SinkLease,
-    check_name,
-)
+from sinkv2.errors import CommitStateError, SinkConfigurationError
+from sinkv2.runtime._sql.dialect import Dialect, describe_error
+from sinkv2.runtime._sql.fence import Holder
+from sinkv2.runtime._sql.file_lock import drop_lock, lock_path, probe_lock, take_lock
+from sinkv2.runtime._sql.lease import SqlSinkLease
+from sinkv2.runtime._sql.schema import SINKS
+from sinkv2.runtime._sql.sqlite import advance_fence, connect, hold, sqlite_dialect
+from sinkv2.runtime._sql.store import SqlCommitStateStore
+from sinkv2.runtime._store import CommitStateStore, SinkLease, check_name
 
 __all__ = [
     "DEFAULT_FILE_NAME",
@@ -65,7 +63,7 @@ _UNRECORDED: Final = Holder(job_id="(not recorded yet)", pid=0, host="(unknown)"
 
 
 @final
-class SqliteCommitStateStore:
+class SqliteCommitStateStore(SqlCommitStateStore):
     """A `CommitStateStore` in one SQLite file, for drivers on one host.
 
     The store is only a path: it pickles, and every `acquire` opens its own
@@ -142,109 +140,21 @@ class SqliteCommitStateStore:
         connection: sqlite3.Connection | None = None
         try:
             connection = connect(self._path)
-            token = advance_fence(connection, self._path, sink_id, holder)
+            token = advance_fence(connection, self._dialect, SINKS, sink_id, holder)
         except BaseException:
             if connection is not None:
                 connection.close()
             drop_lock(lock_fd)
             raise
-        return SqliteSinkLease(
-            path=self._path,
+        return SqlSinkLease(
+            dialect=self._dialect,
             sink_id=sink_id,
             job_id=job_id,
             fencing_token=token,
-            connection=connection,
-            lock_fd=lock_fd,
+            hold=hold(connection, lock_fd),
         )
 
     # -- what an operator needs, without a lease -----------------------------------
-
-    def sink_ids(self) -> list[str]:
-        """Every sink id the store has a record of (acquired, epochs, jobs or origin), sorted.
-
-        Read-only; takes no lock, so it works while drivers hold sink ids. An empty
-        list if the database file does not exist (it is not created).
-
-        Raises:
-            CommitStateError: The file is not a readable commit state database, or
-                of a newer layout.
-        """
-        with self._reading("list sink ids") as connection:
-            if connection is None:
-                return []
-            rows = connection.execute(
-                "SELECT sink_id FROM sink_fence UNION SELECT sink_id FROM pending_sink_state "
-                "UNION SELECT sink_id FROM sink_job UNION SELECT sink_id FROM sink_origin "
-                "ORDER BY 1"
-            ).fetchall()
-        return [str(sink_id) for (sink_id,) in rows]
-
-    def epochs(self, sink_id: str, *statuses: EpochStatus) -> list[EpochRecord]:
-        """The records of ``sink_id`` with one of ``statuses`` (all if none), by epoch.
-
-        What `SinkLease.epochs` returns, read without acquiring the sink id: a
-        snapshot that a driver holding it may change at any moment.
-
-        Raises:
-            SinkConfigurationError: ``sink_id`` is not a non-empty str, or a status
-                is not an `EpochStatus`.
-            CommitStateError: The file is not a readable commit state database, or
-                of a newer layout.
-        """
-        check_name("sink_id", sink_id, "pass the sink's stable id")
-        for status in statuses:
-            if not isinstance(status, EpochStatus):
-                raise SinkConfigurationError(
-                    f"epochs() takes EpochStatus members (got {describe(status)}); pass e.g. "
-                    "EpochStatus.PENDING"
-                )
-        wanted = [s.value for s in statuses or tuple(EpochStatus)]
-        with self._reading(f"list the epochs of sink {sink_id!r}") as connection:
-            if connection is None:
-                return []
-            rows = connection.execute(
-                f"SELECT {COLUMNS} FROM pending_sink_state WHERE sink_id = ? "
-                f"AND status IN ({', '.join('?' * len(wanted))}) ORDER BY epoch",
-                (sink_id, *wanted),
-            ).fetchall()
-        return [record_from_row(row, self._path, sink_id) for row in rows]
-
-    def jobs(self, sink_id: str) -> list[str]:
-        """Every job recorded for ``sink_id`` and not finished, oldest first.
-
-        Unlike `SinkLease.unfinished_jobs`, the holder's own running job is included.
-
-        Raises:
-            SinkConfigurationError: ``sink_id`` is not a non-empty str.
-            CommitStateError: The file is not a readable commit state database, or
-                of a newer layout.
-        """
-        check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"list the jobs of sink {sink_id!r}") as connection:
-            if connection is None:
-                return []
-            rows = connection.execute(
-                "SELECT job_id FROM sink_job WHERE sink_id = ? ORDER BY started_at, job_id",
-                (sink_id,),
-            ).fetchall()
-        return [str(job_id) for (job_id,) in rows]
-
-    def origin(self, sink_id: str) -> str | None:
-        """The stream ``sink_id`` is bound to (`SinkLease.bind_origin`), or ``None``.
-
-        Raises:
-            SinkConfigurationError: ``sink_id`` is not a non-empty str.
-            CommitStateError: The file is not a readable commit state database, or
-                of a newer layout.
-        """
-        check_name("sink_id", sink_id, "pass the sink's stable id")
-        with self._reading(f"read the origin of sink {sink_id!r}") as connection:
-            if connection is None:
-                return None
-            row = connection.execute(
-                "SELECT origin FROM sink_origin WHERE sink_id = ?", (sink_id,)
-            ).fetchone()
-        return None if row is None else str(row[0])
 
     def holder(self, sink_id: str) -> Holder | None:
         """Who holds ``sink_id`` now, or ``None`` if no process holds its lock.
@@ -274,6 +184,10 @@ class SqliteCommitStateStore:
             holder = None if row is None else Holder.load(str(row[0]))
         return holder if holder is not None else _UNRECORDED
 
+    @property
+    def _dialect(self) -> Dialect:
+        return sqlite_dialect(self._path)
+
     @contextlib.contextmanager
     def _reading(self, action: str) -> Iterator[sqlite3.Connection | None]:
         """A short-lived connection; ``None`` if the database file does not exist."""
@@ -285,8 +199,7 @@ class SqliteCommitStateStore:
             yield connection
         except sqlite3.Error as error:
             raise CommitStateError(
-                f"commit state database {str(self._path)!r}: could not {action}: "
-                f"{type(error).__name__}: {error}"
+                f"{self._dialect.where}: could not {action}: {describe_error(error)}"
             ) from error
         finally:
             connection.close()

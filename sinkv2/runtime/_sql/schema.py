@@ -1,0 +1,142 @@
+"""The sink tables both databases hold, written once, and how a row becomes a record.
+
+The tables (layout 3; each database numbers its layouts in its own way, see
+``sqlite`` and ``postgres``):
+
+- ``pending_sink_state``: one row per (sink id, epoch), `EPOCH_TABLE`;
+- ``sink_fence``: one row per sink id, its fencing token and holder; its holder
+  columns differ (SQLite keeps the holder as JSON, PostgreSQL in columns with the
+  backend pid), so each database defines it;
+- ``sink_job``: jobs that staged output and are not finished, `JOB_TABLE`;
+- ``sink_origin``: the stream a sink id is bound to, `ORIGIN_TABLE`.
+
+The definitions are templates for `render`: type words stand for the database's
+type names. Two columns of ``pending_sink_state`` differ by history rather than by
+database, so they are words too: ``{epoch_type}`` (PostgreSQL also checks the
+epoch is positive) and ``{checkpoint_id_type}`` (nullable in SQLite, where layout
+1 rows have none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sinkv2._text import describe
+from sinkv2.errors import CommitStateError
+from sinkv2.runtime._sql.dialect import Dialect
+from sinkv2.runtime._sql.fence import Keyspace
+from sinkv2.runtime._store import EpochRecord, EpochStatus, default_checkpoint_id
+
+__all__ = [
+    "COLUMNS",
+    "EPOCH_TABLE",
+    "JOB_TABLE",
+    "ORIGIN_TABLE",
+    "SINKS",
+    "record_from_row",
+]
+
+SINKS: Final = Keyspace(noun="sink", key="sink_id", fence="sink_fence")
+"""The sink leases' ids and fence table."""
+
+COLUMNS: Final = (
+    "sink_id, epoch, status, explicit, serializer_version, payload, fencing_token, job_id, "
+    "updated_at, checkpoint_id, writer_states"
+)
+"""The columns of ``pending_sink_state``, in the order `record_from_row` reads them."""
+
+EPOCH_TABLE: Final = """
+    CREATE TABLE {schema}pending_sink_state (
+        sink_id TEXT NOT NULL,
+        epoch {epoch_type},
+        status TEXT NOT NULL CHECK (status IN ('pending', 'aborted', 'committed')),
+        explicit {bool} NOT NULL,
+        serializer_version {int64} NOT NULL,
+        payload {bytes} NOT NULL,
+        fencing_token {int64} NOT NULL,
+        job_id TEXT NOT NULL,
+        updated_at {float64} NOT NULL,
+        checkpoint_id {checkpoint_id_type},
+        writer_states {bytes} NOT NULL DEFAULT {empty_bytes},
+        PRIMARY KEY (sink_id, epoch)
+    )
+    """
+
+JOB_TABLE: Final = """
+    CREATE TABLE {schema}sink_job (
+        sink_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        fencing_token {int64} NOT NULL,
+        started_at {float64} NOT NULL,
+        PRIMARY KEY (sink_id, job_id)
+    )
+    """
+
+ORIGIN_TABLE: Final = """
+    CREATE TABLE {schema}sink_origin (
+        sink_id TEXT PRIMARY KEY NOT NULL,
+        origin TEXT NOT NULL,
+        bound_at {float64} NOT NULL
+    )
+    """
+
+
+def record_from_row(row: Sequence[Any], dialect: Dialect) -> EpochRecord:
+    """The `EpochRecord` of a ``pending_sink_state`` row read as `COLUMNS`.
+
+    Takes each driver's types: SQLite's integers for booleans and NULL
+    ``checkpoint_id`` of layout 1 rows, psycopg's memoryviews for bytes.
+
+    Raises:
+        CommitStateError: The row does not hold what this release writes.
+    """
+    sink_id, epoch, status, explicit, version, payload, token, job_id, updated_at, cid, ws = row
+    try:
+        flag = _as_bool(explicit)
+        return EpochRecord(
+            sink_id=_as(str, sink_id),
+            epoch=_as_int(epoch),
+            status=EpochStatus(status),
+            explicit=flag,
+            serializer_version=_as_int(version),
+            payload=_as_bytes(payload),
+            fencing_token=_as_int(token),
+            job_id=_as(str, job_id),
+            updated_at=float(_as((int, float), updated_at)),
+            checkpoint_id=(
+                default_checkpoint_id(_as_int(epoch), explicit=flag)
+                if cid is None
+                else _as_int(cid)
+            ),
+            writer_states=_as_bytes(ws),
+        )
+    except (TypeError, ValueError) as error:
+        raise CommitStateError(
+            f"{dialect.where} holds an unreadable row for epoch {epoch!r} of sink {sink_id!r}: "
+            f"{error}; {dialect.container} was changed by something other than this sinkv2 "
+            "release"
+        ) from error
+
+
+def _as(kind: type[Any] | tuple[type[Any], ...], value: object) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool):
+        name = kind.__name__ if isinstance(kind, type) else kind[-1].__name__
+        raise TypeError(f"expected a {name} column, got {describe(value)}")
+    return value
+
+
+def _as_int(value: object) -> int:
+    return int(_as(int, value))
+
+
+def _as_bool(value: object) -> bool:
+    if isinstance(value, bool) or value in (0, 1):
+        return bool(value)
+    raise TypeError(f"expected a bool column, got {describe(value)}")
+
+
+def _as_bytes(value: object) -> bytes:
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    return bytes(_as(bytes, value))
