@@ -93,7 +93,14 @@ EXTENSIONS = {
     "native_attempt_token",
 }
 RUNTIME = {
+    "DEFAULT_BATCH_ROWS",
     "DEFAULT_FILE_NAME",
+    "DEFAULT_PLANNING_TIMEOUT_S",
+    "ArrowBatchOutput",
+    "BoundedPlan",
+    "TaskReaderContext",
+    "plan_bounded_read",
+    "read_subtask",
     "DEFAULT_RETAIN",
     "SCHEMA_VERSION",
     "STAGE_EVENTS",
