@@ -67,6 +67,7 @@ from sinkv2_spark._datasource_topologies import (
     planned_arrow_schema,
 )
 from sinkv2_spark._preflight import check_shippable
+from sinkv2_spark._source_read import BoundedSourceReader, door_reader, door_schema
 from sinkv2_spark._writer_stage import WriterTask
 
 if TYPE_CHECKING:
@@ -164,6 +165,25 @@ class SinkV2DataSource(DataSource):
         from sinkv2_spark._datasource_stream import stream_writer  # noqa: PLC0415  # imports this module
 
         return stream_writer(self.options, schema, overwrite, planning=not self._shipped)
+
+    def schema(self) -> StructType:
+        """A read's schema: the produced type of the source ``.option("source", ...)`` names.
+
+        Raises:
+            SinkConfigurationError: No ``source`` option (``format("sinkv2")`` reads
+                a FLIP-27 source), or a bad one.
+        """
+        return door_schema(self.options)
+
+    def reader(self, schema: StructType) -> BoundedSourceReader:
+        """Plan a batch read of a bounded FLIP-27 source (see `sinkv2_spark.from_source`).
+
+        Raises:
+            SinkConfigurationError: A bad option, or a ``.schema(...)`` that is not the
+                source's.
+            NotImplementedError: The source is unbounded (streams come next).
+        """
+        return door_reader(self.options, schema)
 
 
 @final

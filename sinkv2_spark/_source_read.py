@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from sinkv2 import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import (
     DEFAULT_BATCH_ROWS,
     plan_bounded_read,
@@ -25,13 +26,28 @@ from sinkv2.runtime import (
 )
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
+from sinkv2_spark._datasource_options import load_factory
 
 if TYPE_CHECKING:
     import pyarrow
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["SplitSlice", "from_source"]
+__all__ = [
+    "SOURCE_DOOR_OPTIONS",
+    "SOURCE_SHORT_NAMES",
+    "BoundedSourceReader",
+    "SplitSlice",
+    "door_reader",
+    "door_schema",
+    "from_source",
+]
+
+SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {}
+"""Reference sources by short name (none yet: the reference sources come next)."""
+
+SOURCE_DOOR_OPTIONS: Final = ("source", "source_id", "parallelism", "batch_rows")
+"""The read door's own options; every other one goes to the source's factory."""
 
 _NAMES: Final = itertools.count()
 
@@ -179,3 +195,80 @@ def from_source(
 
     spark.dataSource.register(_OneSource)
     return spark.read.format(name).load()
+
+
+def _positive(options: Mapping[str, str], name: str) -> int | None:
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SinkConfigurationError(
+            f"the {name!r} option must be a positive integer (got {raw!r})"
+        )
+    return value
+
+
+def door_source(options: Mapping[str, str]) -> Any:
+    """The source ``.option("source", ...)`` names, made from the other options.
+
+    Raises:
+        SinkConfigurationError: No ``source`` option, a bad factory, or a factory
+            that refused its options.
+        SourceDefinitionError: What the factory returned is not a FLIP-27 source.
+    """
+    spec = (options.get("source") or "").strip()
+    if not spec:
+        raise SinkConfigurationError(
+            "spark.read.format('sinkv2') needs .option('source', 'module:callable'): a "
+            "function or class that returns a FLIP-27 Source; every option other than "
+            f"{list(SOURCE_DOOR_OPTIONS)} is passed to it as a keyword argument (a string)"
+        )
+    factory = load_factory(spec, option="source", short_names=SOURCE_SHORT_NAMES)
+    kwargs = {k: v for k, v in options.items() if k.lower() not in SOURCE_DOOR_OPTIONS}
+    try:
+        source = factory(**kwargs)
+    except SinkV2Error:
+        raise
+    except (TypeError, ValueError) as error:
+        raise SinkConfigurationError(
+            f"source {spec!r} refused its options {sorted(kwargs)}: {type(error).__name__}: "
+            f"{error}. Options other than {list(SOURCE_DOOR_OPTIONS)} are passed to the "
+            "source's factory as keyword arguments (Spark lower-cases their names)"
+        ) from error
+    inspect_source(source)
+    if source.get_boundedness() is not Boundedness.BOUNDED:
+        raise NotImplementedError(
+            f"spark.read.format('sinkv2') reads BOUNDED sources; {spec!r} made "
+            f"{describe(source)}, which is {source.get_boundedness().name}. Streaming reads "
+            "(positions checkpointed per epoch under a source_id) are not available yet"
+        )
+    return source
+
+
+def door_schema(options: Mapping[str, str]) -> StructType:
+    """The Spark schema of the source the options name (its produced type)."""
+    return _spark_schema(door_source(options))[0]
+
+
+def door_reader(options: Mapping[str, str], schema: StructType) -> BoundedSourceReader:
+    """Spark's batch reader for ``spark.read.format("sinkv2").option("source", ...)``.
+
+    Raises:
+        SinkConfigurationError: A bad option, or a ``.schema(...)`` the user gave
+            that is not the source's.
+    """
+    source = door_source(options)
+    spark_schema, arrow_schema = _spark_schema(source)
+    if schema != spark_schema:
+        raise SinkConfigurationError(
+            "the schema given to spark.read.format('sinkv2').schema(...) is "
+            f"{schema.simpleString()}; the source produces {spark_schema.simpleString()}. "
+            "Leave .schema(...) out: the source's get_produced_type() is the schema"
+        )
+    parallelism = _positive(options, "parallelism") or max(os.cpu_count() or 1, 1)
+    batch_rows = _positive(options, "batch_rows") or DEFAULT_BATCH_ROWS
+    return BoundedSourceReader(source, arrow_schema, parallelism, batch_rows)

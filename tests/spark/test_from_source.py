@@ -113,3 +113,67 @@ def test_a_failed_task_reads_its_splits_again_from_their_start(spark, tmp_path):
     got = sorted(r.value for r in from_source(spark, source, parallelism=2).collect())
     assert marker.exists()
     assert got == list(range(1_000))
+
+
+def sequence(start: str, end: str, num_splits: str | None = None) -> NumberSequenceSource:
+    """A factory for the read door: options arrive as strings."""
+    return NumberSequenceSource(
+        int(start), None if end == "none" else int(end), num_splits=num_splits and int(num_splits)
+    )
+
+
+def door(spark: Any, **options: str) -> Any:
+    from sinkv2_spark import register
+
+    register(spark)
+    reader = spark.read.format("sinkv2")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader
+
+
+def test_the_read_door_reads_a_source_its_factory_makes(spark):
+    df = door(
+        spark,
+        source="tests.spark.test_from_source:sequence",
+        start="1",
+        end="5000",
+        num_splits="4",
+        parallelism="3",
+    ).load()
+    assert df.schema == T.StructType([T.StructField("value", T.LongType(), False)])
+    assert df.rdd.getNumPartitions() == 3
+    (got,) = df.selectExpr("count(*) c", "sum(value) s").collect()
+    assert (got.c, got.s) == (5000, 5000 * 5001 // 2)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, r"needs \.option\('source', 'module:callable'\)"),
+        ({"source": "sequence"}, r"the 'source' option must be 'module:callable'"),
+        ({"source": "no_such_module_x:f"}, "names module 'no_such_module_x', which does not"),
+        (
+            {"source": "tests.spark.test_from_source:sequence", "start": "1"},
+            r"refused its options \['start'\]",
+        ),
+        (
+            {"source": "tests.spark.test_from_source:sequence", "start": "1", "end": "none"},
+            "reads BOUNDED sources",
+        ),
+        (
+            {"source": "tests.spark.test_from_source:sequence", "start": "1", "end": "9"}
+            | {"parallelism": "0"},
+            "'parallelism' option must be a positive integer",
+        ),
+    ],
+)
+def test_the_read_door_names_a_bad_option(spark, options, message):
+    with pytest.raises(Exception, match=message):
+        door(spark, **options).load().collect()
+
+
+def test_the_read_door_refuses_a_schema_that_is_not_the_sources(spark):
+    reader = door(spark, source="tests.spark.test_from_source:sequence", start="1", end="9")
+    with pytest.raises(Exception, match=r"the source produces struct<value:bigint>"):
+        reader.schema("value string").load().collect()
