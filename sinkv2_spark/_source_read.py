@@ -162,6 +162,10 @@ def from_source(
             reader, with positions checkpointed per epoch, is not built yet).
         ValueError: ``parallelism`` or ``batch_rows`` is not a positive int.
     """
+    if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
+        raise ValueError(
+            f"from_source(): source_id must be a non-empty str or None (got {source_id!r})"
+        )
     inspect_source(source)
     boundedness = source.get_boundedness()
     if streaming or boundedness is not Boundedness.BOUNDED:

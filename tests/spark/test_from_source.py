@@ -85,6 +85,8 @@ def test_a_non_source_is_named_before_spark_runs(spark):
         from_source(spark, object())
     with pytest.raises(ValueError, match="parallelism must be a positive int"):
         from_source(spark, NumberSequenceSource(0, 9), parallelism=0)
+    with pytest.raises(ValueError, match="source_id must be a non-empty str"):
+        from_source(spark, NumberSequenceSource(0, 9), source_id=" ")
 
 
 def misspelt(index: int) -> dict[str, Any]:
