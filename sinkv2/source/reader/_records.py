@@ -74,6 +74,14 @@ class RecordsBySplits(Generic[E]):
         """See `RecordsWithSplitIds.next_record_from_split`."""
         return next(self._records, None)
 
+    def current_split_records(self) -> Iterator[E]:
+        """The current split's records not read yet, as one iterator (ends at a ``None``).
+
+        What the reader iterates instead of calling `next_record_from_split` once per
+        record; reading from either advances both.
+        """
+        return iter(self._records.__next__, None)
+
     def finished_splits(self) -> Collection[str]:
         """See `RecordsWithSplitIds.finished_splits`."""
         return self._finished
