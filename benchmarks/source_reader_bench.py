@@ -5,8 +5,11 @@ string). The split reader reads one batch of ``--batch`` rows per fetch (Arrow
 batches, or the batch's rows as dicts) on the fetcher thread; the reader emits them
 through a counting output, driven engine-free by ``poll_next`` / ``is_available``.
 The baseline is a plain generator over the same files, emitted through the same
-output. What differs is the framework: the fetcher thread, the hand-over queue,
-the split bookkeeping and the emitter::
+output, keeping a position per split as the emitter does. What differs is the
+framework: the fetcher thread, the hand-over queue, the split bookkeeping and the
+emitter call. One warm-up run of each side, then rounds alternate framework, bare,
+framework, bare..., and medians are printed (with the process CPU time, which
+other load on a shared machine disturbs less than the wall clock)::
 
     .venv/bin/python benchmarks/source_reader_bench.py                 # both paths
     .venv/bin/python benchmarks/source_reader_bench.py --memory        # slow consumer
@@ -203,19 +206,26 @@ def framework(files: dict[str, Path], batch: int, arrow: bool) -> tuple[float, i
 
 
 def bare(files: dict[str, Path], batch: int, arrow: bool) -> tuple[float, int]:
-    """The same files read by a plain generator, emitted through the same output."""
+    """The same files read by a plain generator, emitted through the same output.
+
+    It keeps a position per split as the emitter does (what a loop that can be
+    checkpointed needs), so both sides do the same work per element.
+    """
     output = Count()
     start = time.perf_counter()
     for path in files.values():
+        state = State(str(path), 0)
         if arrow:
             emit = output.collect_batch
             for element in batches(path, batch, arrow):
                 emit(element)
+                state.position += 1
         else:
             collect = output.collect
             for rows in batches(path, batch, arrow):
                 for row in rows:
                     collect(row)
+                    state.position += 1
     return time.perf_counter() - start, output.rows
 
 
@@ -227,18 +237,26 @@ def throughput(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory(prefix="sinkv2-source-bench-") as directory:
             files = write_files(Path(directory), rows, args.splits)
             results: dict[str, list[float]] = {"framework": [], "bare": []}
+            cpu: dict[str, list[float]] = {"framework": [], "bare": []}
+            for run in (framework, bare):
+                run(files, args.batch, arrow)  # warm-up: imports, file cache, allocator
             for _ in range(args.rounds):
                 for name, run in (("framework", framework), ("bare", bare)):
+                    started = time.process_time()
                     elapsed, counted = run(files, args.batch, arrow)
+                    cpu[name].append(time.process_time() - started)
                     assert counted == rows, (name, counted, rows)
                     results[name].append(rows / elapsed)
         fw = statistics.median(results["framework"])
         base = statistics.median(results["bare"])
+        fw_cpu = statistics.median(cpu["framework"])
+        base_cpu = statistics.median(cpu["bare"])
         path = f"Arrow batches of {args.batch}" if arrow else "rows (dicts)"
         print(
             f"{path:>24}: {rows:>10,} rows  framework {fw:>12,.0f} rows/s  "
             f"bare generator {base:>12,.0f} rows/s  framework/bare {fw / base:.3f}  "
-            f"(medians of {args.rounds} interleaved rounds)"
+            f"(medians of {args.rounds} interleaved rounds; process CPU s framework "
+            f"{fw_cpu:.3f}, bare {base_cpu:.3f})"
         )
 
 
@@ -299,7 +317,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000, help="rows on the Arrow path")
     parser.add_argument("--splits", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8192)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()

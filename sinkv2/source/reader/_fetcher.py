@@ -63,6 +63,10 @@ class _SplitFetcher(Generic[E, SplitT]):
             self._wake_up_locked()
 
     def idle(self) -> bool:
+        if self._fetching or self._assigned:
+            # Busy, read without the lock: if it turns idle just after, it notifies the
+            # queue, which keeps the notification until the reader looks again.
+            return False
         with self._cond:
             return not (self._changes or self._assigned or self._fetching or self._pending)
 
