@@ -155,8 +155,11 @@ class SourceReaderBase(
                     self._fetchers.check_errors()
                     return self._finished_or_available_later()
             split = self._split
-            if split is not None and self._emit_split_records(fetch, split):
-                return InputStatus.MORE_AVAILABLE
+            if split is not None:
+                emitted = self._emit_split_records(fetch, split)
+                self._split = None  # its records in this fetch are out: move on next
+                if emitted:
+                    return InputStatus.MORE_AVAILABLE
             self._move_to_next_split(fetch, output)
 
     def _emit_split_records(
