@@ -13,6 +13,7 @@ other load on a shared machine disturbs less than the wall clock)::
 
     .venv/bin/python benchmarks/source_reader_bench.py                 # both paths
     .venv/bin/python benchmarks/source_reader_bench.py --memory        # slow consumer
+    .venv/bin/python benchmarks/source_reader_bench.py --handover      # cost per fetch
 
 ``--memory``: a fetcher that makes a new batch per fetch against a consumer that
 sleeps, with Flink's queue capacity (2) and an effectively unbounded one, measuring
@@ -266,6 +267,56 @@ def throughput(args: argparse.Namespace) -> None:
         )
 
 
+class InstantReader:
+    """Hands out one ready batch per fetch, ``fetches`` times: nothing but the hand-over."""
+
+    def __init__(self, batch: pa.RecordBatch, fetches: int) -> None:
+        self.batch = batch
+        self.left = fetches
+        self.order: list[str] = []
+
+    def fetch(self) -> RecordsBySplits[Any]:
+        self.left -= 1
+        if self.left < 0:
+            return RecordsBySplits.finished(self.order.pop())
+        return RecordsBySplits({"s0": [self.batch]})
+
+    def handle_splits_changes(self, change: SplitsChange[Split]) -> None:
+        assert isinstance(change, SplitsAddition)
+        self.order.extend(split.id for split in change.splits)
+
+    def wake_up(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def handover(args: argparse.Namespace) -> None:
+    """The framework's own cost per fetch: a split reader with nothing to do, both threads busy."""
+    batch = pa.record_batch([pa.array(range(args.batch), pa.int64())], ["id"])
+    fetches = 20_000
+    wall, cpu = [], []
+    for _ in range(args.rounds):
+        reader = Reader(lambda: InstantReader(batch, fetches), BatchEmitter(), Context())
+        output = Count()
+        started, started_cpu = time.perf_counter(), time.process_time()
+        reader.add_splits([Split("s0")])
+        reader.notify_no_more_splits()
+        while (status := reader.poll_next(output)) is not InputStatus.END_OF_INPUT:
+            if status is InputStatus.NOTHING_AVAILABLE:
+                reader.is_available().result()
+        wall.append((time.perf_counter() - started) / fetches * 1e6)
+        cpu.append((time.process_time() - started_cpu) / fetches * 1e6)
+        reader.close()
+        assert output.rows == fetches * args.batch
+    print(
+        f"hand-over alone: {statistics.median(wall):.1f} us wall, "
+        f"{statistics.median(cpu):.1f} us process CPU per fetch "
+        f"(medians of {args.rounds} runs of {fetches:,} fetches)"
+    )
+
+
 class MakingReader:
     """Makes a fresh batch per fetch (what a real reader allocates), for ever."""
 
@@ -328,10 +379,15 @@ def main() -> None:
         "--paths", choices=["both", "arrow", "rows"], default="both", help="which paths to time"
     )
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument(
+        "--handover", action="store_true", help="the cost per fetch with nothing to fetch"
+    )
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
     if args.memory:
         memory(args)
+    elif args.handover:
+        handover(args)
     else:
         throughput(args)
 
