@@ -5,11 +5,15 @@ string). The split reader reads one batch of ``--batch`` rows per fetch (Arrow
 batches, or the batch's rows as dicts) on the fetcher thread; the reader emits them
 through a counting output, driven engine-free by ``poll_next`` / ``is_available``.
 The baseline is a plain generator over the same files, emitted through the same
-output. What differs is the framework: the fetcher thread, the hand-over queue,
-the split bookkeeping and the emitter::
+output, keeping a position per split as the emitter does. What differs is the
+framework: the fetcher thread, the hand-over queue, the split bookkeeping and the
+emitter call. One warm-up run of each side, then rounds alternate framework, bare,
+framework, bare..., and medians are printed (with the process CPU time, which
+other load on a shared machine disturbs less than the wall clock)::
 
     .venv/bin/python benchmarks/source_reader_bench.py                 # both paths
     .venv/bin/python benchmarks/source_reader_bench.py --memory        # slow consumer
+    .venv/bin/python benchmarks/source_reader_bench.py --handover      # cost per fetch
 
 ``--memory``: a fetcher that makes a new batch per fetch against a consumer that
 sleeps, with Flink's queue capacity (2) and an effectively unbounded one, measuring
@@ -203,43 +207,114 @@ def framework(files: dict[str, Path], batch: int, arrow: bool) -> tuple[float, i
 
 
 def bare(files: dict[str, Path], batch: int, arrow: bool) -> tuple[float, int]:
-    """The same files read by a plain generator, emitted through the same output."""
+    """The same files read by a plain generator, emitted through the same output.
+
+    It keeps a position per split as the emitter does (what a loop that can be
+    checkpointed needs), so both sides do the same work per element.
+    """
     output = Count()
     start = time.perf_counter()
     for path in files.values():
+        state = State(str(path), 0)
         if arrow:
             emit = output.collect_batch
             for element in batches(path, batch, arrow):
                 emit(element)
+                state.position += 1
         else:
             collect = output.collect
             for rows in batches(path, batch, arrow):
                 for row in rows:
                     collect(row)
+                    state.position += 1
     return time.perf_counter() - start, output.rows
 
 
 def throughput(args: argparse.Namespace) -> None:
     import tempfile
 
-    for arrow in (True, False):
+    paths = {"both": (True, False), "arrow": (True,), "rows": (False,)}[args.paths]
+    for arrow in paths:
         rows = args.rows if arrow else args.rows // 10
         with tempfile.TemporaryDirectory(prefix="sinkv2-source-bench-") as directory:
             files = write_files(Path(directory), rows, args.splits)
             results: dict[str, list[float]] = {"framework": [], "bare": []}
+            cpu: dict[str, list[float]] = {"framework": [], "bare": []}
+            for run in (framework, bare):
+                run(files, args.batch, arrow)  # warm-up: imports, file cache, allocator
             for _ in range(args.rounds):
                 for name, run in (("framework", framework), ("bare", bare)):
+                    started = time.process_time()
                     elapsed, counted = run(files, args.batch, arrow)
+                    cpu[name].append(time.process_time() - started)
                     assert counted == rows, (name, counted, rows)
                     results[name].append(rows / elapsed)
         fw = statistics.median(results["framework"])
         base = statistics.median(results["bare"])
+        # Each round's two runs are next to each other in time, so their ratio sees
+        # (nearly) the same load: the median of those is the steadier figure.
+        paired = statistics.median(
+            a / b for a, b in zip(results["framework"], results["bare"], strict=True)
+        )
+        fw_cpu = statistics.median(cpu["framework"])
+        base_cpu = statistics.median(cpu["bare"])
         path = f"Arrow batches of {args.batch}" if arrow else "rows (dicts)"
         print(
             f"{path:>24}: {rows:>10,} rows  framework {fw:>12,.0f} rows/s  "
-            f"bare generator {base:>12,.0f} rows/s  framework/bare {fw / base:.3f}  "
-            f"(medians of {args.rounds} interleaved rounds)"
+            f"bare generator {base:>12,.0f} rows/s  framework/bare {fw / base:.3f} "
+            f"(median of the rounds' ratios {paired:.3f}; {args.rounds} interleaved rounds; "
+            f"process CPU s framework {fw_cpu:.3f}, bare {base_cpu:.3f})"
         )
+
+
+class InstantReader:
+    """Hands out one ready batch per fetch, ``fetches`` times: nothing but the hand-over."""
+
+    def __init__(self, batch: pa.RecordBatch, fetches: int) -> None:
+        self.batch = batch
+        self.left = fetches
+        self.order: list[str] = []
+
+    def fetch(self) -> RecordsBySplits[Any]:
+        self.left -= 1
+        if self.left < 0:
+            return RecordsBySplits.finished(self.order.pop())
+        return RecordsBySplits({"s0": [self.batch]})
+
+    def handle_splits_changes(self, change: SplitsChange[Split]) -> None:
+        assert isinstance(change, SplitsAddition)
+        self.order.extend(split.id for split in change.splits)
+
+    def wake_up(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def handover(args: argparse.Namespace) -> None:
+    """The framework's own cost per fetch: a split reader with nothing to do, both threads busy."""
+    batch = pa.record_batch([pa.array(range(args.batch), pa.int64())], ["id"])
+    fetches = 20_000
+    wall, cpu = [], []
+    for _ in range(args.rounds):
+        reader = Reader(lambda: InstantReader(batch, fetches), BatchEmitter(), Context())
+        output = Count()
+        started, started_cpu = time.perf_counter(), time.process_time()
+        reader.add_splits([Split("s0")])
+        reader.notify_no_more_splits()
+        while (status := reader.poll_next(output)) is not InputStatus.END_OF_INPUT:
+            if status is InputStatus.NOTHING_AVAILABLE:
+                reader.is_available().result()
+        wall.append((time.perf_counter() - started) / fetches * 1e6)
+        cpu.append((time.process_time() - started_cpu) / fetches * 1e6)
+        reader.close()
+        assert output.rows == fetches * args.batch
+    print(
+        f"hand-over alone: {statistics.median(wall):.1f} us wall, "
+        f"{statistics.median(cpu):.1f} us process CPU per fetch "
+        f"(medians of {args.rounds} runs of {fetches:,} fetches)"
+    )
 
 
 class MakingReader:
@@ -299,12 +374,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000, help="rows on the Arrow path")
     parser.add_argument("--splits", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8192)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--paths", choices=["both", "arrow", "rows"], default="both", help="which paths to time"
+    )
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument(
+        "--handover", action="store_true", help="the cost per fetch with nothing to fetch"
+    )
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
     if args.memory:
         memory(args)
+    elif args.handover:
+        handover(args)
     else:
         throughput(args)
 

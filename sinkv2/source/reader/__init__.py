@@ -7,8 +7,9 @@ fetcher thread, a bounded hand-over queue, wake-ups when splits arrive,
 finished-split bookkeeping and `snapshot_state` with every split's current position.
 
 For speed on Spark, fetch whole ``pyarrow.RecordBatch``\\ es and emit them with
-``output.collect_batch``: the Arrow path costs a few percent over a bare loop,
-rows one by one several times that.
+``output.collect_batch``: the framework's cost is per fetch handed over (tens of
+microseconds), so it is small beside a fetch of tens of thousands of rows; rows one
+by one cost several times the Arrow path, framework or not.
 """
 
 from sinkv2.source.reader._base import (

@@ -48,6 +48,7 @@ class _SplitFetcher(Generic[E, SplitT]):
         self._closed = False
         self._fetching = False
         self._woken = False
+        self._worked = False  # since it was last idle
         self._cond = threading.Condition()
         self._thread = threading.Thread(
             target=self._run, name=f"sinkv2-split-fetcher-{index}", daemon=True
@@ -62,6 +63,10 @@ class _SplitFetcher(Generic[E, SplitT]):
             self._wake_up_locked()
 
     def idle(self) -> bool:
+        if self._fetching or self._assigned:
+            # Busy, read without the lock: if it turns idle just after, it notifies the
+            # queue, which keeps the notification until the reader looks again.
+            return False
         with self._cond:
             return not (self._changes or self._assigned or self._fetching or self._pending)
 
@@ -93,9 +98,12 @@ class _SplitFetcher(Generic[E, SplitT]):
 
     def _run_once(self) -> bool:
         with self._cond:
-            if not (self._closed or self._changes or self._assigned or self._pending):
+            if self._worked and not (
+                self._closed or self._changes or self._assigned or self._pending
+            ):
                 # Idle now: the reader may have looked at the queue before this fetcher
                 # dropped its last split; wake it so it sees the fetcher is done.
+                self._worked = False
                 self._queue.notify_available()
             while not (self._closed or self._changes or self._assigned or self._pending):
                 self._cond.wait()
@@ -103,28 +111,49 @@ class _SplitFetcher(Generic[E, SplitT]):
                 return False
             change = self._changes.popleft() if self._changes else None
             self._fetching = change is None
+            self._worked = True
         if change is not None:
             self._reader.handle_splits_changes(change)
             return True
         try:
-            if self._pending is None and not self._woken:
-                self._pending = self._reader.fetch()
-            if (
-                self._pending is not None
-                and not self._woken
-                and self._queue.put(self._index, self._pending)
-            ):
-                finished = set(self._pending.finished_splits())
-                self._pending = None
-                if finished:
-                    with self._cond:
-                        self._assigned -= finished
+            self._fetch_until_interrupted()
         finally:
             with self._cond:
                 self._fetching = False
                 self._woken = False
                 self._queue.forget_wake_up(self._index)
         return True
+
+    def _interrupted(self) -> bool:
+        return self._woken or bool(self._changes) or self._closed
+
+    def _woken_up(self) -> bool:
+        return self._woken
+
+    def _fetch_until_interrupted(self) -> None:
+        """Fetch and hand over while nothing else is asked of this fetcher.
+
+        A split change, a close or a wake-up ends the run, as does running out of
+        splits; the flags are read without the lock (one atomic read each), which is
+        safe: whoever sets them does so under the lock while ``_fetching`` is true,
+        and wakes up a blocked `SplitReader.fetch` or a full `ElementQueue.put`, so
+        the next check here sees them. A fetch that a wake-up kept from being handed
+        over stays in ``_pending`` and goes first next time: none is lost or fetched twice.
+        """
+        reader, queue, index = self._reader, self._queue, self._index
+        while not self._interrupted() and (self._assigned or self._pending is not None):
+            pending = self._pending
+            if pending is None:
+                pending = self._pending = reader.fetch()
+                if self._woken_up():
+                    return
+            if not queue.put(index, pending):
+                return
+            self._pending = None
+            finished = pending.finished_splits()
+            if finished:
+                with self._cond:
+                    self._assigned.difference_update(finished)
 
 
 @final
@@ -175,8 +204,7 @@ class SingleThreadFetcherManager(Generic[E, SplitT]):
         Raises:
             SourceReaderError: The split reader raised; the cause is chained.
         """
-        with self._lock:
-            error = self._error
+        error = self._error  # one atomic read; set once, under the lock, by the fetcher
         if error is not None:
             raise SourceReaderError(
                 f"the split fetcher failed: {type(error).__name__}: {error}"

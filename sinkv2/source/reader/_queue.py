@@ -3,25 +3,89 @@
 Flink's ``FutureCompletingBlockingQueue``: `put` blocks while the queue is full (so
 a slow consumer bounds the memory a fast fetcher can fill), a blocked `put` can be
 woken up without enqueuing, and the consumer waits on a future instead of blocking.
+
+Built for a cheap hand-over per fetch, since a fetch is handed over thousands of
+times a second on the Arrow path: one plain lock guards the queue, a `put` that
+finds room and a `poll` that finds an element touch nothing else (the condition a
+full `put` waits on is notified only when a `put` waits), and the consumer's future
+is an `AvailabilityFuture`, whose `result` waits on a bare lock that `put` releases
+after completing it, so a waiting reader wakes up once, not once for the future's
+condition and again for its lock.
 """
 
 from __future__ import annotations
 
+import _thread
 import collections
 import concurrent.futures
 import threading
 from typing import Generic, TypeVar, final
 
-__all__ = ["ElementQueue", "done_future"]
+__all__ = ["AvailabilityFuture", "ElementQueue", "done_future"]
 
 E = TypeVar("E")
 
 
-def done_future() -> concurrent.futures.Future[None]:
-    """A future that is already complete: "available now"."""
+def _completed() -> concurrent.futures.Future[None]:
     future: concurrent.futures.Future[None] = concurrent.futures.Future()
     future.set_result(None)
     return future
+
+
+_DONE = _completed()
+
+
+def done_future() -> concurrent.futures.Future[None]:
+    """A future that is already complete: "available now" (one shared, immutable instance)."""
+    return _DONE
+
+
+@final
+class AvailabilityFuture(concurrent.futures.Future[None]):
+    """The future `ElementQueue.availability` hands out: a `concurrent.futures.Future`.
+
+    It works with everything a ``Future`` works with (``concurrent.futures.wait``,
+    callbacks, ``cancel``); only `result` is faster: a reader that blocks on it waits
+    on a bare lock, released once the future is complete (or cancelled).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._signal = _thread.allocate_lock()
+        self._signal.acquire()
+
+    def complete(self) -> None:
+        """Complete with ``None``, then release a waiting `result`; nothing if cancelled."""
+        try:
+            self.set_result(None)
+        except concurrent.futures.InvalidStateError:  # cancelled: cancel released it
+            return
+        self._signal.release()
+
+    def cancel(self) -> bool:
+        """See ``concurrent.futures.Future.cancel``; also releases a waiting `result`."""
+        cancelled = super().cancel()
+        if cancelled:
+            self._signal.release()
+        return cancelled
+
+    def result(self, timeout: float | None = None) -> None:
+        """``None`` once available; see ``concurrent.futures.Future.result``.
+
+        Raises:
+            TimeoutError: Not available within ``timeout`` seconds.
+            concurrent.futures.CancelledError: The future was cancelled.
+        """
+        signal = self._signal
+        if not signal.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+            return super().result(0)  # raises TimeoutError unless completed just now
+        signal.release()  # leave it released: every later call returns at once
+        return super().result(0)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """See ``concurrent.futures.Future.set_exception``; also releases a waiting `result`."""
+        super().set_exception(exception)
+        self._signal.release()
 
 
 @final
@@ -35,8 +99,13 @@ class ElementQueue(Generic[E]):
         self._items: collections.deque[E] = collections.deque()
         self._lock = threading.Lock()
         self._not_full = threading.Condition(self._lock)
+        self._putters = 0  # threads waiting in put for room
         self._woken: set[int] = set()
-        self._waiting: concurrent.futures.Future[None] | None = None
+        self._waiting: AvailabilityFuture | None = None
+        # Flink's AVAILABLE state without an element: set by notify_available, kept until
+        # a poll finds the queue empty, so a notification that comes before the consumer
+        # asks for its future is not lost.
+        self._notified = False
 
     @property
     def capacity(self) -> int:
@@ -50,60 +119,79 @@ class ElementQueue(Generic[E]):
             Whether it was enqueued: ``False`` when `wake_up_putting_thread` woke
             this thread while it waited (the caller keeps the element for later).
         """
-        with self._not_full:
+        with self._lock:
+            if len(self._items) >= self._capacity and not self._wait_for_room(thread_index):
+                return False
+            self._items.append(element)
+            waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.complete()
+        return True
+
+    def _wait_for_room(self, thread_index: int) -> bool:
+        self._putters += 1
+        try:
             while len(self._items) >= self._capacity:
                 if thread_index in self._woken:
                     self._woken.discard(thread_index)
                     return False
                 self._not_full.wait()
-            self._items.append(element)
-            waiting, self._waiting = self._waiting, None
-        if waiting is not None:
-            waiting.set_result(None)
+        finally:
+            self._putters -= 1
         return True
 
     def poll(self) -> E | None:
         """The oldest element, or ``None`` when empty; never blocks."""
-        with self._not_full:
+        with self._lock:
             if not self._items:
+                self._notified = False
                 return None
             element = self._items.popleft()
-            self._not_full.notify_all()
+            if self._putters:
+                self._not_full.notify_all()
             return element
 
     def is_empty(self) -> bool:
         """Whether nothing is queued."""
-        with self._lock:
-            return not self._items
+        return not self._items  # one atomic read: a snapshot, as under a lock
 
     def size(self) -> int:
         """How many elements are queued."""
-        with self._lock:
-            return len(self._items)
+        return len(self._items)
 
     def wake_up_putting_thread(self, thread_index: int) -> None:
         """Make ``thread_index``'s waiting (or next full) `put` return ``False``."""
-        with self._not_full:
+        with self._lock:
             self._woken.add(thread_index)
-            self._not_full.notify_all()
+            if self._putters:
+                self._not_full.notify_all()
 
     def forget_wake_up(self, thread_index: int) -> None:
         """Drop a wake-up of ``thread_index`` that no `put` consumed."""
-        with self._lock:
-            self._woken.discard(thread_index)
+        if self._woken:
+            with self._lock:
+                self._woken.discard(thread_index)
 
     def availability(self) -> concurrent.futures.Future[None]:
-        """A future that completes once an element is queued (done now if one is)."""
+        """A future that completes once an element is queued (done now if one is).
+
+        Also done now after `notify_available`, until a `poll` finds the queue empty.
+        """
         with self._lock:
-            if self._items:
-                return done_future()
+            if self._items or self._notified:
+                return _DONE
             if self._waiting is None:
-                self._waiting = concurrent.futures.Future()
+                self._waiting = AvailabilityFuture()
             return self._waiting
 
     def notify_available(self) -> None:
-        """Complete the consumer's pending future without an element (an end, an error)."""
+        """Make the consumer look again without an element (an end, an error, an idle fetcher).
+
+        Completes its pending future; if it has none yet, the next `availability` is
+        done at once (until a `poll` finds the queue empty).
+        """
         with self._lock:
+            self._notified = True
             waiting, self._waiting = self._waiting, None
         if waiting is not None:
-            waiting.set_result(None)
+            waiting.complete()

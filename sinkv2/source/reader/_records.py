@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar, final
+from typing import Any, Generic, Protocol, TypeVar, final
 
 __all__ = ["RecordsBySplits", "RecordsWithSplitIds"]
 
@@ -37,6 +37,10 @@ class RecordsWithSplitIds(Protocol[E_co]):
         ...
 
 
+_NO_RECORDS: Iterator[Any] = iter(())
+_NO_SPLITS: frozenset[str] = frozenset()
+
+
 @final
 class RecordsBySplits(Generic[E]):
     """A ready `RecordsWithSplitIds` from records grouped by split id.
@@ -53,8 +57,8 @@ class RecordsBySplits(Generic[E]):
         finished_splits: Collection[str] = (),
     ) -> None:
         self._splits: Iterator[tuple[str, Sequence[E]]] = iter(list(records_by_split.items()))
-        self._records: Iterator[E] = iter(())
-        self._finished = frozenset(finished_splits)
+        self._records: Iterator[E] = _NO_RECORDS
+        self._finished = frozenset(finished_splits) if finished_splits else _NO_SPLITS
 
     @classmethod
     def finished(cls, *split_ids: str) -> RecordsBySplits[E]:
@@ -65,7 +69,7 @@ class RecordsBySplits(Generic[E]):
         """See `RecordsWithSplitIds.next_split`."""
         found = next(self._splits, None)
         if found is None:
-            self._records = iter(())
+            self._records = _NO_RECORDS
             return None
         self._records = iter(found[1])
         return found[0]
@@ -73,6 +77,14 @@ class RecordsBySplits(Generic[E]):
     def next_record_from_split(self) -> E | None:
         """See `RecordsWithSplitIds.next_record_from_split`."""
         return next(self._records, None)
+
+    def current_split_records(self) -> Iterator[E]:
+        """The current split's records not read yet, as one iterator (ends at a ``None``).
+
+        What the reader iterates instead of calling `next_record_from_split` once per
+        record; reading from either advances both.
+        """
+        return iter(self._records.__next__, None)
 
     def finished_splits(self) -> Collection[str]:
         """See `RecordsWithSplitIds.finished_splits`."""
