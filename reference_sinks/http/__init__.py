@@ -27,6 +27,7 @@ from reference_sinks.http._responses import (
 )
 from reference_sinks.http._sink import HttpSink
 from reference_sinks.http._writer import HttpSinkWriter, encode_json
+from sinkv2.text import publish
 
 __all__ = [
     "RETRYABLE_STATUSES",
@@ -39,3 +40,5 @@ __all__ = [
     "parse_retry_after",
     "to_json_safe",
 ]
+
+publish(__name__)

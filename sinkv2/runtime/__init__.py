@@ -14,12 +14,30 @@ machinery out of ``connector.sink2``:
   (drivers on several hosts; needs psycopg, imported when a store is made);
 - `commit_with_retries`: Flink's commit semantics, with `CommitRetryPolicy`;
 - `SinkResult`: what an epoch did;
+- what an engine hands a sink: the contexts (`BasicWriterInitContext`,
+  `BasicCommitterInitContext`, `BasicSinkWriterContext`), the timers
+  (`CooperativeProcessingTimeService`), the metric groups
+  (`InMemorySinkWriterMetricGroup`, `InMemorySinkCommitterMetricGroup`), and the
+  attempt token of a native write (`native_attempt_token`);
 - ``sinkv2.runtime.committables``: the committable table codec (needs pyarrow,
   imported only from there).
 
 ``import sinkv2.runtime`` loads neither pyspark, pyarrow nor psycopg.
 """
 
+from sinkv2._context import (
+    BasicCommitterInitContext,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+)
+from sinkv2._metrics import (
+    InMemoryMetricGroup,
+    InMemorySinkCommitterMetricGroup,
+    InMemorySinkWriterMetricGroup,
+)
+from sinkv2._native import native_attempt_token
+from sinkv2._public import publish
+from sinkv2._time import CooperativeProcessingTimeService
 from sinkv2.runtime._checkpoints import DEFAULT_RETAIN, CheckpointRunner, state_name
 from sinkv2.runtime._commit import (
     CommitOutcome,
@@ -58,6 +76,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "STAGE_EVENTS",
     "STATE_DIR_ENV",
+    "BasicCommitterInitContext",
+    "BasicSinkWriterContext",
+    "BasicWriterInitContext",
     "CheckpointRunner",
     "CommitCoordinator",
     "CommitOutcome",
@@ -67,10 +88,14 @@ __all__ = [
     "CommitStateStore",
     "CommitStatus",
     "CommittableStreams",
+    "CooperativeProcessingTimeService",
     "CoordinatorState",
     "EpochCommit",
     "EpochRecord",
     "EpochStatus",
+    "InMemoryMetricGroup",
+    "InMemorySinkCommitterMetricGroup",
+    "InMemorySinkWriterMetricGroup",
     "PostgresCommitStateStore",
     "Recovery",
     "Restore",
@@ -86,6 +111,9 @@ __all__ = [
     "WriterStates",
     "commit_with_retries",
     "default_state_store_path",
+    "native_attempt_token",
     "redistribute",
     "state_name",
 ]
+
+publish(__name__)

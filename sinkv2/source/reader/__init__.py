@@ -11,6 +11,7 @@ For speed on Spark, fetch whole ``pyarrow.RecordBatch``\\ es and emit them with
 rows one by one several times that.
 """
 
+from sinkv2._public import publish
 from sinkv2.source.reader._base import (
     DEFAULT_ELEMENT_QUEUE_CAPACITY,
     SingleThreadMultiplexSourceReaderBase,
@@ -37,3 +38,5 @@ __all__ = [
     "SplitsChange",
     "SplitsRemoval",
 ]
+
+publish(__name__)

@@ -16,15 +16,14 @@ import pyarrow as pa
 import pytest
 
 from reference_sinks.postgres import PostgresSink, RolledBackTransactionError
-from sinkv2 import (
+from sinkv2.errors import CommitFailedError, FatalDestinationError, SinkConfigurationError
+from sinkv2.runtime import (
     BasicCommitterInitContext,
     BasicSinkWriterContext,
     BasicWriterInitContext,
-    FatalDestinationError,
-    SinkConfigurationError,
+    CommitRequestImpl,
+    commit_with_retries,
 )
-from sinkv2.errors import CommitFailedError
-from sinkv2.runtime import CommitRequestImpl, commit_with_retries
 from tests.reference_sinks.postgres.helpers import (
     EVENTS_DDL,
     KEYED_DDL,

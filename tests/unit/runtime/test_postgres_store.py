@@ -21,7 +21,7 @@ import cloudpickle
 import psycopg
 import pytest
 
-from sinkv2 import (
+from sinkv2.errors import (
     CommitStateError,
     ConcurrentCommitError,
     IllegalLifecycleError,

@@ -24,12 +24,13 @@ from sinkv2 import (
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime.committables import (
     COMMITTABLE_SCHEMA,
+    LocalCommittableStream,
     check_lineage,
     decode_committables,
     encode_committables,
     summarize,
 )
-from sinkv2.testing import LocalCommittableStream, check_sink
+from sinkv2.testing import check_sink
 from sinkv2_spark import committables as spark_committables
 from sinkv2_spark.committables import (
     aggregate_committables,
