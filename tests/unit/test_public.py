@@ -95,7 +95,7 @@ def test_the_repr_shows_the_public_path():
         SinkConfigurationError("bad"),
         sinkv2.inspect_sink,
     ],
-    ids=repr,
+    ids=lambda value: getattr(value, "__qualname__", None) or repr(value),
 )
 def test_public_objects_pickle_through_their_public_path(value):
     data = pickle.dumps(value)
