@@ -2,7 +2,7 @@
 
 ```python
 from reference_sinks.http import HttpSink
-from sinkv2 import AsyncSinkWriterConfiguration
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration
 from sinkv2_spark import SinkTopologyTranslator
 
 sink = HttpSink(
