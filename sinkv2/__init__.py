@@ -45,7 +45,7 @@ from sinkv2._native import (
     NativeWriteUnavailable,
     SupportsNativeFileWrite,
 )
-from sinkv2._public import publish
+from sinkv2._public import publish as _publish
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2._sink import (
     Sink,
@@ -105,4 +105,4 @@ __all__ = [
     "inspect_sink",
 ]
 
-publish(__name__)
+_publish(__name__)

@@ -22,7 +22,7 @@ from sinkv2._metrics import (
     SinkCommitterMetricGroup,
     SinkWriterMetricGroup,
 )
-from sinkv2._public import publish
+from sinkv2._public import publish as _publish
 
 __all__ = [
     "ALREADY_COMMITTED_COMMITTABLES",
@@ -43,4 +43,4 @@ __all__ = [
     "SinkWriterMetricGroup",
 ]
 
-publish(__name__)
+_publish(__name__)

@@ -8,7 +8,7 @@ helpers are in ``sinkv2_spark.committables``. What a run returns (`SinkResult`,
 `CommitStatus`) and the stage listener are engine-neutral: ``sinkv2.runtime``.
 """
 
-from sinkv2.text import publish
+from sinkv2.text import publish as _publish
 from sinkv2_spark._datasource import register
 from sinkv2_spark._streaming import SinkStreamingQuery
 from sinkv2_spark._translator import SinkTopologyTranslator
@@ -19,4 +19,4 @@ __all__ = [
     "register",
 ]
 
-publish(__name__)
+_publish(__name__)

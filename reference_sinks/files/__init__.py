@@ -14,7 +14,7 @@ from reference_sinks.files._config import CompactionPolicy, FileFormat, RollingP
 from reference_sinks.files._paths import HIVE_DEFAULT_PARTITION, escape_path_name
 from reference_sinks.files._sink import FileSink
 from reference_sinks.files._writer import FileWriter
-from sinkv2.text import publish
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
@@ -28,4 +28,4 @@ __all__ = [
     "escape_path_name",
 ]
 
-publish(__name__)
+_publish(__name__)

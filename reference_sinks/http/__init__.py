@@ -27,7 +27,7 @@ from reference_sinks.http._responses import (
 )
 from reference_sinks.http._sink import HttpSink
 from reference_sinks.http._writer import HttpSinkWriter, encode_json
-from sinkv2.text import publish
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "RETRYABLE_STATUSES",
@@ -41,4 +41,4 @@ __all__ = [
     "to_json_safe",
 ]
 
-publish(__name__)
+_publish(__name__)

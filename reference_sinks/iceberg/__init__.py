@@ -29,7 +29,7 @@ from reference_sinks.iceberg._model import (
 )
 from reference_sinks.iceberg._sink import IcebergSink
 from reference_sinks.iceberg._writer import IcebergWriter
-from sinkv2.text import publish
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "CHECKPOINT_ID_PROPERTY",
@@ -48,4 +48,4 @@ __all__ = [
     "local_catalog",
 ]
 
-publish(__name__)
+_publish(__name__)

@@ -25,7 +25,7 @@ from reference_sinks.postgres._model import PostgresTransaction, parse_gid
 from reference_sinks.postgres._sink import Connect, PostgresAtLeastOnceSink, PostgresSink
 from reference_sinks.postgres._table import TableName
 from reference_sinks.postgres._writer import PostgresWriter
-from sinkv2.text import publish
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "CHECKPOINTS",
@@ -43,4 +43,4 @@ __all__ = [
     "parse_gid",
 ]
 
-publish(__name__)
+_publish(__name__)

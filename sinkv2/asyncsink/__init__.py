@@ -12,7 +12,7 @@ entries and their serializer), ``_loop`` (the writer's event loop thread),
 ``_writer`` (buffering and the request loop) and ``_sink`` (the sink half).
 """
 
-from sinkv2._public import publish
+from sinkv2._public import publish as _publish
 from sinkv2.asyncsink._config import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     AsyncSinkWriterConfiguration,
@@ -62,4 +62,4 @@ __all__ = [
     "default_error_verdict",
 ]
 
-publish(__name__)
+_publish(__name__)

@@ -36,7 +36,7 @@ from sinkv2._metrics import (
     InMemorySinkWriterMetricGroup,
 )
 from sinkv2._native import native_attempt_token
-from sinkv2._public import publish
+from sinkv2._public import publish as _publish
 from sinkv2._time import CooperativeProcessingTimeService
 from sinkv2.runtime._checkpoints import DEFAULT_RETAIN, CheckpointRunner, state_name
 from sinkv2.runtime._commit import (
@@ -116,4 +116,4 @@ __all__ = [
     "state_name",
 ]
 
-publish(__name__)
+_publish(__name__)

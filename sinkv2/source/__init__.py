@@ -14,7 +14,7 @@ implement a `SplitReader` and get a `SourceReader` with a fetcher thread.
 (`check_source`). Nothing here imports pyspark or pyarrow.
 """
 
-from sinkv2._public import publish
+from sinkv2._public import publish as _publish
 from sinkv2.source._boundedness import Boundedness, InputStatus
 from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
 from sinkv2.source._enumerator import SplitEnumerator
@@ -54,4 +54,4 @@ __all__ = [
     "inspect_source",
 ]
 
-publish(__name__)
+_publish(__name__)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Final
 
-from sinkv2._public import publish_object
+from sinkv2._public import publish_object as _publish_object
 from sinkv2._text import missing_extra
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def __getattr__(name: str) -> Any:
     except ImportError as error:
         raise missing_extra(f"sinkv2.testing.{name}", error.name or str(error), "test") from error
     value = getattr(module, name)
-    publish_object(value, __name__)
+    _publish_object(value, __name__)
     globals()[name] = value
     return value
 

@@ -77,6 +77,19 @@ def test_each_public_object_has_exactly_one_public_path():
     assert not twice, "\n".join(" and ".join(found) for found in twice)
 
 
+def test_publishing_leaves_no_name_behind_in_a_public_module():
+    leaked = []
+    for module_name in public_modules():
+        namespace = vars(importlib.import_module(module_name))
+        exports = namespace.get("__all__", ())
+        leaked += [
+            f"{module_name}.{name}"
+            for name in ("publish", "publish_object")
+            if name in namespace and name not in exports
+        ]
+    assert not leaked
+
+
 def test_the_repr_shows_the_public_path():
     assert repr(sinkv2.Sink) == "<class 'sinkv2.Sink'>"
     assert repr(SinkConfigurationError) == "<class 'sinkv2.errors.SinkConfigurationError'>"

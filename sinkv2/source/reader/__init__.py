@@ -11,7 +11,7 @@ For speed on Spark, fetch whole ``pyarrow.RecordBatch``\\ es and emit them with
 rows one by one several times that.
 """
 
-from sinkv2._public import publish
+from sinkv2._public import publish as _publish
 from sinkv2.source.reader._base import (
     DEFAULT_ELEMENT_QUEUE_CAPACITY,
     SingleThreadMultiplexSourceReaderBase,
@@ -39,4 +39,4 @@ __all__ = [
     "SplitsRemoval",
 ]
 
-publish(__name__)
+_publish(__name__)
