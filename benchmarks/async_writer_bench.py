@@ -18,12 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: F401  # puts the repository on sys.path
 
-from sinkv2 import (
-    AsyncSinkWriter,
-    AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-)
+from sinkv2.asyncsink import AsyncSinkWriter, AsyncSinkWriterConfiguration
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 
 
 class NoOpWriter(AsyncSinkWriter[int, int]):

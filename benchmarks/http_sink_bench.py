@@ -46,14 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: F401  # puts the repository on sys.path
 
 from reference_sinks.http import HttpSink
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AIMDScalingStrategy,
     AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
     CongestionControlRateLimitingStrategy,
     ExponentialBackoff,
 )
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 from tests.servers.http_server import LocalServer
 
 

@@ -65,11 +65,8 @@ import pyarrow as pa
 import redis.asyncio
 
 from reference_sinks.redis import HashMode, RedisSink, SetMode
-from sinkv2 import (
-    AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-)
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 from tests.servers.redis_server import LocalRedisServer
 
 BATCH = 1_000

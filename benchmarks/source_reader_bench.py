@@ -34,7 +34,7 @@ import attrs
 import common  # noqa: F401  # puts the repository on sys.path
 import pyarrow as pa
 
-from sinkv2 import InMemorySinkWriterMetricGroup
+from sinkv2.runtime import InMemorySinkWriterMetricGroup
 from sinkv2.source import InputStatus
 from sinkv2.source.reader import (
     RecordsBySplits,

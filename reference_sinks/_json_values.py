@@ -46,7 +46,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 
 __all__ = [
     "Encoder",

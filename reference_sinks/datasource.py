@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reference_sinks.files import CompactionPolicy, FileSink, RollingPolicy
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     from reference_sinks.iceberg import IcebergSink

@@ -196,7 +196,7 @@ class UndeliverableEntriesError(DestinationError):
     than ``max_record_size_in_bytes``.
 
     Attributes:
-        dead_letters: The `sinkv2.DeadLetter` records: entry, attempts, reason.
+        dead_letters: The `sinkv2.asyncsink.DeadLetter` records: entry, attempts, reason.
     """
 
     def __init__(self, message: str, *, dead_letters: Sequence[Any]) -> None:

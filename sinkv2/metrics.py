@@ -1,4 +1,8 @@
-"""Flink's sink metric names, and the metric protocols and in-memory groups."""
+"""Flink's sink metric names, and the metric protocols writers and committers receive.
+
+The in-memory groups an engine hands in (`InMemorySinkWriterMetricGroup`, ...) are
+implementations, in ``sinkv2.runtime``.
+"""
 
 from sinkv2._metrics import (
     ALREADY_COMMITTED_COMMITTABLES,
@@ -13,14 +17,12 @@ from sinkv2._metrics import (
     TOTAL_COMMITTABLES,
     Counter,
     Gauge,
-    InMemoryMetricGroup,
-    InMemorySinkCommitterMetricGroup,
-    InMemorySinkWriterMetricGroup,
     MetricGroup,
     SimpleCounter,
     SinkCommitterMetricGroup,
     SinkWriterMetricGroup,
 )
+from sinkv2._public import publish as _publish
 
 __all__ = [
     "ALREADY_COMMITTED_COMMITTABLES",
@@ -35,11 +37,10 @@ __all__ = [
     "TOTAL_COMMITTABLES",
     "Counter",
     "Gauge",
-    "InMemoryMetricGroup",
-    "InMemorySinkCommitterMetricGroup",
-    "InMemorySinkWriterMetricGroup",
     "MetricGroup",
     "SimpleCounter",
     "SinkCommitterMetricGroup",
     "SinkWriterMetricGroup",
 ]
+
+_publish(__name__)

@@ -4,21 +4,21 @@ Needs ``pip install 'sinkv2[spark]'``. The entry point is
 `SinkTopologyTranslator` (batch DataFrames, and streaming ones, which return a
 `SinkStreamingQuery`); `register` adds the ``sinkv2`` data source to a session, so
 ``df.write.format("sinkv2")`` runs any sink too. The committable stream and its
-helpers are in ``sinkv2_spark.committables``.
+helpers are in ``sinkv2_spark.committables``. What a run returns (`SinkResult`,
+`CommitStatus`) and the stage listener are engine-neutral: ``sinkv2.runtime``.
 """
 
-from sinkv2.runtime import CommitStatus, SinkResult, StageListener
+from sinkv2.text import publish as _publish
 from sinkv2_spark._datasource import register
 from sinkv2_spark._source_read import from_source
 from sinkv2_spark._streaming import SinkStreamingQuery
 from sinkv2_spark._translator import SinkTopologyTranslator
 
 __all__ = [
-    "CommitStatus",
-    "SinkResult",
     "SinkStreamingQuery",
     "SinkTopologyTranslator",
-    "StageListener",
     "from_source",
     "register",
 ]
+
+_publish(__name__)

@@ -51,7 +51,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from sinkv2 import END_OF_INPUT, SinkCapabilities, SinkConfigurationError, inspect_sink
+from sinkv2 import END_OF_INPUT, SinkCapabilities, inspect_sink
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CommitCoordinator,
     CommitRetryPolicy,

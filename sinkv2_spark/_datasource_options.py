@@ -25,7 +25,7 @@ from typing import Any, Final, final
 
 import attrs
 
-from sinkv2 import SinkConfigurationError, SinkV2Error
+from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import CommitStateStore, PostgresCommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
 from sinkv2_spark._translator import (  # apply()'s own rules, one copy

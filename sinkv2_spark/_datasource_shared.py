@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol, final
 
 import pyarrow as pa
 
-from sinkv2 import SinkCapabilities, SinkConfigurationError
-from sinkv2.errors import ConcurrentCommitError
+from sinkv2 import SinkCapabilities
+from sinkv2.errors import ConcurrentCommitError, SinkConfigurationError
 from sinkv2.runtime import CommitStateStore, SinkLease, WriterStageOutput
 from sinkv2_spark._datasource_topologies import PlannedInput
 from sinkv2_spark._engine import split_by_subtask

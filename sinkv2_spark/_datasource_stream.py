@@ -47,7 +47,8 @@ import attrs
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from sinkv2 import SinkCapabilities, SinkConfigurationError
+from sinkv2 import SinkCapabilities
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CheckpointRunner,
     CommitCoordinator,

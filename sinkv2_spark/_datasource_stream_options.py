@@ -27,7 +27,8 @@ from typing import Any, Final, cast, final
 
 import attrs
 
-from sinkv2 import DeliveryGuarantee, SinkCapabilities, SinkConfigurationError, inspect_sink
+from sinkv2 import DeliveryGuarantee, SinkCapabilities, inspect_sink
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import CommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
 from sinkv2_spark._datasource_options import make_sink, open_store, required_sink_id, sink_spec

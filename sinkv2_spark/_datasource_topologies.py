@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final, NoReturn, final
 
 import pyarrow as pa
 
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime.committables import (
     COMMITTABLE_COLUMNS,
     COMMITTABLE_SCHEMA,

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sinkv2 import (
-    END_OF_INPUT,
+from sinkv2 import END_OF_INPUT, SimpleVersionedSerialization, SinkCapabilities
+from sinkv2.runtime import (
     BasicWriterInitContext,
     CooperativeProcessingTimeService,
-    SimpleVersionedSerialization,
-    SinkCapabilities,
+    Restore,
+    SubtaskStates,
+    WriterStates,
 )
-from sinkv2.runtime import Restore, SubtaskStates, WriterStates
 
 __all__ = ["drain_on_driver"]
 

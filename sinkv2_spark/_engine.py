@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 import msgpack
 import pyarrow as pa
 
-from sinkv2 import SinkCapabilities, SinkConfigurationError
+from sinkv2 import SinkCapabilities
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import Restore, SubtaskStates, WriterStageOutput, WriterStates
 from sinkv2.runtime.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
 from sinkv2_spark._connect import CONNECT_PARALLELISM, is_connect, with_parallelism

@@ -14,7 +14,7 @@ import json
 import traceback
 from typing import Final
 
-from sinkv2 import SinkWriterError
+from sinkv2.errors import SinkWriterError
 
 __all__ = ["MAX_TRACEBACK_CHARS", "WriterFailure", "decode_failure", "encode_failure"]
 

@@ -42,10 +42,8 @@ from sinkv2 import (
     NativeWriteUnavailable,
     SimpleVersionedSerialization,
     SinkCapabilities,
-    SinkConfigurationError,
-    SinkDefinitionError,
-    native_attempt_token,
 )
+from sinkv2.errors import SinkConfigurationError, SinkDefinitionError
 from sinkv2.metrics import NUM_RECORDS_SEND
 from sinkv2.runtime import (
     Restore,
@@ -54,6 +52,7 @@ from sinkv2.runtime import (
     WriterStage,
     WriterStageOutput,
     WriterStates,
+    native_attempt_token,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
 from sinkv2.text import describe

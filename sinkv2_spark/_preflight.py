@@ -14,7 +14,8 @@ from __future__ import annotations
 import pickle
 from typing import TYPE_CHECKING, Any, Final
 
-from sinkv2 import SinkCapabilities, SinkConfigurationError
+from sinkv2 import SinkCapabilities
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.text import find_unpicklable, short_repr
 from sinkv2_spark._connect import application_id
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from sinkv2 import SinkConfigurationError, SinkV2Error
+from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import (
     DEFAULT_BATCH_ROWS,
     plan_bounded_read,

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
 from urllib.parse import urlparse
 
-from sinkv2 import SinkCapabilities, SinkConfigurationError
+from sinkv2 import SinkCapabilities
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CheckpointRunner,
     CommitCoordinator,

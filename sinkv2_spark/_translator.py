@@ -19,13 +19,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, final, overload
 
-from sinkv2 import (
-    END_OF_INPUT,
-    DeliveryGuarantee,
-    SinkCapabilities,
-    SinkConfigurationError,
-    inspect_sink,
-)
+from sinkv2 import END_OF_INPUT, DeliveryGuarantee, SinkCapabilities, inspect_sink
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CommitCoordinator,
     CommitRetryPolicy,

@@ -30,13 +30,15 @@ import pyarrow as pa
 
 from sinkv2 import (
     END_OF_INPUT,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    CooperativeProcessingTimeService,
     SimpleVersionedSerialization,
     SimpleVersionedSerializer,
     SinkCapabilities,
-    SinkConfigurationError,
+)
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import (
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    CooperativeProcessingTimeService,
 )
 from sinkv2.text import short_repr
 from sinkv2_spark._failure import WriterFailure, encode_failure

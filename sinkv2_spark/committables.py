@@ -1,7 +1,8 @@
 """The committable stream on Spark, and typed helpers so no sink author decodes bytes.
 
 Pre- and post-commit topologies receive committables as a ``pyspark.sql.DataFrame``
-with one row per committable, in this schema (`COMMITTABLE_SCHEMA`):
+with one row per committable, in this schema
+(``sinkv2.runtime.committables.COMMITTABLE_SCHEMA``):
 
 | column | type | meaning |
 |---|---|---|
@@ -18,12 +19,13 @@ one row's lineage. The helpers keep it right; a hand-written topology must carry
 it along (concatenate the lineages of whatever it merges).
 
 Flink's `CommittableSummary` messages are not rows here: the runtime derives them
-from the rows (`summarize`), so they are always right.
+from the rows (``sinkv2.runtime.committables.summarize``), so they are always right.
 
-The helpers also accept a ``sinkv2.testing.LocalCommittableStream`` (the in-process
+The helpers also accept a ``sinkv2.runtime.committables.LocalCommittableStream`` (the in-process
 harness's stream) and then do their work locally, so a topology built from them runs
-unchanged in the contract-test kit. The schema and the pure-Arrow helpers are defined
-in ``sinkv2.runtime.committables`` and re-exported here.
+unchanged in the contract-test kit. The schema, the codec and the pure-Arrow helpers
+(``decode_committables``, ``summarize``) are ``sinkv2.runtime.committables``'; this
+module wraps them for DataFrames.
 """
 
 from __future__ import annotations
@@ -39,23 +41,17 @@ from sinkv2.runtime.committables import (
     COMMITTABLE_SCHEMA,
     LocalCommittableStream,
     aggregate_table,
-    decode_committables,
     map_batch,
-    summarize,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "COMMITTABLE_COLUMNS",
-    "COMMITTABLE_SCHEMA",
     "aggregate_committables",
     "committable_stream_ddl",
-    "decode_committables",
     "map_committables",
     "repartition_committables",
-    "summarize",
 ]
 
 A = TypeVar("A")
@@ -191,7 +187,7 @@ def repartition_committables(
 
 
 def committable_stream_ddl() -> str:
-    """`COMMITTABLE_SCHEMA` as a Spark DDL string."""
+    """``COMMITTABLE_SCHEMA`` (``sinkv2.runtime.committables``) as a Spark DDL string."""
     return _SPARK_DDL
 
 

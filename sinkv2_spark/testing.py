@@ -26,13 +26,8 @@ from typing import TYPE_CHECKING, Any, Final
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from sinkv2 import (
-    DeliveryGuarantee,
-    SinkCapabilities,
-    SinkConfigurationError,
-    WriterInitContext,
-    inspect_sink,
-)
+from sinkv2 import DeliveryGuarantee, SinkCapabilities, WriterInitContext, inspect_sink
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
 from sinkv2.testing import Multiset, SinkUnderTest, resolve_examples
 from sinkv2_spark._connect import master, number_of_partitions

@@ -28,9 +28,6 @@ import attrs
 
 from sinkv2 import (
     AttrsMsgpackSerializer,
-    BasicCommitterInitContext,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
     CommitRequest,
     Committer,
     CommitterInitContext,
@@ -44,6 +41,11 @@ from sinkv2 import (
     SupportsCommitter,
     WriterInitContext,
     inspect_sink,
+)
+from sinkv2.runtime import (
+    BasicCommitterInitContext,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
 )
 from sinkv2.runtime import commit_with_retries
 

@@ -4,16 +4,14 @@ from typing import Any
 
 import aiohttp
 
-from sinkv2 import (
+from sinkv2 import WriterInitContext
+from sinkv2.asyncsink import (
     AsyncSinkBase,
     AsyncSinkWriter,
     AsyncSinkWriterConfiguration,
     ErrorVerdict,
-    FatalDestinationError,
-    RetryableError,
-    ThrottledError,
-    WriterInitContext,
 )
+from sinkv2.errors import FatalDestinationError, RetryableError, ThrottledError
 
 Row = dict[str, Any]
 encode = functools.partial(json.dumps, default=str)  # dates and decimals become strings

@@ -14,6 +14,7 @@ from reference_sinks.files._config import CompactionPolicy, FileFormat, RollingP
 from reference_sinks.files._paths import HIVE_DEFAULT_PARTITION, escape_path_name
 from reference_sinks.files._sink import FileSink
 from reference_sinks.files._writer import FileWriter
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
@@ -26,3 +27,5 @@ __all__ = [
     "RollingPolicy",
     "escape_path_name",
 ]
+
+_publish(__name__)

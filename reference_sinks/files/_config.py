@@ -11,7 +11,7 @@ from typing import Any, Final, Literal, final
 
 import attrs
 
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.text import describe
 
 # describe: re-exported for _sink.py until it imports sinkv2.text itself.

@@ -18,12 +18,8 @@ import pyarrow.parquet as pq
 
 from reference_sinks._spark_output import list_written_files
 from reference_sinks.files._committables import PendingFile
-from sinkv2 import (
-    NativeFilesWritten,
-    NativeFileWrite,
-    NativeWriteUnavailable,
-    SinkConfigurationError,
-)
+from sinkv2 import NativeFilesWritten, NativeFileWrite, NativeWriteUnavailable
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     from reference_sinks.files._config import CompactionPolicy, FileFormat, RollingPolicy

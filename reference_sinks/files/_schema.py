@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from reference_sinks.files._config import FileFormat
 from reference_sinks.files._json_lines import unsupported
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType

@@ -35,7 +35,6 @@ from sinkv2 import (
     NativeFileWrite,
     NativeWriteUnavailable,
     Sink,
-    SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
     SupportsCommittedCheckpoints,
@@ -46,6 +45,7 @@ from sinkv2 import (
     SupportsWriterState,
     WriterInitContext,
 )
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -419,8 +419,8 @@ class _CompactingFileSink(FileSink, SupportsPreCommitTopology[PendingFile, Pendi
             ]
             return type(committables)(pa.concat_tables(parts) if parts else table)
 
+        from sinkv2.runtime.committables import COMMITTABLE_COLUMNS  # noqa: PLC0415  # needs pyarrow
         from sinkv2_spark.committables import (  # noqa: PLC0415  # pyspark only when compacting
-            COMMITTABLE_COLUMNS,
             committable_stream_ddl,
         )
 

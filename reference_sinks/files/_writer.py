@@ -21,13 +21,8 @@ from reference_sinks.files._config import FileFormat, RollingPolicy
 from reference_sinks.files._json_lines import JsonLinesEncoder
 from reference_sinks.files._paths import partition_path
 from reference_sinks.files._schema import check_types
-from sinkv2 import (
-    CommittingSinkWriter,
-    SinkConfigurationError,
-    SinkWriter,
-    StatefulSinkWriter,
-    WriterInitContext,
-)
+from sinkv2 import CommittingSinkWriter, SinkWriter, StatefulSinkWriter, WriterInitContext
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs

@@ -2,7 +2,7 @@
 
 ```python
 from reference_sinks.http import HttpSink
-from sinkv2 import AsyncSinkWriterConfiguration
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration
 from sinkv2_spark import SinkTopologyTranslator
 
 sink = HttpSink(
@@ -27,6 +27,7 @@ from reference_sinks.http._responses import (
 )
 from reference_sinks.http._sink import HttpSink
 from reference_sinks.http._writer import HttpSinkWriter, encode_json
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "RETRYABLE_STATUSES",
@@ -39,3 +40,5 @@ __all__ = [
     "parse_retry_after",
     "to_json_safe",
 ]
+
+_publish(__name__)

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from typing import Final
 
-from sinkv2 import FatalDestinationError, RetryableError, ThrottledError
+from sinkv2.errors import FatalDestinationError, RetryableError, ThrottledError
 
 __all__ = [
     "RETRYABLE_STATUSES",

@@ -9,15 +9,14 @@ from typing import Any, final
 
 from reference_sinks.http._json import JsonSafeConverter
 from reference_sinks.http._writer import BodyBuilder, DeadLetterHandler, Entry, HttpSinkWriter
-from sinkv2 import (
+from sinkv2 import SinkWriter, WriterInitContext
+from sinkv2.asyncsink import (
     AsyncSinkBase,
     AsyncSinkWriterConfiguration,
     BufferedRequestState,
     ElementConverter,
-    SinkConfigurationError,
-    SinkWriter,
-    WriterInitContext,
 )
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.text import describe, missing_extra
 
 __all__ = ["HttpSink"]

@@ -10,15 +10,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from reference_sinks.http._responses import raise_for_status, retried_indices
-from sinkv2 import (
+from sinkv2 import SinkWriter, WriterInitContext
+from sinkv2.asyncsink import (
     AsyncSinkWriter,
     AsyncSinkWriterConfiguration,
     BufferedRequestState,
     DeadLetter,
     ElementConverter,
     ErrorVerdict,
-    SinkWriter,
-    WriterInitContext,
 )
 from sinkv2.text import missing_extra
 

@@ -29,6 +29,7 @@ from reference_sinks.iceberg._model import (
 )
 from reference_sinks.iceberg._sink import IcebergSink
 from reference_sinks.iceberg._writer import IcebergWriter
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "CHECKPOINT_ID_PROPERTY",
@@ -46,3 +47,5 @@ __all__ = [
     "committed_state",
     "local_catalog",
 ]
+
+_publish(__name__)

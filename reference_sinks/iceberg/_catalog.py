@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -49,14 +49,8 @@ import pyarrow.parquet as pq
 from reference_sinks._spark_output import WrittenFile, list_written_files
 from reference_sinks.iceberg._model import IcebergCommittable, IcebergDataFile
 from reference_sinks.iceberg._statistics import file_statistics
-from sinkv2 import (
-    END_OF_INPUT,
-    NativeFilesWritten,
-    NativeFileWrite,
-    NativeWriteUnavailable,
-    SinkConfigurationError,
-    SinkWriterError,
-)
+from sinkv2 import END_OF_INPUT, NativeFilesWritten, NativeFileWrite, NativeWriteUnavailable
+from sinkv2.errors import SinkConfigurationError, SinkWriterError
 
 if TYPE_CHECKING:
     from pyiceberg.partitioning import PartitionField, PartitionSpec

@@ -38,7 +38,6 @@ from sinkv2 import (
     NativeWriteUnavailable,
     SimpleVersionedSerialization,
     Sink,
-    SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
     SupportsCommittedCheckpoints,
@@ -47,6 +46,7 @@ from sinkv2 import (
     SupportsPreWriteTopology,
     WriterInitContext,
 )
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -347,8 +347,8 @@ class IcebergSink(
         ``aggregate_committables`` merges them per checkpoint. ``committables`` is a
         Spark DataFrame, or the contract-test kit's in-process stream.
         """
+        from sinkv2.runtime.committables import COMMITTABLE_COLUMNS  # noqa: PLC0415  # needs pyarrow
         from sinkv2_spark.committables import (  # noqa: PLC0415  # the Spark runtime is optional
-            COMMITTABLE_COLUMNS,
             aggregate_committables,
             committable_stream_ddl,
         )
@@ -638,7 +638,7 @@ class _TagCheckpoints:
     """mapInArrow: each write result gets the checkpoint id of its row (picklable)."""
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from sinkv2_spark.committables import COMMITTABLE_SCHEMA  # noqa: PLC0415  # executor side
+        from sinkv2.runtime.committables import COMMITTABLE_SCHEMA  # noqa: PLC0415  # executor side
 
         serializer = write_result_serializer()
         for batch in batches:

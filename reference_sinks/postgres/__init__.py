@@ -25,6 +25,7 @@ from reference_sinks.postgres._model import PostgresTransaction, parse_gid
 from reference_sinks.postgres._sink import Connect, PostgresAtLeastOnceSink, PostgresSink
 from reference_sinks.postgres._table import TableName
 from reference_sinks.postgres._writer import PostgresWriter
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "CHECKPOINTS",
@@ -41,3 +42,5 @@ __all__ = [
     "json_text",
     "parse_gid",
 ]
+
+_publish(__name__)

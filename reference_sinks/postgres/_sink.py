@@ -36,13 +36,13 @@ from sinkv2 import (
     AttrsMsgpackSerializer,
     CommitterInitContext,
     Sink,
-    SinkConfigurationError,
     SupportsAbort,
     SupportsAttemptCleanup,
     SupportsCommittedCheckpoints,
     SupportsPreWriteTopology,
     WriterInitContext,
 )
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     import psycopg

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 import pyarrow as pa
 
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
     import psycopg

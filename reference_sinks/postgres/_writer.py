@@ -47,13 +47,9 @@ from reference_sinks.postgres._table import (
     check_fit,
     describe_table,
 )
-from sinkv2 import (
-    BasicSinkWriterContext,
-    CommittingSinkWriter,
-    FatalDestinationError,
-    SinkWriter,
-    WriterInitContext,
-)
+from sinkv2 import CommittingSinkWriter, SinkWriter, WriterInitContext
+from sinkv2.errors import FatalDestinationError
+from sinkv2.runtime import BasicSinkWriterContext
 
 if TYPE_CHECKING:
     import psycopg

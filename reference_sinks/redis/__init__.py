@@ -15,6 +15,7 @@ writer is created, so building the sink on a driver without it works.
 from reference_sinks.redis._modes import HashMode, KeySpec, RedisMode, SetMode, StreamMode
 from reference_sinks.redis._sink import DEFAULT_CONFIGURATION, RedisSink
 from reference_sinks.redis._writer import RETRYABLE_REPLY_PREFIXES, RedisWriter
+from sinkv2.text import publish as _publish
 
 __all__ = [
     "DEFAULT_CONFIGURATION",
@@ -27,3 +28,5 @@ __all__ = [
     "SetMode",
     "StreamMode",
 ]
+
+_publish(__name__)

@@ -35,7 +35,7 @@ import attrs
 import pyarrow as pa
 
 from reference_sinks._json_values import Encoder, field_encoder, json_float
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.text import describe
 
 __all__ = [

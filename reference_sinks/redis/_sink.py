@@ -17,14 +17,9 @@ from reference_sinks.redis._modes import (
     uses_columns,
 )
 from reference_sinks.redis._writer import RedisWriter
-from sinkv2 import (
-    AsyncSinkBase,
-    AsyncSinkWriterConfiguration,
-    BufferedRequestState,
-    SinkConfigurationError,
-    SinkWriter,
-    WriterInitContext,
-)
+from sinkv2 import SinkWriter, WriterInitContext
+from sinkv2.asyncsink import AsyncSinkBase, AsyncSinkWriterConfiguration, BufferedRequestState
+from sinkv2.errors import SinkConfigurationError
 
 __all__ = ["DEFAULT_CONFIGURATION", "RedisSink"]
 

@@ -41,16 +41,15 @@ from reference_sinks.redis._modes import (
     uses_columns,
 )
 from reference_sinks.redis._resp import exchange
-from sinkv2 import (
+from sinkv2 import SinkWriter, WriterInitContext
+from sinkv2.asyncsink import (
     AsyncSinkWriter,
     AsyncSinkWriterConfiguration,
     BufferedRequestState,
     ElementConverter,
     ErrorVerdict,
-    FatalDestinationError,
-    SinkWriter,
-    WriterInitContext,
 )
+from sinkv2.errors import FatalDestinationError
 from sinkv2.text import missing_extra
 
 __all__ = ["RETRYABLE_REPLY_PREFIXES", "RedisWriter"]

@@ -5,13 +5,14 @@ A destination with a request/response client (HTTP, Redis, a queue) needs only a
 ``submit_request_entries`` and ``get_size_in_bytes``; the base does buffering,
 batching, retries with backoff, dead letters, rate limiting and writer state.
 
-Every name here is also importable from ``sinkv2``. The modules behind it:
+The modules behind it:
 ``_config`` (buffering hints, backoff), ``_rate_limiting`` (AIMD congestion
 control), ``_retry`` (error verdicts, dead letters), ``_state`` (the buffered
 entries and their serializer), ``_loop`` (the writer's event loop thread),
 ``_writer`` (buffering and the request loop) and ``_sink`` (the sink half).
 """
 
+from sinkv2._public import publish as _publish
 from sinkv2.asyncsink._config import (
     DEFAULT_REQUEST_TIMEOUT_MS,
     AsyncSinkWriterConfiguration,
@@ -60,3 +61,5 @@ __all__ = [
     "ScalingStrategy",
     "default_error_verdict",
 ]
+
+_publish(__name__)

@@ -17,12 +17,30 @@ machinery out of ``connector.sink2``:
 - a bounded FLIP-27 read for engines that fix their tasks up front:
   `plan_bounded_read` (the enumerator run to "no more splits") and `read_subtask`
   (one task's reader read to the end, as Arrow batches of one schema);
+- what an engine hands a sink: the contexts (`BasicWriterInitContext`,
+  `BasicCommitterInitContext`, `BasicSinkWriterContext`), the timers
+  (`CooperativeProcessingTimeService`), the metric groups
+  (`InMemorySinkWriterMetricGroup`, `InMemorySinkCommitterMetricGroup`), and the
+  attempt token of a native write (`native_attempt_token`);
 - ``sinkv2.runtime.committables``: the committable table codec (needs pyarrow,
   imported only from there).
 
 ``import sinkv2.runtime`` loads neither pyspark, pyarrow nor psycopg.
 """
 
+from sinkv2._context import (
+    BasicCommitterInitContext,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+)
+from sinkv2._metrics import (
+    InMemoryMetricGroup,
+    InMemorySinkCommitterMetricGroup,
+    InMemorySinkWriterMetricGroup,
+)
+from sinkv2._native import native_attempt_token
+from sinkv2._public import publish as _publish
+from sinkv2._time import CooperativeProcessingTimeService
 from sinkv2.runtime._checkpoints import DEFAULT_RETAIN, CheckpointRunner, state_name
 from sinkv2.runtime._commit import (
     CommitOutcome,
@@ -75,6 +93,9 @@ __all__ = [
     "STAGE_EVENTS",
     "STATE_DIR_ENV",
     "ArrowBatchOutput",
+    "BasicCommitterInitContext",
+    "BasicSinkWriterContext",
+    "BasicWriterInitContext",
     "BoundedPlan",
     "CheckpointRunner",
     "CommitCoordinator",
@@ -85,10 +106,14 @@ __all__ = [
     "CommitStateStore",
     "CommitStatus",
     "CommittableStreams",
+    "CooperativeProcessingTimeService",
     "CoordinatorState",
     "EpochCommit",
     "EpochRecord",
     "EpochStatus",
+    "InMemoryMetricGroup",
+    "InMemorySinkCommitterMetricGroup",
+    "InMemorySinkWriterMetricGroup",
     "PostgresCommitStateStore",
     "Recovery",
     "Restore",
@@ -105,8 +130,11 @@ __all__ = [
     "WriterStates",
     "commit_with_retries",
     "default_state_store_path",
+    "native_attempt_token",
     "plan_bounded_read",
     "read_subtask",
     "redistribute",
     "state_name",
 ]
+
+_publish(__name__)

@@ -14,6 +14,7 @@ implement a `SplitReader` and get a `SourceReader` with a fetcher thread.
 (`check_source`). Nothing here imports pyspark or pyarrow.
 """
 
+from sinkv2._public import publish as _publish
 from sinkv2.source._boundedness import Boundedness, InputStatus
 from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
 from sinkv2.source._enumerator import SplitEnumerator
@@ -52,3 +53,5 @@ __all__ = [
     "check_reader",
     "inspect_source",
 ]
+
+_publish(__name__)

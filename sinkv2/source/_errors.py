@@ -1,4 +1,4 @@
-"""The errors a source raises on purpose; all derive from `sinkv2.SinkV2Error`.
+"""The errors a source raises on purpose; all derive from `sinkv2.errors.SinkV2Error`.
 
 ```text
 SinkV2Error

@@ -40,10 +40,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Final
 
+from sinkv2._public import publish_object as _publish_object
 from sinkv2._text import missing_extra
 
 if TYPE_CHECKING:
-    from sinkv2.runtime.committables import LocalCommittableStream
     from sinkv2.testing._check import check_sink, check_streaming
     from sinkv2.testing._crash_points import crash_point
     from sinkv2.testing._multiset import Multiset
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 __all__ = [
     "EmittedRecord",
     "EngineStep",
-    "LocalCommittableStream",
     "LocalSourceEngine",
     "Multiset",
     "SinkContractTests",
@@ -83,7 +82,6 @@ _HOMES: Final = {
     "SourceCheckpoint": "sinkv2.testing._source_engine",
     "check_source": "sinkv2.testing._source_check",
     "check_source_reader": "sinkv2.testing._source_reader_check",
-    "LocalCommittableStream": "sinkv2.runtime.committables",
     "Multiset": "sinkv2.testing._multiset",
     "SinkContractTests": "sinkv2.testing._suite",
     "SinkUnderTest": "sinkv2.testing._sut",
@@ -103,6 +101,7 @@ def __getattr__(name: str) -> Any:
     except ImportError as error:
         raise missing_extra(f"sinkv2.testing.{name}", error.name or str(error), "test") from error
     value = getattr(module, name)
+    _publish_object(value, __name__)
     globals()[name] = value
     return value
 

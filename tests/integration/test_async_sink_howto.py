@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sinkv2 import (
-    AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    ExponentialBackoff,
-    FatalDestinationError,
-)
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration, ExponentialBackoff
+from sinkv2.errors import FatalDestinationError
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 from tests.servers.http_server import LocalServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "webhook_sink.py"

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sinkv2.runtime import EpochStatus
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus, EpochStatus
 from tests.spark.recording_sink import RecordingSink
 
 pytestmark = pytest.mark.spark

@@ -44,8 +44,8 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 import pytest
 
-from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
-from sinkv2_spark import CommitStatus, SinkTopologyTranslator
+from sinkv2.runtime import CommitRetryPolicy, CommitStatus, SqliteCommitStateStore
+from sinkv2_spark import SinkTopologyTranslator
 from tests.integration.fault_fs import MERGE_STARTED, fault_injecting_fs
 from tests.integration.jvm_temp import jvm_temp_env
 from tests.integration.kill_driver import (

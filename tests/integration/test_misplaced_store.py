@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from sinkv2_spark import CommitStatus, SinkTopologyTranslator
+from sinkv2.runtime import CommitStatus
+from sinkv2_spark import SinkTopologyTranslator
 
 pytestmark = pytest.mark.spark
 

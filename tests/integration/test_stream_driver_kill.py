@@ -51,8 +51,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from reference_sinks.iceberg import CHECKPOINT_ID_PROPERTY
-from sinkv2.runtime import CommitRetryPolicy
-from sinkv2_spark import CommitStatus, SinkResult, SinkTopologyTranslator
+from sinkv2.runtime import CommitRetryPolicy, CommitStatus, SinkResult
+from sinkv2_spark import SinkTopologyTranslator
 from tests.integration.kill_driver import PG_TABLE, create_postgres_table, create_table, make_sink
 from tests.integration.kill_stream_driver import (
     N_FILES,

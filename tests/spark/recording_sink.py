@@ -277,7 +277,7 @@ class TopologySink(
         return _BatchesCommitter(self)
 
     def add_post_commit_topology(self, committables):
-        from sinkv2_spark.committables import decode_committables
+        from sinkv2.runtime.committables import decode_committables
 
         if (self.base / "fail-post-commit").exists():
             raise RuntimeError("post-commit topology failed")

@@ -25,7 +25,7 @@ from reference_sinks.files import FileSink
 from reference_sinks.http import HttpSink
 from reference_sinks.iceberg import IcebergSink
 from reference_sinks.redis import RedisSink, SetMode
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from tests.servers.http_server import LocalServer
 from tests.servers.redis_server import LocalRedisServer
 

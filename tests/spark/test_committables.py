@@ -3,8 +3,7 @@
 import pyarrow as pa
 
 from sinkv2 import CommittableSummary
-from sinkv2.runtime.committables import lineage_order
-from sinkv2_spark.committables import COMMITTABLE_SCHEMA, summarize
+from sinkv2.runtime.committables import COMMITTABLE_SCHEMA, lineage_order, summarize
 
 
 def rows(*entries):

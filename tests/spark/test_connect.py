@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from sinkv2 import END_OF_INPUT, SinkConfigurationError
-from sinkv2.errors import SinkWriterError
-from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
-from sinkv2_spark import CommitStatus, register
+from sinkv2 import END_OF_INPUT
+from sinkv2.errors import SinkConfigurationError, SinkWriterError
+from sinkv2.runtime import CommitStatus, EpochStatus, SqliteCommitStateStore
+from sinkv2_spark import register
 from sinkv2_spark._connect import is_connect, number_of_partitions
 from sinkv2_spark.testing import check_sink_on_spark
 from tests.spark import datasource_sinks

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus
 from sinkv2_spark.testing import with_task_failures
 
 pytestmark = pytest.mark.spark

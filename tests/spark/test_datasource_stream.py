@@ -528,7 +528,7 @@ def test_a_checkpoint_location_from_the_session_conf_is_refused(door, tmp_path):
 
 
 def test_a_remote_checkpoint_location_needs_a_state_store(door, tmp_path):
-    from sinkv2 import SinkConfigurationError
+    from sinkv2.errors import SinkConfigurationError
     from sinkv2_spark._datasource_stream_options import parse_stream_options
 
     options = {"sink": "files", "path": str(tmp_path), "sink_id": "x"}
@@ -560,7 +560,7 @@ def test_a_commit_without_every_task_s_message_is_refused():
     Spark hands Python writers no rows before an Arrow batch fills, and logs a failed
     continuous commit without failing the query, so this is checked without Spark.
     """
-    from sinkv2 import SinkConfigurationError
+    from sinkv2.errors import SinkConfigurationError
     from sinkv2_spark._datasource_stream import StreamWriter
 
     writer = StreamWriter({}, None, None)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sinkv2 import SinkWriterError
+from sinkv2.errors import SinkWriterError
 from sinkv2_spark._failure import MAX_TRACEBACK_CHARS, decode_failure, encode_failure
 from tests.spark.recording_sink import RecordingSink
 

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from sinkv2 import AsyncSinkBase, AsyncSinkWriter, AsyncSinkWriterConfiguration, SinkV2Error
+from sinkv2.asyncsink import AsyncSinkBase, AsyncSinkWriter, AsyncSinkWriterConfiguration
+from sinkv2.errors import SinkV2Error
 from sinkv2.runtime import CommitRetryPolicy
 from sinkv2_spark import SinkTopologyTranslator
 

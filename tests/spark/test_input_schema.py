@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from sinkv2 import AttrsMsgpackSerializer, Committer
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus
 
 pytestmark = pytest.mark.spark
 

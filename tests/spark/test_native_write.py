@@ -23,13 +23,12 @@ from sinkv2 import (
     NativeFileWrite,
     NativeWriteUnavailable,
     Sink,
-    SinkConfigurationError,
-    SinkDefinitionError,
     SupportsAttemptCleanup,
     SupportsCommitter,
     SupportsNativeFileWrite,
 )
-from sinkv2_spark import CommitStatus
+from sinkv2.errors import SinkConfigurationError, SinkDefinitionError
+from sinkv2.runtime import CommitStatus
 
 pytestmark = pytest.mark.spark
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from reference_sinks.files import FileSink
-from sinkv2.runtime import CommitRetryPolicy, EpochStatus, PostgresCommitStateStore
-from sinkv2_spark import CommitStatus, SinkTopologyTranslator
+from sinkv2.runtime import CommitRetryPolicy, CommitStatus, EpochStatus, PostgresCommitStateStore
+from sinkv2_spark import SinkTopologyTranslator
 from tests.reference_sinks.streaming import (
     json_stream,
     replay_last_batch,

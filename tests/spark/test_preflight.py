@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from sinkv2 import SinkConfigurationError
-from sinkv2_spark import CommitStatus
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import CommitStatus
 from tests.spark.recording_sink import RecordingSink
 
 pytestmark = pytest.mark.spark

@@ -30,9 +30,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sinkv2 import CommitError, SerializationError, SinkConfigurationError
-from sinkv2.runtime import CommitRetryPolicy, EpochStatus, SqliteCommitStateStore
-from sinkv2_spark import CommitStatus, SinkTopologyTranslator
+from sinkv2.errors import CommitError, SerializationError, SinkConfigurationError
+from sinkv2.runtime import CommitRetryPolicy, CommitStatus, EpochStatus, SqliteCommitStateStore
+from sinkv2_spark import SinkTopologyTranslator
 from tests.spark.recording_sink import RecordingSink
 from tests.spark.stateful_sink import (
     CompatibleStatefulSink,

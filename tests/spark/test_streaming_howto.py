@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus, EpochStatus, SqliteCommitStateStore
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from examples.parquet_sink import ArrowParquetWriter, ParquetSink, RowParquetWriter
-from sinkv2 import DeliveryGuarantee, SinkConfigurationError, WriterInitContext
+from sinkv2 import DeliveryGuarantee, WriterInitContext
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.testing import SinkUnderTest
 from sinkv2_spark.testing import check_sink_on_spark, task_retries, with_task_failures
 

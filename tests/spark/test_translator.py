@@ -7,16 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sinkv2 import (
-    END_OF_INPUT,
+from sinkv2 import END_OF_INPUT
+from sinkv2.errors import (
     CommitFailedError,
     ConcurrentCommitError,
     SinkConfigurationError,
     SinkDefinitionError,
     SinkWriterError,
 )
-from sinkv2.runtime import EpochStatus
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus, EpochStatus
 from tests.spark.recording_sink import RecordingSink, TopologySink
 
 pytestmark = pytest.mark.spark
@@ -380,7 +379,7 @@ def test_the_input_is_computed_once_even_with_adaptive_execution_and_a_shuffle(
 
 
 def test_exhausted_commit_retries_name_sink_epoch_and_committable(spark, translator, tmp_path):
-    from sinkv2 import CommitRetriesExhaustedError
+    from sinkv2.errors import CommitRetriesExhaustedError
 
     sink = RecordingSink(tmp_path / "out", commit_script=["retry"] * 11)  # Flink's 10 retries + 1
     with pytest.raises(CommitRetriesExhaustedError) as caught:
@@ -395,7 +394,7 @@ def test_exhausted_commit_retries_name_sink_epoch_and_committable(spark, transla
 def test_a_sink_without_a_committer_runs_and_reports_its_writer_metrics(spark, translator):
     # Every async sink is one: writers deliver, nothing is committed. The writer
     # stage used to fail when no subtask produced a committable.
-    from sinkv2 import AsyncSinkWriterConfiguration
+    from sinkv2.asyncsink import AsyncSinkWriterConfiguration
     from tests.unit.test_async_sink import ScriptedSink
 
     sink = ScriptedSink(lambda row, context: row["id"], AsyncSinkWriterConfiguration())

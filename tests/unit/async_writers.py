@@ -14,14 +14,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AsyncSinkWriter,
     AsyncSinkWriterConfiguration,
+    BufferedRequestState,
+    ExponentialBackoff,
+)
+from sinkv2.runtime import (
     BasicSinkWriterContext,
     BasicWriterInitContext,
-    BufferedRequestState,
     CooperativeProcessingTimeService,
-    ExponentialBackoff,
 )
 
 ELEMENT_CONTEXT = BasicSinkWriterContext()

@@ -29,18 +29,20 @@ from typing import Any
 
 import attrs
 
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AIMDScalingStrategy,
     AsyncSinkWriter,
     AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
     BufferedRequestState,
     CongestionControlRateLimitingStrategy,
-    CooperativeProcessingTimeService,
     ExponentialBackoff,
     RateLimitingStrategy,
     RequestEntryWrapper,
+)
+from sinkv2.runtime import (
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
+    CooperativeProcessingTimeService,
 )
 from tests.unit.async_writers import ManualClock
 

@@ -4,14 +4,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AIMDScalingStrategy,
     BasicRequestInfo,
     BasicResultInfo,
     CongestionControlRateLimitingStrategy,
     RateLimitingStrategy,
-    SinkConfigurationError,
 )
+from sinkv2.errors import SinkConfigurationError
 
 
 def test_aimd_adds_on_success_up_to_the_threshold_and_halves_on_failure():

@@ -2,16 +2,15 @@
 
 import pytest
 
-from sinkv2 import (
+from sinkv2 import inspect_sink
+from sinkv2.asyncsink import (
     AsyncSinkBase,
     AsyncSinkWriterConfiguration,
     BufferedRequestState,
     MsgpackRequestStateSerializer,
     RequestEntryWrapper,
-    SinkConfigurationError,
-    SinkDefinitionError,
-    inspect_sink,
 )
+from sinkv2.errors import SinkConfigurationError, SinkDefinitionError
 from tests.unit.async_writers import ScriptedWriter, config
 
 

@@ -7,16 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sinkv2 import (
+from sinkv2 import SimpleVersionedSerialization
+from sinkv2.asyncsink import (
     AsyncSinkWriterStateSerializer,
     BufferedRequestState,
-    CorruptDataError,
     MsgpackRequestStateSerializer,
     RequestEntryWrapper,
-    SerializationError,
-    SimpleVersionedSerialization,
-    UnsupportedVersionError,
 )
+from sinkv2.errors import CorruptDataError, SerializationError, UnsupportedVersionError
 
 MSGPACK_VALUES = st.recursive(
     st.none()

@@ -11,21 +11,23 @@ import time
 
 import pytest
 
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AsyncSinkWriterConfiguration,
     BufferedRequestState,
     DeadLetter,
     ErrorVerdict,
     ExponentialBackoff,
-    FatalDestinationError,
     RequestEntryWrapper,
+    default_error_verdict,
+)
+from sinkv2.errors import (
+    FatalDestinationError,
     RequestTimeoutError,
     RetryableError,
     SinkConfigurationError,
     SinkDefinitionError,
     ThrottledError,
     UndeliverableEntriesError,
-    default_error_verdict,
 )
 from tests.unit.async_writers import ManualClock, ScriptedWriter, config, wall_clock
 
@@ -685,7 +687,7 @@ def test_a_rate_limiter_that_blocks_with_nothing_in_flight_is_reported_not_a_han
 
 
 def test_each_writer_works_on_its_own_copy_of_the_rate_limiting_strategy(writers):
-    from sinkv2 import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
+    from sinkv2.asyncsink import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
 
     strategy = CongestionControlRateLimitingStrategy(
         max_in_flight_requests=1,

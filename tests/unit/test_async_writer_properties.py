@@ -13,13 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sinkv2 import (
-    BufferedRequestState,
-    RequestEntryWrapper,
-    RetryableError,
-    SinkConfigurationError,
-    ThrottledError,
-)
+from sinkv2.asyncsink import BufferedRequestState, RequestEntryWrapper
+from sinkv2.errors import RetryableError, SinkConfigurationError, ThrottledError
 from tests.unit.async_writers import ScriptedWriter, config
 
 ANSWERS = st.sampled_from(["ok", "ok", "ok", "retry-some", "retry-all", "error", "throttle"])

@@ -14,11 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sinkv2 import (
-    AttrsMsgpackSerializer,
+from sinkv2 import AttrsMsgpackSerializer, SimpleVersionedSerialization
+from sinkv2.errors import (
     CorruptDataError,
     SerializationError,
-    SimpleVersionedSerialization,
     SinkConfigurationError,
     UnsupportedVersionError,
 )

@@ -8,7 +8,6 @@ from sinkv2 import (
     CommittingSinkWriter,
     DeliveryGuarantee,
     Sink,
-    SinkDefinitionError,
     SinkWriter,
     StatefulSinkWriter,
     SupportsCommittedCheckpoints,
@@ -19,6 +18,7 @@ from sinkv2 import (
     SupportsWriterState,
     inspect_sink,
 )
+from sinkv2.errors import SinkDefinitionError
 
 
 @attrs.frozen

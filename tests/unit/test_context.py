@@ -1,12 +1,12 @@
 import pytest
 
-from sinkv2 import (
-    NO_WATERMARK,
+from sinkv2 import NO_WATERMARK
+from sinkv2.metrics import NUM_BYTES_SEND, NUM_RECORDS_SEND, NUM_RECORDS_SEND_ERRORS
+from sinkv2.runtime import (
     BasicCommitterInitContext,
     BasicSinkWriterContext,
     BasicWriterInitContext,
 )
-from sinkv2.metrics import NUM_BYTES_SEND, NUM_RECORDS_SEND, NUM_RECORDS_SEND_ERRORS
 
 
 def test_writer_context_carries_subtask_facts():

@@ -86,7 +86,7 @@ def load_first_sink():  # type: ignore[no-untyped-def]
 
 
 def test_the_tutorial_hooks_remove_only_what_they_should(tmp_path: Path) -> None:
-    from sinkv2 import BasicSinkWriterContext, BasicWriterInitContext
+    from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 
     example = load_first_sink()
     sink = example.JsonLinesSink(tmp_path)

@@ -13,12 +13,12 @@ import math
 
 import pytest
 
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AIMDScalingStrategy,
     BasicResultInfo,
     CongestionControlRateLimitingStrategy,
-    SinkConfigurationError,
 )
+from sinkv2.errors import SinkConfigurationError
 
 INITIAL_RATE = 32
 INCREASE_RATE = 10

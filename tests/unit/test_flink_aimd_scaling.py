@@ -6,7 +6,8 @@ current Flink (its check was dropped), so it is not ported.
 
 import pytest
 
-from sinkv2 import AIMDScalingStrategy, SinkConfigurationError
+from sinkv2.asyncsink import AIMDScalingStrategy
+from sinkv2.errors import SinkConfigurationError
 
 
 def test_scale_up_additively():

@@ -1,6 +1,6 @@
 """Flink's ``AsyncSinkWriterConfigurationBuilderTest``, one test per Java test."""
 
-from sinkv2 import DEFAULT_REQUEST_TIMEOUT_MS, AsyncSinkWriterConfiguration
+from sinkv2.asyncsink import DEFAULT_REQUEST_TIMEOUT_MS, AsyncSinkWriterConfiguration
 
 MINIMAL = {
     "max_batch_size": 1,

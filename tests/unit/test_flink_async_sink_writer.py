@@ -10,13 +10,8 @@ import time
 
 import pytest
 
-from sinkv2 import (
-    BufferedRequestState,
-    FatalDestinationError,
-    RequestEntryWrapper,
-    SinkConfigurationError,
-    UndeliverableEntriesError,
-)
+from sinkv2.asyncsink import BufferedRequestState, RequestEntryWrapper
+from sinkv2.errors import FatalDestinationError, SinkConfigurationError, UndeliverableEntriesError
 from tests.unit.flink_async_writers import (
     FlinkAsyncSinkWriterImpl,
     FlinkTestContext,

@@ -2,12 +2,12 @@
 
 import pytest
 
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AsyncSinkWriterStateSerializer,
     BufferedRequestState,
     RequestEntryWrapper,
-    UnsupportedVersionError,
 )
+from sinkv2.errors import UnsupportedVersionError
 from tests.unit.flink_async_writers import assert_buffer_states_are_equal
 
 

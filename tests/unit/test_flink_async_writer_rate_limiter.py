@@ -7,7 +7,7 @@ restated with sinkv2's strategies.
 
 import threading
 
-from sinkv2 import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
+from sinkv2.asyncsink import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
 from tests.unit.flink_async_writers import (
     FlinkAsyncSinkWriterImpl,
     FlinkTestContext,

@@ -2,7 +2,7 @@
 
 import collections
 
-from sinkv2 import AsyncSinkWriter, AsyncSinkWriterConfiguration
+from sinkv2.asyncsink import AsyncSinkWriter, AsyncSinkWriterConfiguration
 from tests.unit.flink_async_writers import ELEMENT_CONTEXT, FLINK_RETRIES_FOREVER, FlinkTestContext
 
 

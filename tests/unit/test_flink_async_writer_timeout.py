@@ -13,12 +13,8 @@ import threading
 
 import pytest
 
-from sinkv2 import (
-    AsyncSinkWriter,
-    AsyncSinkWriterConfiguration,
-    FatalDestinationError,
-    RequestTimeoutError,
-)
+from sinkv2.asyncsink import AsyncSinkWriter, AsyncSinkWriterConfiguration
+from sinkv2.errors import FatalDestinationError, RequestTimeoutError
 from tests.unit.flink_async_writers import ELEMENT_CONTEXT, FLINK_RETRIES_FOREVER, FlinkTestContext
 
 

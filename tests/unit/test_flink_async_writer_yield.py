@@ -5,7 +5,7 @@ to (it waits only for its own requests), so "does not yield" becomes "sends
 nothing and does not wait": no request is sent, and the call returns.
 """
 
-from sinkv2 import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
+from sinkv2.asyncsink import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
 from tests.unit.flink_async_writers import (
     FlinkAsyncSinkWriterImpl,
     FlinkTestContext,

@@ -2,13 +2,13 @@
 
 import pytest
 
-from sinkv2 import (
+from sinkv2.asyncsink import (
     AIMDScalingStrategy,
     BasicRequestInfo,
     BasicResultInfo,
     CongestionControlRateLimitingStrategy,
-    SinkConfigurationError,
 )
+from sinkv2.errors import SinkConfigurationError
 
 
 def strategy(max_in_flight_requests, initial_max_in_flight_messages, scaling_strategy):

@@ -12,12 +12,8 @@ object to build wrongly.
 
 import pytest
 
-from sinkv2 import (
-    AsyncSinkWriter,
-    AsyncSinkWriterConfiguration,
-    ErrorVerdict,
-    FatalDestinationError,
-)
+from sinkv2.asyncsink import AsyncSinkWriter, AsyncSinkWriterConfiguration, ErrorVerdict
+from sinkv2.errors import FatalDestinationError
 from tests.unit.flink_async_writers import ELEMENT_CONTEXT, FLINK_RETRIES_FOREVER, FlinkTestContext
 
 

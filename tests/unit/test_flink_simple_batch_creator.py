@@ -10,7 +10,11 @@ the creator made and the snapshot is what stayed in the buffer.
 
 import threading
 
-from sinkv2 import AsyncSinkWriterConfiguration, BufferedRequestState, RequestEntryWrapper
+from sinkv2.asyncsink import (
+    AsyncSinkWriterConfiguration,
+    BufferedRequestState,
+    RequestEntryWrapper,
+)
 from tests.unit.async_writers import FixedLimits
 from tests.unit.flink_async_writers import (
     ELEMENT_CONTEXT,

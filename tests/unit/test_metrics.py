@@ -1,7 +1,7 @@
 """The in-memory metric groups: a counter nobody changed is not measured."""
 
-from sinkv2 import BasicWriterInitContext
 from sinkv2.metrics import SimpleCounter
+from sinkv2.runtime import BasicWriterInitContext
 
 
 def test_writer_metric_group_reports_only_touched_counters():

@@ -9,13 +9,12 @@ from sinkv2 import (
     NativeFilesWritten,
     NativeFileWrite,
     NativeWriteUnavailable,
-    SinkConfigurationError,
-    SinkDefinitionError,
     SupportsAttemptCleanup,
     SupportsNativeFileWrite,
     inspect_sink,
-    native_attempt_token,
 )
+from sinkv2.errors import SinkConfigurationError, SinkDefinitionError
+from sinkv2.runtime import native_attempt_token
 from tests.unit.test_capabilities import CommittingSink, Note, PlainSink
 
 

@@ -8,12 +8,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sinkv2 import (
-    CorruptDataError,
-    SerializationError,
-    SimpleVersionedSerialization,
-    UnsupportedVersionError,
-)
+from sinkv2 import SimpleVersionedSerialization
+from sinkv2.errors import CorruptDataError, SerializationError, UnsupportedVersionError
 
 GOLDEN = Path(__file__).parent / "golden"
 INT32 = st.integers(min_value=0, max_value=2**31 - 1)

@@ -7,7 +7,13 @@ from sinkv2.text import describe, missing_extra, short_repr
 
 
 def test_public_surface():
-    assert sinkv2.text.__all__ == ["describe", "find_unpicklable", "missing_extra", "short_repr"]
+    assert sinkv2.text.__all__ == [
+        "describe",
+        "find_unpicklable",
+        "missing_extra",
+        "publish",
+        "short_repr",
+    ]
 
 
 def test_short_repr_keeps_short_values_and_cuts_long_ones_to_the_limit():

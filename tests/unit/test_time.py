@@ -1,6 +1,6 @@
 import time
 
-from sinkv2 import CooperativeProcessingTimeService
+from sinkv2.runtime import CooperativeProcessingTimeService
 
 
 class Clock:

@@ -12,6 +12,7 @@ microseconds), so it is small beside a fetch of tens of thousands of rows; rows 
 by one cost several times the Arrow path, framework or not.
 """
 
+from sinkv2._public import publish as _publish
 from sinkv2.source.reader._base import (
     DEFAULT_ELEMENT_QUEUE_CAPACITY,
     SingleThreadMultiplexSourceReaderBase,
@@ -38,3 +39,5 @@ __all__ = [
     "SplitsChange",
     "SplitsRemoval",
 ]
+
+_publish(__name__)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reference_sinks.files import CompactionPolicy, FileSink, RollingPolicy
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus
 from tests.reference_sinks.files.faulty import faulty
 
 pytestmark = pytest.mark.spark

@@ -24,17 +24,15 @@ from reference_sinks.files import (
 )
 from reference_sinks.files._compaction import compact, plan_bins
 from reference_sinks.files._paths import partition_path
-from sinkv2 import (
+from sinkv2 import SimpleVersionedSerialization, inspect_sink
+from sinkv2.errors import CommitFailedError, SinkConfigurationError
+from sinkv2.runtime import (
     BasicCommitterInitContext,
     BasicSinkWriterContext,
     BasicWriterInitContext,
-    CommitFailedError,
-    SimpleVersionedSerialization,
-    SinkConfigurationError,
-    inspect_sink,
+    commit_with_retries,
 )
-from sinkv2.runtime import commit_with_retries
-from sinkv2_spark.committables import COMMITTABLE_SCHEMA
+from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
 
 GOLDEN = Path(__file__).parent / "golden"
 CONTEXT = BasicSinkWriterContext()

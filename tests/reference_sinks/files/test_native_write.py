@@ -16,8 +16,8 @@ import pyarrow.fs as pafs
 import pytest
 
 from reference_sinks.files import CompactionPolicy, FileSink, RollingPolicy
-from sinkv2 import SinkConfigurationError
-from sinkv2_spark import CommitStatus
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import CommitStatus
 from tests.reference_sinks.files.test_file_sink_spark import (
     N,
     assert_exactly_the_input,

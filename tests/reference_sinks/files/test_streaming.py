@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reference_sinks.files import FileSink, RollingPolicy
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus
 from tests.reference_sinks.streaming import (
     json_stream,
     rate_stream,

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
 from reference_sinks.files import FileSink, RollingPolicy
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from tests.reference_sinks.spark_values import (
     ALL_TYPES,
     ALL_TYPES_ROWS,

@@ -1,11 +1,7 @@
 """Driving an HttpSink writer engine-free, as the runtime would."""
 
-from sinkv2 import (
-    AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    ExponentialBackoff,
-)
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration, ExponentialBackoff
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 
 FAST = ExponentialBackoff(initial_ms=1, max_ms=5)
 

@@ -21,11 +21,8 @@ from reference_sinks.http import (
     parse_retry_after,
     to_json_safe,
 )
-from sinkv2 import (
-    AIMDScalingStrategy,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    CongestionControlRateLimitingStrategy,
+from sinkv2.asyncsink import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
+from sinkv2.errors import (
     FatalDestinationError,
     RequestTimeoutError,
     SinkConfigurationError,
@@ -33,6 +30,7 @@ from sinkv2 import (
     ThrottledError,
     UndeliverableEntriesError,
 )
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 from tests.reference_sinks.http.helpers import config, ids, rows, write_all
 
 # --- happy path, batching, metrics ---------------------------------------------------------
@@ -393,7 +391,7 @@ def test_the_public_surface_is_exactly_all():
 def test_aiohttp_errors_are_classified():
     import aiohttp
 
-    from sinkv2 import ErrorVerdict
+    from sinkv2.asyncsink import ErrorVerdict
 
     writer = HttpSink("http://127.0.0.1:1/ingest").create_writer(BasicWriterInitContext())
     try:

@@ -32,7 +32,7 @@ def frame(spark, n=N, partitions=4):
 def test_nothing_is_lost_under_task_failures_throttling_and_server_errors(
     spark, translator, http_server
 ):
-    from sinkv2 import AsyncSinkWriterConfiguration
+    from sinkv2.asyncsink import AsyncSinkWriterConfiguration
 
     http_server.reset()
     http_server.control(

@@ -15,7 +15,7 @@ from pyiceberg.types import DateType, DoubleType, LongType, NestedField, StringT
 
 from reference_sinks.iceberg import IcebergCommittable, IcebergSink
 from reference_sinks.iceberg._model import AggregateWriteResults
-from sinkv2 import BasicSinkWriterContext, BasicWriterInitContext
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType()),

@@ -13,7 +13,8 @@ from reference_sinks.iceberg._model import (
     committable_serializer,
     write_result_serializer,
 )
-from sinkv2 import SimpleVersionedSerialization, UnsupportedVersionError
+from sinkv2 import SimpleVersionedSerialization
+from sinkv2.errors import UnsupportedVersionError
 
 GOLDEN = Path(__file__).parent / "golden"
 

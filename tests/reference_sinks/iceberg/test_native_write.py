@@ -45,8 +45,9 @@ from pyiceberg.types import (
 )
 
 from reference_sinks.iceberg import IcebergSink
-from sinkv2 import NativeFilesWritten, SinkConfigurationError, SinkWriterError
-from sinkv2_spark import CommitStatus
+from sinkv2 import NativeFilesWritten
+from sinkv2.errors import SinkConfigurationError, SinkWriterError
+from sinkv2.runtime import CommitStatus
 
 pytestmark = pytest.mark.spark
 

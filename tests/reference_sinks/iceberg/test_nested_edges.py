@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from reference_sinks.iceberg import IcebergSink
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from tests.reference_sinks.iceberg.test_type_matrix import through_sink, through_spark
 from tests.reference_sinks.spark_values import comparable
 

@@ -9,13 +9,14 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from reference_sinks.iceberg import IcebergSink, local_catalog
-from sinkv2 import (
+from sinkv2 import inspect_sink
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import (
     BasicSinkWriterContext,
     BasicWriterInitContext,
-    SinkConfigurationError,
-    inspect_sink,
+    CommitRetryPolicy,
+    commit_with_retries,
 )
-from sinkv2.runtime import CommitRetryPolicy, commit_with_retries
 from tests.reference_sinks.iceberg.tables import (
     ARROW_SCHEMA,
     EPOCH,

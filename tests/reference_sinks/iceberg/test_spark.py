@@ -11,8 +11,9 @@ import pyarrow as pa
 import pytest
 
 from reference_sinks.iceberg import CHECKPOINT_ID_PROPERTY, COMMIT_ID_PROPERTY, SINK_ID_PROPERTY
-from sinkv2 import DeliveryGuarantee, SinkConfigurationError
-from sinkv2_spark import CommitStatus
+from sinkv2 import DeliveryGuarantee
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import CommitStatus
 from sinkv2_spark.testing import check_sink_on_spark
 from tests.reference_sinks.iceberg.faulty import FaultyIcebergSink
 from tests.reference_sinks.iceberg.tables import make_sink, read_back, rows, snapshots_of

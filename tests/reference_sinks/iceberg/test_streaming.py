@@ -22,8 +22,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 from reference_sinks.iceberg import CHECKPOINT_ID_PROPERTY, SINK_ID_PROPERTY, IcebergSink
-from sinkv2.runtime import SqliteCommitStateStore
-from sinkv2_spark import CommitStatus
+from sinkv2.runtime import CommitStatus, SqliteCommitStateStore
 from tests.reference_sinks.iceberg.tables import snapshots_of
 from tests.reference_sinks.streaming import (
     json_stream,

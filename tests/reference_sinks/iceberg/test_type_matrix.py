@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from reference_sinks.iceberg import IcebergSink
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from tests.reference_sinks.spark_values import (
     ALL_TYPES,
     ALL_TYPES_ROWS,

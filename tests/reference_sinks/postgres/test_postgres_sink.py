@@ -16,15 +16,14 @@ import pyarrow as pa
 import pytest
 
 from reference_sinks.postgres import PostgresSink, RolledBackTransactionError
-from sinkv2 import (
+from sinkv2.errors import CommitFailedError, FatalDestinationError, SinkConfigurationError
+from sinkv2.runtime import (
     BasicCommitterInitContext,
     BasicSinkWriterContext,
     BasicWriterInitContext,
-    FatalDestinationError,
-    SinkConfigurationError,
+    CommitRequestImpl,
+    commit_with_retries,
 )
-from sinkv2.errors import CommitFailedError
-from sinkv2.runtime import CommitRequestImpl, commit_with_retries
 from tests.reference_sinks.postgres.helpers import (
     EVENTS_DDL,
     KEYED_DDL,
@@ -615,7 +614,7 @@ def test_a_writer_process_killed_before_prepare_leaves_no_transaction(postgres_u
         import os, signal, sys
         sys.path.insert(0, {str(ROOT)!r})
         from reference_sinks.postgres import PostgresSink
-        from sinkv2 import BasicSinkWriterContext, BasicWriterInitContext
+        from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
         sink = PostgresSink({postgres_url!r}, "events")
         writer = sink.create_writer(BasicWriterInitContext(job_id="dead"))
         for i in range(1000):

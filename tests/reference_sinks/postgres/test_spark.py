@@ -8,10 +8,10 @@ import psycopg
 import pytest
 
 from reference_sinks.postgres import PostgresSink
-from sinkv2 import DeliveryGuarantee, SinkConfigurationError
-from sinkv2.errors import SinkWriterError
+from sinkv2 import DeliveryGuarantee
+from sinkv2.errors import SinkConfigurationError, SinkWriterError
+from sinkv2.runtime import CommitStatus
 from sinkv2.testing import SinkUnderTest
-from sinkv2_spark import CommitStatus
 from sinkv2_spark.testing import check_sink_on_spark
 from tests.reference_sinks.postgres.helpers import (
     EVENTS_DDL,

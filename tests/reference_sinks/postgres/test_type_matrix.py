@@ -44,12 +44,8 @@ from psycopg import sql
 from pyspark.sql import types as T
 
 from reference_sinks.postgres import PostgresSink
-from sinkv2 import (
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    FatalDestinationError,
-    SinkConfigurationError,
-)
+from sinkv2.errors import FatalDestinationError, SinkConfigurationError
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 from tests.reference_sinks.json_read import from_arrow
 from tests.reference_sinks.postgres.helpers import prepared
 from tests.reference_sinks.spark_values import (

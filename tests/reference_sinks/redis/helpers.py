@@ -6,7 +6,7 @@ import threading
 
 import redis.exceptions
 
-from sinkv2 import BasicSinkWriterContext, BasicWriterInitContext
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 
 
 def write_all(sink, elements, *, context=None, states=(), end=True):

@@ -24,12 +24,9 @@ from reference_sinks.redis import HashMode, RedisSink, SetMode, StreamMode
 from reference_sinks.redis._batches import Unvectorised, batch_entries
 from reference_sinks.redis._modes import PackedEntry, column_encoders
 from reference_sinks.redis._sink import _Converter
-from sinkv2 import (
-    AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    SinkConfigurationError,
-)
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 
 _TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=6) | st.sampled_from(
     ['"', "\\", "\n\t\x00", "é€😀", "%s", "{}", ""]

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import strategies as st
 
 from reference_sinks.redis import HashMode, RedisSink, SetMode, StreamMode
-from sinkv2 import AsyncSinkWriterConfiguration, DeliveryGuarantee, ExponentialBackoff
+from sinkv2 import DeliveryGuarantee
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration, ExponentialBackoff
 from sinkv2.testing import SinkUnderTest, check_sink
 
 EXAMPLES = 40  # $SINKV2_KIT_EXAMPLES overrides it

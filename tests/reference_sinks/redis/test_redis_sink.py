@@ -14,15 +14,9 @@ import redis
 import redis.exceptions
 
 from reference_sinks.redis import HashMode, RedisSink, SetMode, StreamMode
-from sinkv2 import (
-    AsyncSinkWriterConfiguration,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    ExponentialBackoff,
-    FatalDestinationError,
-    SinkConfigurationError,
-    UndeliverableEntriesError,
-)
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration, ExponentialBackoff
+from sinkv2.errors import FatalDestinationError, SinkConfigurationError, UndeliverableEntriesError
+from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 from tests.reference_sinks.redis.helpers import FlakyRoundTrips, write_all
 from tests.servers.redis_server import LocalRedisServer, _free_port
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 
 from reference_sinks.redis import RedisSink, SetMode, StreamMode
-from sinkv2 import AsyncSinkWriterConfiguration, SinkConfigurationError
+from sinkv2.asyncsink import AsyncSinkWriterConfiguration
+from sinkv2.errors import SinkConfigurationError
 from tests.reference_sinks.failing_sink import FailingSink
 from tests.reference_sinks.streaming import (
     KEYED_SCHEMA,

@@ -37,22 +37,24 @@ from hypothesis import strategies as st
 from sinkv2 import (
     END_OF_INPUT,
     AttrsMsgpackSerializer,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    CommitFailedError,
     Committer,
-    CorruptDataError,
     SimpleVersionedSerialization,
-    SinkConfigurationError,
     SupportsAttemptCleanup,
     SupportsCommitter,
     SupportsWriterState,
-    UnsupportedVersionError,
     WithCompatibleState,
     inspect_sink,
 )
+from sinkv2.errors import (
+    CommitFailedError,
+    CorruptDataError,
+    SinkConfigurationError,
+    UnsupportedVersionError,
+)
 from sinkv2.runtime import (
     STAGE_EVENTS,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
     CheckpointRunner,
     CommitCoordinator,
     CommitRetryPolicy,

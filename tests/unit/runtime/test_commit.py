@@ -12,11 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sinkv2 import (
+from sinkv2.errors import (
     CommitFailedError,
     CommitRetriesExhaustedError,
     IllegalLifecycleError,
-    InMemorySinkCommitterMetricGroup,
     SinkConfigurationError,
 )
 from sinkv2.metrics import (
@@ -27,7 +26,12 @@ from sinkv2.metrics import (
     SUCCESSFUL_COMMITTABLES,
     TOTAL_COMMITTABLES,
 )
-from sinkv2.runtime import CommitOutcome, CommitRetryPolicy, commit_with_retries
+from sinkv2.runtime import (
+    CommitOutcome,
+    CommitRetryPolicy,
+    InMemorySinkCommitterMetricGroup,
+    commit_with_retries,
+)
 
 
 class ScriptedCommitter:

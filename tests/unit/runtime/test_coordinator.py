@@ -24,19 +24,21 @@ from hypothesis import strategies as st
 
 from sinkv2 import (
     AttrsMsgpackSerializer,
-    BasicSinkWriterContext,
-    BasicWriterInitContext,
-    CommitFailedError,
-    CommitStateError,
     Committer,
-    ConcurrentCommitError,
-    IllegalLifecycleError,
     SupportsAbort,
     SupportsAttemptCleanup,
     SupportsCommitter,
 )
+from sinkv2.errors import (
+    CommitFailedError,
+    CommitStateError,
+    ConcurrentCommitError,
+    IllegalLifecycleError,
+)
 from sinkv2.runtime import (
     STAGE_EVENTS,
+    BasicSinkWriterContext,
+    BasicWriterInitContext,
     CommitCoordinator,
     CommitRetryPolicy,
     CommitStatus,

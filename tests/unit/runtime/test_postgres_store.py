@@ -21,7 +21,7 @@ import cloudpickle
 import psycopg
 import pytest
 
-from sinkv2 import (
+from sinkv2.errors import (
     CommitStateError,
     ConcurrentCommitError,
     IllegalLifecycleError,
@@ -168,7 +168,7 @@ def test_a_sigkilled_drivers_lock_dies_with_its_connection(store):
 
 RACE = """
     sys.stdin.readline()
-    from sinkv2 import ConcurrentCommitError
+    from sinkv2.errors import ConcurrentCommitError
     try:
         lease = store.acquire("orders", job_id=sys.argv[2])
     except ConcurrentCommitError as error:

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from sinkv2 import CommitStateError, ConcurrentCommitError, SinkConfigurationError
+from sinkv2.errors import CommitStateError, ConcurrentCommitError, SinkConfigurationError
 from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
 from sinkv2.runtime._sql.file_lock import lock_path
 

@@ -12,7 +12,8 @@ import sqlite3
 
 import pytest
 
-from sinkv2 import END_OF_INPUT, CommitStateError, SinkConfigurationError
+from sinkv2 import END_OF_INPUT
+from sinkv2.errors import CommitStateError, SinkConfigurationError
 from sinkv2.runtime import SCHEMA_VERSION, SqliteCommitStateStore, default_state_store_path
 
 

@@ -28,9 +28,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from sinkv2 import (
-    END_OF_INPUT,
-    INITIAL_CHECKPOINT_ID,
+from sinkv2 import END_OF_INPUT, INITIAL_CHECKPOINT_ID
+from sinkv2.errors import (
     CommitStateError,
     ConcurrentCommitError,
     IllegalLifecycleError,

@@ -14,13 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sinkv2 import (
-    AttrsMsgpackSerializer,
-    CorruptDataError,
-    SerializationError,
-    SimpleVersionedSerialization,
-    UnsupportedVersionError,
-)
+from sinkv2 import AttrsMsgpackSerializer, SimpleVersionedSerialization
+from sinkv2.errors import CorruptDataError, SerializationError, UnsupportedVersionError
 from sinkv2.runtime import SubtaskStates, WriterStates, redistribute
 
 

@@ -12,7 +12,7 @@ from flip27_fixtures import ListEnumerator, ListSource
 
 import sinkv2.source
 import sinkv2.source.reader
-from sinkv2 import SinkV2Error
+from sinkv2.errors import SinkV2Error
 from sinkv2.source import (
     Boundedness,
     ReaderInfo,

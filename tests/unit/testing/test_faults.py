@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kit_jsonl_sink import RenameCommitter, StagedFile
 
-from sinkv2 import CommitFailedError
+from sinkv2.errors import CommitFailedError
 from sinkv2.runtime import CommitRetryPolicy, commit_with_retries
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 

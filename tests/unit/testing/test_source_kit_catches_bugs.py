@@ -273,7 +273,7 @@ def test_a_half_implemented_source_is_refused_before_any_case():
 
 
 def test_corrupt_and_newer_checkpoint_bytes_are_clear_errors():
-    from sinkv2 import CorruptDataError, UnsupportedVersionError
+    from sinkv2.errors import CorruptDataError, UnsupportedVersionError
 
     engine = LocalSourceEngine(ListSource(), 2)
     engine.run(until=lambda e: sum(s.emitted for s in e.readers) > 10)

@@ -10,7 +10,7 @@ import cloudpickle
 import pyarrow as pa
 import pytest
 
-from sinkv2 import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import Boundedness, inspect_source
 from sinkv2.source.lib import DataGeneratorSource, NumberSequenceSource, NumberSequenceSplit
 from sinkv2.source.lib._sequence_splits import cut
