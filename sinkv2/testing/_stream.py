@@ -34,35 +34,32 @@ Flink's redistribution rule.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import logging
-import random
-import shutil
-import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import cloudpickle
 
-from sinkv2._capabilities import SinkCapabilities, inspect_sink
-from sinkv2._context import BasicSinkWriterContext, BasicWriterInitContext
+from sinkv2._context import BasicWriterInitContext
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._messages import END_OF_INPUT
-from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2._text import short_repr
 from sinkv2.runtime import (
     CheckpointRunner,
     CommitCoordinator,
     EpochStatus,
     Restore,
-    SqliteCommitStateStore,
     SubtaskStates,
     WriterStageOutput,
     WriterStates,
+    WriterSubtask,
+    drain_writer_states,
 )
-from sinkv2.testing._multiset import Multiset, show
-from sinkv2.testing._runtime import ZERO_BACKOFF, LocalStreams, kit_state_dir
+from sinkv2.testing._engine import KitEngine, framed_table
+from sinkv2.testing._multiset import Multiset
 from sinkv2.testing._sut import SinkUnderTest
 
 if TYPE_CHECKING:
@@ -73,20 +70,11 @@ __all__ = ["DriverDies", "LocalStream", "MicroBatch", "TaskDies"]
 _SINK_ID: Final = "kit-stream"
 _COMMIT_THREAD_EVENTS: Final = ("committer-finished", "post-commit-finished", "committed-recorded")
 _ORIGIN: Final = "the kit's stream"
-_LOG_TAIL: Final = 40
 _MAX_REPR: Final = 120
 
 
 def _short(value: object) -> str:
     return short_repr(value, _MAX_REPR)
-
-
-def _frame(serializer: SimpleVersionedSerializer[Any], value: Any) -> bytes:
-    return SimpleVersionedSerialization.write_version_and_serialize(serializer, value)
-
-
-def _unframe(serializer: SimpleVersionedSerializer[Any], framed: bytes) -> Any:
-    return SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
 
 
 class _DriverDied(BaseException):
@@ -185,7 +173,7 @@ class _Driver:
     runner: CheckpointRunner
 
 
-class LocalStream:
+class LocalStream(KitEngine):
     """One stream of one sink against one fresh destination, with its model.
 
     Args:
@@ -193,22 +181,18 @@ class LocalStream:
         guarantee: What the sink promises; decides what `check` asserts.
     """
 
+    history_title = "stream so far"
+    uncovered = "elements of no recorded checkpoint (their micro-batch failed)"
+    covered = "recorded checkpoints"
+    replayed = ", however often a micro-batch is replayed"
+
     def __init__(self, sut: SinkUnderTest, guarantee: DeliveryGuarantee) -> None:
-        self.sut = sut
-        sink: Any = sut.sink
-        self.sink = sink
-        self.guarantee = guarantee
-        self.capabilities: SinkCapabilities = inspect_sink(self.sink)
-        self.log: list[str] = []
+        super().__init__(sut, guarantee, prefix="sinkv2-kit-stream-")
         self.driver: _Driver | None = None
         self.inputs: dict[int, tuple[tuple[int, object], ...]] = {}
         self.recorded: set[int] = set()
         self.committed_epochs: set[int] = set()
-        self.checkpointed = Multiset()
-        self.committed = Multiset()
-        self.written = Multiset()
         self.ended = False
-        self.abandoned: list[Any] = []
         self._verdicts: list[AssertionError] = []
         self._interrupted: int | None = None
         self._last_returned = 0
@@ -217,32 +201,9 @@ class LocalStream:
         self._recorded_states: dict[int, WriterStates] = {}
         self._jobs = 0
         self._attempts = itertools.count()
-        self._rng = random.Random(0)
-        self._state_dir = kit_state_dir("sinkv2-kit-stream-")
-        self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
         logging.getLogger("sinkv2.coordinator").addFilter(_not_the_kits_crash)
-        caps = self.capabilities
-        self.output_serializer: SimpleVersionedSerializer[Any] | None = None
-        if caps.pre_commit_topology:
-            self.output_serializer = sink.get_write_result_serializer()
-        elif caps.committer:
-            self.output_serializer = sink.get_committable_serializer()
-        self.state_serializer: SimpleVersionedSerializer[Any] | None = (
-            sink.get_writer_state_serializer() if caps.writer_state else None
-        )
 
     # --- reporting ---------------------------------------------------------------------------
-
-    def note(self, line: str) -> None:
-        """Add one line to the stream's log."""
-        self.log.append(line)
-
-    def history(self) -> str:
-        """The stream so far, numbered, the last lines if it is long."""
-        start = max(0, len(self.log) - _LOG_TAIL)
-        lines = [f"  {i + 1:3d}. {line}" for i, line in enumerate(self.log) if i >= start]
-        skipped = f"  ... {start} earlier step(s)\n" if start else ""
-        return f"stream so far ({self.capabilities}):\n{skipped}" + "\n".join(lines)
 
     def fail(self, message: str) -> AssertionError:
         """An AssertionError with ``message`` and the stream that led there."""
@@ -268,18 +229,7 @@ class LocalStream:
         job_id = f"kitstream{self._jobs:04d}"
         mode = "decoupled commits" if decoupled else "inline commits"
         self.note(f"driver {job_id} starts the stream ({mode})")
-        coordinator = CommitCoordinator(
-            self.sink,
-            sink_id=_SINK_ID,
-            store=self._store,
-            streams=LocalStreams(),
-            job_id=job_id,
-            retry_policy=ZERO_BACKOFF,
-            on_stage=self._on_stage,
-            capabilities=self.capabilities,
-            sleep=lambda seconds: None,
-            rng=self._rng,
-        )
+        coordinator = self.new_coordinator(job_id, _SINK_ID, on_stage=self._on_stage)
         if dies_at is not None:
             self._armed.add((dies_at, None))
         try:
@@ -457,35 +407,7 @@ class LocalStream:
         self.note(f"draining stop: {drained} writer state(s) sent")
 
     def _drain_writers(self, job_id: str, restore: Restore) -> WriterStates | None:
-        states = restore.states
-        if states is None or self.state_serializer is None:
-            return None
-        left: list[SubtaskStates] = []
-        for subtask in states.subtasks:
-            if not subtask.states:
-                continue
-            token = f"{job_id}-drain-{subtask.subtask_id:05d}"
-            writer = self.sink.restore_writer(
-                BasicWriterInitContext(
-                    subtask_id=subtask.subtask_id,
-                    number_of_parallel_subtasks=states.number_of_subtasks,
-                    job_id=job_id,
-                    attempt_token=token,
-                    restored_checkpoint_id=restore.checkpoint_id,
-                ),
-                [_unframe(self.state_serializer, framed) for framed in subtask.states],
-            )
-            try:
-                writer.flush(True)
-                remaining = list(writer.snapshot_state(END_OF_INPUT))
-            finally:
-                writer.close()
-            if remaining:
-                framed = tuple(_frame(self.state_serializer, state) for state in remaining)
-                left.append(
-                    SubtaskStates(subtask_id=subtask.subtask_id, attempt_token=token, states=framed)
-                )
-        return attrs.evolve(states, subtasks=tuple(left)) if left else None
+        return drain_writer_states(self.sink, self.capabilities, job_id, restore)
 
     # --- writers -----------------------------------------------------------------------------
 
@@ -493,25 +415,12 @@ class LocalStream:
         """A fresh attempt token, as Spark's writer stage names its task attempts."""
         return f"{job_id}-{subtask:05d}-{next(self._attempts)}"
 
-    def feed(self, writer: Any, elements: Sequence[object]) -> None:
-        """Hand ``elements`` to ``writer`` as one batch, the way the Spark engine does."""
+    def feed(self, subtask: WriterSubtask, elements: Sequence[object]) -> None:
+        """Hand ``elements`` to the subtask's writer as one batch, as the Spark engine does."""
         if not elements:
             return
         self.written.add(elements)
-        context = BasicSinkWriterContext()
-        if SinkCapabilities.is_arrow_writer(writer) and all(isinstance(e, dict) for e in elements):
-            import pyarrow as pa  # noqa: PLC0415  # only Arrow writers need it
-
-            writer.write_arrow_batch(pa.RecordBatch.from_pylist(list(elements)), context)
-        else:
-            for element in elements:
-                writer.write(element, context)
-
-    def release_abandoned(self) -> None:
-        """Let go of writers dropped without ``close()``, as a crashed process would."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            self.abandoned.clear()
+        subtask.write_values(elements)
 
     def close(self) -> None:
         """Release the driver, drop the dropped writers, delete the store. Idempotent."""
@@ -521,55 +430,27 @@ class LocalStream:
             driver.coordinator.close()
         self.release_abandoned()
         logging.getLogger("sinkv2.coordinator").removeFilter(_not_the_kits_crash)
-        shutil.rmtree(self._state_dir, ignore_errors=True)
+        self.remove_store()
 
     # --- the model ---------------------------------------------------------------------------
 
-    def visible(self) -> Multiset:
-        """What the destination shows now."""
-        return Multiset(self.sut.read_back())
-
-    def check(self, when: str) -> None:
-        """Compare the destination with the model; raise a readable AssertionError if wrong."""
-        visible = self.visible()
-        if self.guarantee is DeliveryGuarantee.NONE:
-            return
-        changed = visible.describe_value_changes(self.checkpointed, written=self.written)
-        if changed:
-            raise self.fail(f"{self.guarantee.name} violated {when}: {changed}")
-        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            extra = visible.minus(self.checkpointed)
-            if extra:
-                duplicated = any(there > 0 for _, _, there in extra)
-                kind = (
-                    "duplicated elements"
-                    if duplicated
-                    else "elements of no recorded checkpoint (their micro-batch failed)"
-                )
-                raise self.fail(
-                    f"EXACTLY_ONCE violated {when}: the destination shows {kind}: "
-                    f"{show(extra, 'visible', 'in recorded checkpoints')}. Output must stay "
-                    "invisible until its checkpoint commits, and show up once, however "
-                    "often a micro-batch is replayed"
-                )
-        expected, which = self.committed, "committed"
+    def must_be_visible(self) -> tuple[Multiset, str] | None:
+        """Everything streamed once ended; before, what committed (unless states hold some)."""
         if self.ended:
-            expected, which = self.checkpointed, "streamed"
-        elif self.capabilities.writer_state:
-            return  # a stateful writer may keep elements in its state until the end
-        lost = expected.minus(visible)
-        if lost:
-            held = (
-                " A writer state holds what the writers have not emitted yet: "
-                "restore_writer must take back every state it is handed (after a rescale, "
-                "states other subtasks snapshotted), and keep or emit all of it."
-                if self.capabilities.writer_state
-                else ""
-            )
-            raise self.fail(
-                f"{self.guarantee.name} violated {when}: {which} elements are missing from "
-                f"the destination: {show(lost, which, 'visible')}.{held}"
-            )
+            return self.checkpointed, "streamed"
+        if self.capabilities.writer_state:
+            return None
+        return self.committed, "committed"
+
+    def lost_hint(self) -> str:
+        """For a stateful sink: where the missing elements were held."""
+        if not self.capabilities.writer_state:
+            return "."
+        return (
+            ". A writer state holds what the writers have not emitted yet: "
+            "restore_writer must take back every state it is handed (after a rescale, "
+            "states other subtasks snapshotted), and keep or emit all of it."
+        )
 
     # --- what the stage checks ---------------------------------------------------------------
 
@@ -687,7 +568,8 @@ class _Stage:
             stream.check_runs(checkpoint_id, restore, self.runs)
         shipped = self._ship()
         fault = self.batch.fault
-        outputs: list[tuple[int, int, int, str, Any]] = []
+        outputs: list[tuple[int, int, bytes]] = []
+        version: int | None = None
         subtasks: list[SubtaskStates] = []
         for subtask in range(parallelism):
             attempt_number = 0
@@ -697,17 +579,16 @@ class _Stage:
                     raise _TaskFailed(f"the task of partition {subtask} died, no retry left")
                 attempt_number = 1
             token = stream.attempt_token(job_id, subtask)
-            writer = self._writer(shipped, subtask, token, attempt_number)
-            try:
-                stream.feed(writer, partitions[subtask])
-                produced, states = self._finish(writer)
-            finally:
-                writer.close()
-            outputs.extend(
-                (checkpoint_id, subtask, parallelism, f"{subtask}:{i}", value)
-                for i, value in enumerate(produced)
+            snapshot = self._subtask(shipped, subtask, token, attempt_number).run(
+                self._restored(subtask),
+                functools.partial(stream.feed, elements=partitions[subtask]),
+                self._snapshot_id,
             )
-            subtasks.append(SubtaskStates(subtask_id=subtask, attempt_token=token, states=states))
+            outputs.extend((subtask, i, framed) for i, framed in enumerate(snapshot.outputs))
+            version = snapshot.output_version
+            subtasks.append(
+                SubtaskStates(subtask_id=subtask, attempt_token=token, states=snapshot.states)
+            )
         # As Spark's engine reports them: every subtask (without states for stateless sinks);
         # the runner names them after the sink.
         written = WriterStates(
@@ -720,7 +601,7 @@ class _Stage:
             f"{written.count} writer state(s)"
         )
         return WriterStageOutput(
-            table=self._table(outputs),
+            table=self._table(checkpoint_id, outputs, version),
             attempt_tokens=frozenset(s.attempt_token for s in subtasks),
             records=sum(map(len, partitions)),
             subtasks=parallelism,
@@ -739,10 +620,21 @@ class _Stage:
             ) from error
         return shipped
 
-    def _writer(self, shipped: bytes, subtask: int, token: str, attempt_number: int) -> Any:
-        """A task attempt's writer, from its own copy of the sink: restored, or created."""
+    @property
+    def _snapshot_id(self) -> int:
+        return END_OF_INPUT if self.end_of_input else self.checkpoint_id
+
+    def _restored(self, subtask: int) -> list[bytes] | None:
+        """The framed states ``subtask`` restores, or ``None`` to create its writer."""
+        if self.restore is None or not self.stream.capabilities.writer_state:
+            return None
+        return self.runs[subtask]
+
+    def _subtask(
+        self, shipped: bytes, subtask: int, token: str, attempt_number: int
+    ) -> WriterSubtask:
+        """A task attempt's subtask, with its own copy of the sink (as each task unpickles)."""
         stream, restore = self.stream, self.restore
-        sink = cloudpickle.loads(shipped)
         context = BasicWriterInitContext(
             subtask_id=subtask,
             number_of_parallel_subtasks=self.batch.parallelism,
@@ -751,26 +643,12 @@ class _Stage:
             attempt_token=token,
             restored_checkpoint_id=restore.checkpoint_id if restore is not None else None,
         )
-        serializer = stream.state_serializer
-        if restore is not None and serializer is not None:
-            states = [_unframe(serializer, framed) for framed in self.runs[subtask]]
-            writer = sink.restore_writer(context, states)
-        else:
-            writer = sink.create_writer(context)
-        stream.capabilities.check_writer(writer)
-        return writer
-
-    def _finish(self, writer: Any) -> tuple[list[Any], tuple[bytes, ...]]:
-        """``flush`` -> ``prepare_commit()`` -> ``snapshot_state``: outputs, framed states."""
-        stream = self.stream
-        writer.flush(self.end_of_input)
-        produced = list(writer.prepare_commit()) if stream.capabilities.committer else []
-        states: tuple[bytes, ...] = ()
-        serializer = stream.state_serializer
-        if serializer is not None:
-            snapshot_id = END_OF_INPUT if self.end_of_input else self.checkpoint_id
-            states = tuple(_frame(serializer, s) for s in writer.snapshot_state(snapshot_id))
-        return produced, states
+        return WriterSubtask(
+            cloudpickle.loads(shipped),
+            stream.capabilities,
+            context,
+            emits_write_results=stream.capabilities.pre_commit_topology,
+        )
 
     def _dying_attempt(
         self, subtask: int, fault: TaskDies, elements: list[object], shipped: bytes
@@ -778,27 +656,26 @@ class _Stage:
         """An attempt of ``subtask`` that dies partway; what it staged stays behind."""
         stream = self.stream
         token = stream.attempt_token(self.job_id, subtask)
-        writer = self._writer(shipped, subtask, token, 0)
+        dying = self._subtask(shipped, subtask, token, 0)
+        dying.open(self._restored(subtask))
         staged_all = fault.after > len(elements)
-        stream.feed(writer, elements[: fault.after])
+        stream.feed(dying, elements[: fault.after])
         if staged_all:
-            self._finish(writer)  # everything staged; the task dies before reporting it
+            dying.snapshot(self._snapshot_id)  # everything staged; the task dies before reporting
         if fault.close:
-            writer.close()
+            dying.close()
         else:
-            stream.abandoned.append(writer)
+            stream.abandoned.append(dying.writer)
         done = "its checkpoint sequence" if staged_all else f"{fault.after} element(s)"
         stream.note(
             f"checkpoint {self.checkpoint_id}: attempt {token!r} dies after {done}, "
             + ("closed" if fault.close else "dropped without close()")
         )
 
-    def _table(self, outputs: list[tuple[int, int, int, str, Any]]) -> pa.Table:
-        serializer = self.stream.output_serializer
-        if serializer is None:
-            return _Payloads([])
+    def _table(
+        self, checkpoint_id: int, outputs: list[tuple[int, int, bytes]], version: int | None
+    ) -> pa.Table:
         if not self.stream.capabilities.pre_commit_topology:
-            return _Payloads([_frame(serializer, value) for *_, value in outputs])
-        from sinkv2.runtime.committables import encode_committables  # noqa: PLC0415  # pyarrow
-
-        return encode_committables(outputs, serializer)
+            return _Payloads([framed for *_, framed in outputs])
+        assert version is not None  # a pre-commit topology needs a committer
+        return framed_table(checkpoint_id, self.batch.parallelism, version, outputs)
