@@ -125,6 +125,7 @@ class WriterSubtask:
 
     Attributes:
         writer: The writer, once `open` made it.
+        takes_arrow: Whether it takes Arrow batches (`write_arrow_batch`).
         records: Elements written so far.
     """
 
@@ -136,6 +137,7 @@ class WriterSubtask:
     describe: Describe | None = None
     on_framed: OnFramed | None = None
     writer: Any = None
+    takes_arrow: bool = False
     records: int = 0
 
     @contextlib.contextmanager
@@ -168,12 +170,8 @@ class WriterSubtask:
                 writer = self.sink.create_writer(self.context)
             self.capabilities.check_writer(writer)
         self.writer = writer
+        self.takes_arrow = SinkCapabilities.is_arrow_writer(writer)
         return writer
-
-    @property
-    def takes_arrow(self) -> bool:
-        """Whether the writer takes Arrow batches (`write_arrow_batch`)."""
-        return SinkCapabilities.is_arrow_writer(self.writer)
 
     def _batch_done(self, count: int) -> None:
         self.records += count
