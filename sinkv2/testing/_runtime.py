@@ -30,6 +30,13 @@ operators (and ``sinkv2_spark``'s translator) do, without any engine:
 Alongside, it keeps the model: which elements completed checkpoints cover and
 which of those are committed. `LocalRuntime.check` compares the destination with
 it. Every failure message ends with the lifecycle so far.
+
+Why this module is longer than ~450 lines: `LocalRuntime` is one engine whose
+steps (start, write, checkpoint, commit, crash, restore, losing attempts,
+recommit, abort) all move one job history and its model; split across modules,
+one lifecycle would be read in several. What is not that history lives elsewhere:
+the writer sequence in `sinkv2.runtime.WriterSubtask`, the model check, log and
+store in `KitEngine` (``_engine``).
 """
 
 from __future__ import annotations
