@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sinkv2._capabilities import SinkCapabilities, inspect_sink
 from sinkv2._delivery import DeliveryGuarantee
+from sinkv2._text import short_repr
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CommitCoordinator,
@@ -41,12 +42,19 @@ __all__ = [
     "kit_state_dir",
     "numbered_tail",
     "scratch_dir",
+    "short",
 ]
 
 ZERO_BACKOFF: Final = CommitRetryPolicy(
     max_retries=3, initial_backoff_s=0.0, max_backoff_s=0.0, jitter=0.0
 )
 _LOG_TAIL: Final = 40
+_MAX_REPR: Final = 120
+
+
+def short(value: object) -> str:
+    """``value``'s repr, cut to a length a failure message can show."""
+    return short_repr(value, _MAX_REPR)
 
 
 def numbered_tail(log: Sequence[str]) -> str:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 import attrs
 import cloudpickle
@@ -53,7 +53,6 @@ from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._messages import END_OF_INPUT
 from sinkv2._pickling import find_unpicklable
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
-from sinkv2._text import short_repr
 from sinkv2.errors import CommitError, SerializationError, SinkConfigurationError
 from sinkv2.runtime import (
     CommitCoordinator,
@@ -64,7 +63,7 @@ from sinkv2.runtime import (
     state_name,
 )
 from sinkv2.testing._crash_points import CrashPoints, KitCrash
-from sinkv2.testing._engine import KitEngine, framed_table
+from sinkv2.testing._engine import KitEngine, framed_table, short
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 from sinkv2.testing._multiset import Multiset, show
 from sinkv2.testing._sut import SinkUnderTest
@@ -76,12 +75,6 @@ __all__ = [
     "same",
     "supported_sink",
 ]
-
-_MAX_REPR: Final = 120
-
-
-def _short(value: object) -> str:
-    return short_repr(value, _MAX_REPR)
 
 
 def _caller(crash: KitCrash) -> str:
@@ -227,7 +220,7 @@ class LocalRuntime(KitEngine):
         if not same(back, value):
             raise self.fail(
                 f"the {kind.replace('_', ' ')} serializer {serializer!r} does not round-trip: "
-                f"it serialized {_short(value)} and read back {_short(back)}; "
+                f"it serialized {short(value)} and read back {short(back)}; "
                 "deserialize(get_version(), serialize(x)) must equal x"
             )
 
@@ -346,7 +339,7 @@ class LocalRuntime(KitEngine):
     def write(self, subtask: int, elements: Sequence[object]) -> None:
         """Write ``elements`` to the writer of ``subtask`` (modulo the parallelism)."""
         writer = self.writers[subtask % self.parallelism]
-        self.note(f"subtask {writer.subtask}: write {_short(list(elements))}")
+        self.note(f"subtask {writer.subtask}: write {short(list(elements))}")
         self._feed(writer, elements)
 
     def _run_checkpoint(
@@ -478,7 +471,7 @@ class LocalRuntime(KitEngine):
 
     def _check_nothing_dropped(self, what: str, outcome: CommitOutcome[Any]) -> None:
         if outcome.failed_with_known_reason:
-            dropped = ", ".join(_short(c) for c, _ in outcome.failed_with_known_reason[:3])
+            dropped = ", ".join(short(c) for c, _ in outcome.failed_with_known_reason[:3])
             raise self.fail(
                 f"committing {what}: the committer dropped committable(s) with a known reason "
                 f"({dropped}); nothing outside the sink interfered, so nothing may be dropped"

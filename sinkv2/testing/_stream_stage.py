@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import cloudpickle
@@ -23,7 +23,6 @@ import cloudpickle
 from sinkv2._capabilities import SinkCapabilities
 from sinkv2._context import BasicWriterInitContext
 from sinkv2._messages import END_OF_INPUT
-from sinkv2._text import short_repr
 from sinkv2.runtime import (
     Restore,
     SubtaskStates,
@@ -31,7 +30,7 @@ from sinkv2.runtime import (
     WriterStates,
     WriterSubtask,
 )
-from sinkv2.testing._engine import framed_table
+from sinkv2.testing._engine import framed_table, short
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,12 +44,6 @@ __all__ = [
     "TaskDies",
     "TaskFailed",
 ]
-
-_MAX_REPR: Final = 120
-
-
-def _short(value: object) -> str:
-    return short_repr(value, _MAX_REPR)
 
 
 class TaskFailed(Exception):
@@ -261,8 +254,8 @@ class LocalWriterStage:
             raise self._runtime_bug(
                 f"the writer states restored at checkpoint {checkpoint_id} are not those "
                 f"recorded with checkpoint {checkpoint_id - 1}: recorded "
-                f"{_short(recorded.subtasks)}, restored "
-                f"{_short(restore.states.subtasks if restore.states else None)}"
+                f"{short(recorded.subtasks)}, restored "
+                f"{short(restore.states.subtasks if restore.states else None)}"
             )
 
     def check_runs(
