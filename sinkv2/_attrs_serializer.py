@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import threading
 import types
 import typing
@@ -76,6 +77,19 @@ def default_converter() -> cattrs.Converter:
         converter.register_unstructure_hook(kind, lambda value: value.isoformat())
         converter.register_structure_hook(kind, lambda text, cls: cls.fromisoformat(text))
     return converter
+
+
+@functools.cache
+def _shared_default_converter() -> cattrs.Converter:
+    """One `default_converter` per process, for every serializer that takes the default.
+
+    Building a converter costs milliseconds (cattrs registers dozens of hook
+    factories), and sinks build their serializers often (``get_*_serializer()`` per
+    call). A converter generates and caches a function per class on first use;
+    serializers of different classes share it safely, and none registers hooks on
+    it (a serializer with its own hooks gets them through ``converter=``).
+    """
+    return default_converter()
 
 
 # --- field type checks ------------------------------------------------------------------
@@ -493,7 +507,7 @@ class AttrsMsgpackSerializer(Generic[T]):
         self._version = version
         self._upgrades = upgrades
         self._custom_converter = converter
-        self._converter = converter or default_converter()
+        self._converter = converter or _shared_default_converter()
         self._check: _Check | None = None  # compiled on first serialize()
 
     def get_version(self) -> int:
@@ -605,8 +619,8 @@ class AttrsMsgpackSerializer(Generic[T]):
         return hash((self._cls, self._version))
 
     def __getstate__(self) -> dict[str, Any]:
-        # The default converter is rebuilt on arrival: its hook caches hold
-        # generated functions that need not travel to executors.
+        # The default converter is not shipped: its hook caches hold generated
+        # functions that need not travel to executors, which have their own.
         state = dict(self.__dict__)
         state["_check"] = None  # compiled again where it is used
         if self._custom_converter is None:
@@ -616,4 +630,4 @@ class AttrsMsgpackSerializer(Generic[T]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if "_converter" not in state:
-            self._converter = default_converter()
+            self._converter = _shared_default_converter()

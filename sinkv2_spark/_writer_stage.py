@@ -18,9 +18,6 @@ attempt's side effects stay behind in staging named by its attempt token.
 
 from __future__ import annotations
 
-import collections
-import itertools
-import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
@@ -30,17 +27,15 @@ import pyarrow as pa
 
 from sinkv2 import (
     END_OF_INPUT,
-    SimpleVersionedSerialization,
-    SimpleVersionedSerializer,
     SinkCapabilities,
 )
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
-    BasicSinkWriterContext,
     BasicWriterInitContext,
     CooperativeProcessingTimeService,
+    SubtaskSnapshot,
+    WriterSubtask,
 )
-from sinkv2.text import short_repr
 from sinkv2_spark._failure import WriterFailure, encode_failure
 
 __all__ = [
@@ -72,8 +67,6 @@ WRITER_OUTPUT_SCHEMA: Final = pa.schema(
     ]
 )
 """What each writer task returns: committable, state and subtask rows."""
-
-_MAX_ELEMENT_REPR: Final = 300
 
 
 def attempt_token(job_id: str, subtask_id: int, task_attempt_id: int) -> str:
@@ -192,38 +185,42 @@ class WriterTask:
             )
         else:
             context = UnknownParallelismContext(**arguments)
-        run = _WriterRun(self, context, timers)
+        run = _WriterRun(self, context)
+        subtask = WriterSubtask(
+            self.sink,
+            self.capabilities,
+            context,
+            emits_write_results=self.emits_write_results,
+            timers=timers,
+            describe=run.fail,
+        )
+        restored = None
+        if self.restored_states is not None and self.capabilities.writer_state:
+            restored = self.restored_states[subtask_id]
         names = self.column_names
         if names is not None:
             batches = (batch.rename_columns(names) for batch in batches)
-        committables, states, records = run.execute(batches)
-        yield self._output(context, token, committables, states, records)
+        snapshot_id = END_OF_INPUT if not self.checkpoint else self.checkpoint_id
+        snapshot = subtask.run(restored, lambda s: run.feed(s, batches), snapshot_id)
+        yield self._output(context, token, snapshot, subtask.records)
 
     def _output(
         self,
         context: BasicWriterInitContext,
         token: str,
-        committables: list[Any],
-        states: list[Any],
+        snapshot: SubtaskSnapshot,
         records: int,
     ) -> pa.RecordBatch:
         subtask_id = context.get_subtask_id()
-        rows: list[dict[str, Any]] = []
-        if committables:
-            rows += self._framed_rows(
-                KIND_COMMITTABLE,
-                self.sink.get_write_result_serializer()
-                if self.emits_write_results
-                else self.sink.get_committable_serializer(),
-                committables,
-                subtask_id,
-                token,
-            )
-        if states:
-            rows += self._framed_rows(
-                KIND_STATE, self.sink.get_writer_state_serializer(), states, subtask_id, token
-            )
-        summary = self._row(KIND_SUBTASK, subtask_id, token, len(committables), None, None)
+        rows: list[dict[str, Any]] = [
+            self._row(KIND_COMMITTABLE, subtask_id, token, i, snapshot.output_version, payload)
+            for i, payload in enumerate(snapshot.outputs)
+        ]
+        rows += [
+            self._row(KIND_STATE, subtask_id, token, i, snapshot.state_version, payload)
+            for i, payload in enumerate(snapshot.states)
+        ]
+        summary = self._row(KIND_SUBTASK, subtask_id, token, len(snapshot.outputs), None, None)
         summary["records"] = records
         metrics = context.metric_group()
         summary["metrics"] = msgpack.packb(
@@ -232,28 +229,6 @@ class WriterTask:
         )
         rows.append(summary)
         return pa.RecordBatch.from_pylist(rows, schema=WRITER_OUTPUT_SCHEMA)
-
-    def _framed_rows(
-        self,
-        kind: str,
-        serializer: SimpleVersionedSerializer[Any],
-        values: list[Any],
-        subtask_id: int,
-        token: str,
-    ) -> list[dict[str, Any]]:
-        """One row per value, framed with ``serializer`` (Flink's version+length framing)."""
-        version = serializer.get_version()
-        return [
-            self._row(
-                kind,
-                subtask_id,
-                token,
-                index,
-                version,
-                SimpleVersionedSerialization.write_version_and_serialize(serializer, value),
-            )
-            for index, value in enumerate(values)
-        ]
 
     def _row(  # noqa: PLR0917  # one positional per column, read in order
         self,
@@ -280,14 +255,18 @@ class WriterTask:
 
 @attrs.define
 class _WriterRun:
-    """One writer's life inside one task attempt."""
+    """What is Spark's in one writer's life inside one task attempt.
+
+    The steps themselves are `sinkv2.runtime.WriterSubtask`'s; here are Spark's
+    partition (Arrow batches, turned into Python rows for a row writer) and its
+    failure report (`WriterFailure`, decoded on the driver).
+    """
 
     task: WriterTask
     context: BasicWriterInitContext
-    timers: CooperativeProcessingTimeService
-    records: int = 0
 
-    def _fail(self, what: str, error: BaseException, position: int | None = None) -> WriterFailure:
+    def fail(self, what: str, error: BaseException, position: int | None = None) -> WriterFailure:
+        """The failure report of step ``what`` (at element ``position``, if known)."""
         where = f" at element {position}" if position is not None else ""
         subtask = self.context.get_subtask_id()
         return encode_failure(
@@ -301,7 +280,9 @@ class _WriterRun:
             cause=error,
         )
 
-    def _unconvertible(self, batch: pa.RecordBatch, error: Exception) -> WriterFailure:
+    def _unconvertible(
+        self, batch: pa.RecordBatch, error: Exception, records: int
+    ) -> WriterFailure:
         """A value that has no Python form for ``write`` (a date past 9999, say), named.
 
         Spark's dates and timestamps reach beyond Python's years 1..9999 (in UTC, a
@@ -312,108 +293,27 @@ class _WriterRun:
                 try:
                     column[index].as_py()
                 except (OverflowError, ValueError) as found:
-                    position = self.records + index
+                    position = records + index
                     problem = ValueError(
                         f"column {name!r} ({column.type}) of element {position} has no Python "
                         f"value ({found}): dates and timestamps must lie in years 1..9999 (in "
                         "UTC for zoned ones) to reach write(). Implement write_arrow_batch to "
                         "take Arrow batches instead, or cast the column (to string or long)"
                     )
-                    return self._fail("converting the input to Python values", problem, position)
-        return self._fail("converting the input to Python values", error)
+                    return self.fail("converting the input to Python values", problem, position)
+        return self.fail("converting the input to Python values", error)
 
-    def execute(self, batches: Iterable[pa.RecordBatch]) -> tuple[list[Any], list[Any], int]:
-        """Create, feed, finish and close the writer; returns committables, states, count."""
-        task = self.task
-        capabilities = task.capabilities
-        writer = self._create()
-        end_of_input = not task.checkpoint
-        snapshot_id = END_OF_INPUT if end_of_input else task.checkpoint_id
-        snapshot_name = "END_OF_INPUT" if end_of_input else str(snapshot_id)
-        failed = True
-        try:
-            self._feed(writer, batches)
-            stage = f"flush(end_of_input={end_of_input})"
-            try:
-                writer.flush(end_of_input)
-                committables: list[Any] = []
-                if capabilities.committer:
-                    stage = "prepare_commit()"
-                    committables = list(writer.prepare_commit())
-                states: list[Any] = []
-                if capabilities.writer_state:
-                    stage = f"snapshot_state({snapshot_name})"
-                    states = list(writer.snapshot_state(snapshot_id))
-            except Exception as error:
-                raise self._fail(stage, error) from error
-            failed = False
-        finally:
-            try:
-                writer.close()
-            except Exception as error:
-                if not failed:
-                    raise self._fail("close()", error) from error
-        return committables, states, self.records
-
-    def _create(self) -> Any:
-        """The subtask's writer: restored from its states in a stream, else created."""
-        task = self.task
-        capabilities = task.capabilities
-        restoring = task.restored_states is not None and capabilities.writer_state
-        call = "restore_writer" if restoring else "create_writer"
-        try:
-            if restoring:
-                assert task.restored_states is not None
-                serializer = task.sink.get_writer_state_serializer()
-                framed = task.restored_states[self.context.get_subtask_id()]
-                states = [
-                    SimpleVersionedSerialization.read_version_and_deserialize(serializer, data)
-                    for data in framed
-                ]
-                writer = task.sink.restore_writer(self.context, states)
-            else:
-                writer = task.sink.create_writer(self.context)
-            capabilities.check_writer(writer)
-        except Exception as error:
-            raise self._fail(call, error) from error
-        return writer
-
-    def _feed(self, writer: Any, batches: Iterable[pa.RecordBatch]) -> None:
-        element_context = BasicSinkWriterContext()
-        fire_due_timers = self.timers.fire_due_timers
-        if SinkCapabilities.is_arrow_writer(writer):
-            write_batch = writer.write_arrow_batch
+    def feed(self, subtask: WriterSubtask, batches: Iterable[pa.RecordBatch]) -> None:
+        """The partition: whole batches to an Arrow writer, else its rows as dicts."""
+        if subtask.takes_arrow:
             for batch in batches:
-                try:
-                    write_batch(batch, element_context)
-                except Exception as error:
-                    last = self.records + batch.num_rows - 1
-                    raise self._fail(
-                        f"write_arrow_batch(rows {self.records}..{last})", error
-                    ) from error
-                self.records += batch.num_rows
-                fire_due_timers()
+                subtask.write_arrow_batch(batch)
             return
-        write = writer.write
-        drain = collections.deque[None](maxlen=0).extend
-        repeat_context = itertools.repeat(element_context)
         for batch in batches:
             # Elements are dicts of column name -> Python value (Arrow's to_pylist):
             # built in C, and what a Flink user expects of a row-typed record.
             try:
                 elements = batch.to_pylist()
             except (OverflowError, ValueError) as error:
-                raise self._unconvertible(batch, error) from error
-            remaining = iter(elements)
-            try:
-                drain(map(write, remaining, repeat_context))
-            except Exception as error:
-                failed_index = len(elements) - operator.length_hint(remaining) - 1
-                position = self.records + failed_index
-                raise self._fail(
-                    f"write({short_repr(elements[failed_index], _MAX_ELEMENT_REPR)})",
-                    error,
-                    position,
-                ) from error
-            self.records += len(elements)
-            fire_due_timers()
+                raise self._unconvertible(batch, error, subtask.records) from error
+            subtask.write(elements)

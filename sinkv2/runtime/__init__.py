@@ -6,6 +6,10 @@ machinery out of ``connector.sink2``:
 
 - `CommitCoordinator`: one job's use of a sink id - record the job, recover what
   dead jobs left, pre-commit, record Pending, commit, record Committed, clean up;
+- `WriterSubtask`: one subtask's writer through Flink's writer-side checkpoint
+  sequence (create or restore, feed, ``flush`` -> ``prepare_commit`` ->
+  ``snapshot_state``, frame, close), which every engine runs; `drain_writer_states`,
+  the draining stop, on it;
 - `CheckpointRunner`: a stream's checkpoints on the coordinator - writer states
   restored and redistributed, recorded with the committables, commits in order
   (optionally on a commit thread while the next checkpoint writes);
@@ -50,6 +54,7 @@ from sinkv2.runtime._commit import (
     commit_with_retries,
 )
 from sinkv2.runtime._coordinator import CommitCoordinator, CoordinatorState
+from sinkv2.runtime._drain import drain_writer_states
 from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._seam import (
     STAGE_EVENTS,
@@ -82,6 +87,7 @@ from sinkv2.runtime._sql.sqlite_store import (
     default_state_store_path,
 )
 from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
+from sinkv2.runtime._subtask import SubtaskSnapshot, WriterSubtask
 from sinkv2.runtime._writer_states import SubtaskStates, WriterStates, redistribute
 
 __all__ = [
@@ -123,13 +129,16 @@ __all__ = [
     "SqliteCommitStateStore",
     "StageListener",
     "StreamWriterStage",
+    "SubtaskSnapshot",
     "SubtaskStates",
     "TaskReaderContext",
     "WriterStage",
     "WriterStageOutput",
     "WriterStates",
+    "WriterSubtask",
     "commit_with_retries",
     "default_state_store_path",
+    "drain_writer_states",
     "native_attempt_token",
     "plan_bounded_read",
     "read_subtask",

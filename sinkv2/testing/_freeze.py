@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["freeze"]
+
+_PLAIN: Final = frozenset({str, int, bool, bytes, type(None)})
 
 
 def freeze(value: object) -> Any:
@@ -14,6 +16,13 @@ def freeze(value: object) -> Any:
     Dicts, lists, sets and tuples are frozen recursively, so rows (dicts) can be
     counted; NaN equals NaN here, as a reader would count it.
     """
+    kind = type(value)
+    if kind in _PLAIN or (kind is float and value == value):  # noqa: PLR0124  # NaN != NaN
+        return value  # the common case first: hashable, equal exactly when equal
+    return _freeze_other(value)
+
+
+def _freeze_other(value: object) -> Any:
     if isinstance(value, dict):
         return (
             "dict",

@@ -30,68 +30,51 @@ operators (and ``sinkv2_spark``'s translator) do, without any engine:
 Alongside, it keeps the model: which elements completed checkpoints cover and
 which of those are committed. `LocalRuntime.check` compares the destination with
 it. Every failure message ends with the lifecycle so far.
+
+Why this module is longer than ~450 lines: `LocalRuntime` is one engine whose
+steps (start, write, checkpoint, commit, crash, restore, losing attempts,
+recommit, abort) all move one job history and its model; split across modules,
+one lifecycle would be read in several. What is not that history lives elsewhere:
+the writer sequence in `sinkv2.runtime.WriterSubtask`, the model check, log and
+store in `KitEngine` (``_engine``).
 """
 
 from __future__ import annotations
 
 import enum
-import os
-import random
-import shutil
-import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any
 
 import attrs
 import cloudpickle
 
-from sinkv2._capabilities import SinkCapabilities, inspect_sink
-from sinkv2._context import BasicSinkWriterContext, BasicWriterInitContext
+from sinkv2._context import BasicWriterInitContext
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._messages import END_OF_INPUT
 from sinkv2._pickling import find_unpicklable
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
-from sinkv2._text import short_repr
 from sinkv2.errors import CommitError, SerializationError, SinkConfigurationError
 from sinkv2.runtime import (
     CommitCoordinator,
     CommitOutcome,
-    CommitRetryPolicy,
-    SqliteCommitStateStore,
     SubtaskStates,
     WriterStates,
+    WriterSubtask,
     state_name,
 )
 from sinkv2.testing._crash_points import CrashPoints, KitCrash
+from sinkv2.testing._engine import KitEngine, framed_table, short
 from sinkv2.testing._faults import CommitFault, FaultInjectingCommitter, InjectedCommitFailure
 from sinkv2.testing._multiset import Multiset, show
-from sinkv2.testing._owned import owned_temp_dir
 from sinkv2.testing._sut import SinkUnderTest
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
 __all__ = [
-    "ZERO_BACKOFF",
     "Captured",
     "LocalRuntime",
-    "LocalStreams",
     "Phase",
-    "kit_state_dir",
     "same",
-    "scratch_dir",
+    "supported_sink",
 ]
-
-ZERO_BACKOFF: Final = CommitRetryPolicy(
-    max_retries=3, initial_backoff_s=0.0, max_backoff_s=0.0, jitter=0.0
-)
-_LOG_TAIL: Final = 40
-_MAX_REPR: Final = 120
-
-
-def _short(value: object) -> str:
-    return short_repr(value, _MAX_REPR)
 
 
 def _caller(crash: KitCrash) -> str:
@@ -104,21 +87,6 @@ def _caller(crash: KitCrash) -> str:
         if traceback.tb_frame.f_code.co_name == "crash_point":
             caller = frame.f_code.co_qualname
     return caller
-
-
-def scratch_dir() -> str | None:
-    """Memory-backed scratch space if there is some: the kit's store is thrown away."""
-    shm = "/dev/shm"  # a private mkdtemp inside it, removed by close()
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-
-
-def kit_state_dir(prefix: str) -> Path:
-    """A new private directory for a kit run's commit state, named by this process.
-
-    A run's ``close()`` removes its directory; what a killed run left is removed
-    by the next one (`owned_temp_dir`).
-    """
-    return owned_temp_dir(prefix, base=scratch_dir())
 
 
 class Phase(enum.Enum):
@@ -160,36 +128,16 @@ class Captured:
 
 @attrs.define
 class _Writer:
-    writer: Any
+    driver: WriterSubtask
     subtask: int
     token: str
     job_id: str
     since_checkpoint: list[object] = attrs.field(factory=list)
 
-
-class LocalStreams:
-    """The kit's committable streams: `LocalCommittableStream`s, for the coordinator."""
-
-    def to_stream(self, table: pa.Table) -> Any:
-        from sinkv2.runtime.committables import LocalCommittableStream  # noqa: PLC0415  # pyarrow
-
-        return LocalCommittableStream(table)
-
-    def to_table(self, stream: object, *, produced_by: str) -> pa.Table:
-        from sinkv2.runtime.committables import (  # noqa: PLC0415  # loads pyarrow
-            COMMITTABLE_COLUMNS,
-            COMMITTABLE_SCHEMA,
-        )
-
-        if not callable(getattr(stream, "toArrow", None)):
-            raise SinkConfigurationError(
-                f"{produced_by} must return the committable stream it received, transformed "
-                f"(got {type(stream).__name__}). In the kit the stream is a "
-                "sinkv2.testing.LocalCommittableStream; build topologies with the helpers of "
-                "sinkv2_spark.committables, which accept it"
-            )
-        selected: Any = stream.select(*COMMITTABLE_COLUMNS)  # type: ignore[attr-defined]  # checked above
-        return selected.toArrow().cast(COMMITTABLE_SCHEMA)
+    @property
+    def writer(self) -> Any:
+        """The sink's writer."""
+        return self.driver.writer
 
 
 @attrs.define
@@ -210,7 +158,7 @@ class _Checkpoint:
         return f"checkpoint {self.checkpoint_id}"
 
 
-class LocalRuntime:
+class LocalRuntime(KitEngine):
     """One simulated job history of one sink against one fresh destination.
 
     Args:
@@ -219,6 +167,8 @@ class LocalRuntime:
         capture: Where to put every committable, write result and state produced.
     """
 
+    history_title = "lifecycle so far"
+
     def __init__(
         self,
         sut: SinkUnderTest,
@@ -226,19 +176,12 @@ class LocalRuntime:
         *,
         capture: Captured | None = None,
     ) -> None:
-        self.sut = sut
-        sink: Any = sut.sink
-        self.sink = sink
-        self.guarantee = guarantee
-        self.capabilities: SinkCapabilities = inspect_sink(sink)
+        super().__init__(sut, guarantee, prefix="sinkv2-kit-")
+        sink = self.sink
         self.capture = capture if capture is not None else Captured()
-        self.log: list[str] = []
         self.phase = Phase.FAILED  # until start()
         self.writers: list[_Writer] = []
         self.completed: list[_Checkpoint] = []
-        self.checkpointed = Multiset()
-        self.committed = Multiset()
-        self.written = Multiset()
         self.crash_points = CrashPoints()
         self._shipped: Any = None
         self._jobs = 0
@@ -248,11 +191,7 @@ class LocalRuntime:
         self._job_tokens: set[str] = set()
         self._to_abort: list[Any] = []
         self._replay: list[object] = []
-        self._rng = random.Random(0)
-        self._state_dir = kit_state_dir("sinkv2-kit-")
-        self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
         self._coordinator: CommitCoordinator | None = None
-        self.abandoned: list[Any] = []
         caps = self.capabilities
         self._committable_serializer: SimpleVersionedSerializer[Any] | None = (
             sink.get_committable_serializer() if caps.committer else None
@@ -264,37 +203,26 @@ class LocalRuntime:
             sink.get_writer_state_serializer() if caps.writer_state else None
         )
 
-    # --- reporting ---------------------------------------------------------------------------
-
-    def note(self, line: str) -> None:
-        """Add one line to the lifecycle log."""
-        self.log.append(line)
-
-    def lifecycle(self) -> str:
-        """The lifecycle so far, numbered, the last lines if it is long."""
-        start = max(0, len(self.log) - _LOG_TAIL)
-        lines = [f"  {i + 1:3d}. {line}" for i, line in enumerate(self.log) if i >= start]
-        skipped = f"  ... {start} earlier step(s)\n" if start else ""
-        return f"lifecycle so far ({self.capabilities}):\n{skipped}" + "\n".join(lines)
-
-    def fail(self, message: str) -> AssertionError:
-        """An AssertionError with ``message`` and the lifecycle that led there."""
-        return AssertionError(f"{message}\n\n{self.lifecycle()}")
-
     # --- serialization, as between tasks and the driver --------------------------------------
 
     def _ship(self, kind: str, serializer: SimpleVersionedSerializer[Any], value: Any) -> bytes:
         """``value`` framed with ``serializer``, after checking it reads back equal."""
-        self.capture.add(kind, value)
         framed = SimpleVersionedSerialization.write_version_and_serialize(serializer, value)
+        self._check_framed(kind, serializer, value, framed)
+        return framed
+
+    def _check_framed(
+        self, kind: str, serializer: SimpleVersionedSerializer[Any], value: Any, framed: bytes
+    ) -> None:
+        """Capture ``value`` and check that ``framed`` reads back equal to it."""
+        self.capture.add(kind, value)
         back = SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
         if not same(back, value):
             raise self.fail(
                 f"the {kind.replace('_', ' ')} serializer {serializer!r} does not round-trip: "
-                f"it serialized {_short(value)} and read back {_short(back)}; "
+                f"it serialized {short(value)} and read back {short(back)}; "
                 "deserialize(get_version(), serialize(x)) must equal x"
             )
-        return framed
 
     def _unship(self, serializer: SimpleVersionedSerializer[Any], framed: bytes) -> Any:
         return SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
@@ -334,17 +262,7 @@ class LocalRuntime:
             and restored.checkpoint_id != END_OF_INPUT
             else frozenset()
         )
-        self._coordinator = CommitCoordinator(
-            self.sink,
-            sink_id="kit",
-            store=self._store,
-            streams=LocalStreams(),
-            job_id=self._job_id,
-            retry_policy=ZERO_BACKOFF,
-            capabilities=self.capabilities,
-            sleep=lambda seconds: None,
-            rng=self._rng,
-        )
+        self._coordinator = self.new_coordinator(self._job_id, "kit")
         try:
             recovery = self._coordinator.open(keep_attempt_tokens=keep)
         except CommitError as error:
@@ -367,7 +285,7 @@ class LocalRuntime:
         subtask: int,
         parallelism: int,
         *,
-        states: Sequence[Any] | None = None,
+        states: Sequence[bytes] = (),
         restored: int | None = None,
         attempt_number: int = 0,
     ) -> _Writer:
@@ -381,15 +299,21 @@ class LocalRuntime:
             restored_checkpoint_id=restored,
             attempt_token=token,
         )
-        if restored is not None and self.capabilities.writer_state:
-            writer = self._shipped.restore_writer(context, list(states or ()))
-            how = f"restore_writer(checkpoint {restored}, {len(states or ())} state(s))"
-        else:
-            writer = self._shipped.create_writer(context)
-            how = "create_writer()"
-        self.capabilities.check_writer(writer)
+        driver = WriterSubtask(
+            self._shipped,
+            self.capabilities,
+            context,
+            emits_write_results=self.capabilities.pre_commit_topology,
+            on_framed=self._check_framed,
+        )
+        driver.open(states if restored is not None else None)
+        how = (
+            f"restore_writer(checkpoint {restored}, {len(states)} state(s))"
+            if restored is not None and self.capabilities.writer_state
+            else "create_writer()"
+        )
         self.note(f"subtask {subtask}/{parallelism}: {how}, attempt token {token!r}")
-        return _Writer(writer, subtask, token, self._job_id)
+        return _Writer(driver, subtask, token, self._job_id)
 
     def start(self, parallelism: int) -> None:
         """A fresh job: ``parallelism`` new writers."""
@@ -410,62 +334,26 @@ class LocalRuntime:
         if record:
             writer.since_checkpoint.extend(elements)
         self.written.add(elements)
-        context = BasicSinkWriterContext()
-        if SinkCapabilities.is_arrow_writer(writer.writer) and all(
-            isinstance(e, dict) for e in elements
-        ):
-            import pyarrow as pa  # noqa: PLC0415  # only Arrow writers need it
-
-            writer.writer.write_arrow_batch(pa.RecordBatch.from_pylist(list(elements)), context)
-        else:
-            for element in elements:
-                writer.writer.write(element, context)
+        writer.driver.write_values(elements)
 
     def write(self, subtask: int, elements: Sequence[object]) -> None:
         """Write ``elements`` to the writer of ``subtask`` (modulo the parallelism)."""
         writer = self.writers[subtask % self.parallelism]
-        self.note(f"subtask {writer.subtask}: write {_short(list(elements))}")
+        self.note(f"subtask {writer.subtask}: write {short(list(elements))}")
         self._feed(writer, elements)
 
-    def _finish_writer(
-        self, writer: _Writer, checkpoint_id: int, *, end_of_input: bool
-    ) -> tuple[list[bytes], list[bytes]]:
-        """Run flush -> prepare_commit -> snapshot_state on one writer; framed outputs, states."""
-        writer.writer.flush(end_of_input)
-        outputs: list[bytes] = []
-        if self.capabilities.committer:
-            produced = list(writer.writer.prepare_commit())
-            if self._write_result_serializer is not None:
-                outputs = [
-                    self._ship("write_result", self._write_result_serializer, r) for r in produced
-                ]
-            else:
-                assert self._committable_serializer is not None
-                outputs = [
-                    self._ship("committable", self._committable_serializer, c) for c in produced
-                ]
-        states: list[bytes] = []
-        if self._state_serializer is not None:
-            states = [
-                self._ship("writer_state", self._state_serializer, s)
-                for s in writer.writer.snapshot_state(checkpoint_id)
-            ]
-        return outputs, states
-
     def _run_checkpoint(
-        self, checkpoint_id: int, writers: Sequence[_Writer], *, end_of_input: bool
+        self, checkpoint_id: int, writers: Sequence[_Writer]
     ) -> tuple[list[tuple[int, int, bytes]], WriterStates]:
         """Every writer's checkpoint sequence; (subtask, index, framed) outputs, states."""
         outputs: list[tuple[int, int, bytes]] = []
         subtasks: list[SubtaskStates] = []
         for writer in writers:
-            produced, snapshot = self._finish_writer(
-                writer, checkpoint_id, end_of_input=end_of_input
-            )
-            outputs.extend((writer.subtask, i, framed) for i, framed in enumerate(produced))
+            snapshot = writer.driver.snapshot(checkpoint_id)
+            outputs.extend((writer.subtask, i, framed) for i, framed in enumerate(snapshot.outputs))
             subtasks.append(
                 SubtaskStates(
-                    subtask_id=writer.subtask, attempt_token=writer.token, states=tuple(snapshot)
+                    subtask_id=writer.subtask, attempt_token=writer.token, states=snapshot.states
                 )
             )
         states = WriterStates(
@@ -483,25 +371,8 @@ class LocalRuntime:
             return []
         if self._write_result_serializer is None:
             return [self._unship(self._committable_serializer, framed) for _, _, framed in outputs]
-        import pyarrow as pa  # noqa: PLC0415  # only topologies need it
-
-        from sinkv2.runtime.committables import COMMITTABLE_SCHEMA  # noqa: PLC0415  # pyarrow
-
         version = self._write_result_serializer.get_version()
-        written = pa.Table.from_pylist(
-            [
-                {
-                    "checkpoint_id": checkpoint_id,
-                    "subtask_id": subtask,
-                    "number_of_subtasks": parallelism,
-                    "serializer_version": version,
-                    "payload": framed,
-                    "lineage": [f"{subtask}:{index}"],
-                }
-                for subtask, index, framed in outputs
-            ],
-            schema=COMMITTABLE_SCHEMA,
-        )
+        written = framed_table(checkpoint_id, parallelism, version, outputs)
         try:
             committables = self.coordinator.pre_commit(written)
         except (SinkConfigurationError, SerializationError) as error:
@@ -600,7 +471,7 @@ class LocalRuntime:
 
     def _check_nothing_dropped(self, what: str, outcome: CommitOutcome[Any]) -> None:
         if outcome.failed_with_known_reason:
-            dropped = ", ".join(_short(c) for c, _ in outcome.failed_with_known_reason[:3])
+            dropped = ", ".join(short(c) for c, _ in outcome.failed_with_known_reason[:3])
             raise self.fail(
                 f"committing {what}: the committer dropped committable(s) with a known reason "
                 f"({dropped}); nothing outside the sink interfered, so nothing may be dropped"
@@ -610,7 +481,7 @@ class LocalRuntime:
         """Take checkpoint N on every writer, complete it, and commit it."""
         checkpoint_id = self._take_checkpoint_id()
         self.note(f"checkpoint {checkpoint_id}: flush(False) -> prepare_commit() -> snapshot_state")
-        outputs, states = self._run_checkpoint(checkpoint_id, self.writers, end_of_input=False)
+        outputs, states = self._run_checkpoint(checkpoint_id, self.writers)
         checkpoint = self._complete(checkpoint_id, outputs, states)
         self.commit(checkpoint, fault)
         if self.phase is Phase.FAILED:
@@ -619,7 +490,7 @@ class LocalRuntime:
     def end_of_input(self, fault: CommitFault) -> None:
         """Flink's end-of-input sequence on every writer, close, clean up, commit, finish."""
         self.note("end of input: flush(True) -> prepare_commit() -> snapshot_state(END_OF_INPUT)")
-        outputs, states = self._run_checkpoint(END_OF_INPUT, self.writers, end_of_input=True)
+        outputs, states = self._run_checkpoint(END_OF_INPUT, self.writers)
         for writer in self.writers:
             writer.writer.close()
         self.note("writers closed")
@@ -704,7 +575,7 @@ class LocalRuntime:
         self.note(f"subtask {winner.subtask}: a second attempt {loser.token!r} runs and loses")
         try:
             self._feed(loser, list(winner.since_checkpoint), record=False)
-            self._finish_writer(loser, END_OF_INPUT, end_of_input=True)
+            loser.driver.snapshot(END_OF_INPUT)
         except KitCrash:
             self.abandoned.append(loser.writer)  # the process died with it
             raise
@@ -734,7 +605,7 @@ class LocalRuntime:
             self.note(
                 f"checkpoint {checkpoint_id}: flush(False) -> prepare_commit() -> snapshot_state"
             )
-            outputs, states = self._run_checkpoint(checkpoint_id, self.writers, end_of_input=False)
+            outputs, states = self._run_checkpoint(checkpoint_id, self.writers)
             self._complete(checkpoint_id, outputs, states)
             self.note(f"crash before checkpoint {checkpoint_id} is committed")
         elif writers_done is not None:
@@ -744,7 +615,7 @@ class LocalRuntime:
                 f"checkpoint {checkpoint_id} on {len(done)} of {self.parallelism} writer(s), "
                 "then crash: the checkpoint never completes"
             )
-            outputs, _ = self._run_checkpoint(checkpoint_id, done, end_of_input=False)
+            outputs, _ = self._run_checkpoint(checkpoint_id, done)
             if self._write_result_serializer is None and self._committable_serializer is not None:
                 self._to_abort.extend(
                     self._unship(self._committable_serializer, f) for _, _, f in outputs
@@ -787,13 +658,10 @@ class LocalRuntime:
             self.coordinator.finish()
             self.phase = Phase.FINISHED
             return
-        runs: list[list[Any]] = [[] for _ in range(parallelism)]
+        runs: list[list[bytes]] = [[] for _ in range(parallelism)]
         if restored is not None and self._state_serializer is not None:
-            serializer = self._state_serializer
-            runs = [  # as the Spark engine hands them out (see the module doc)
-                [self._unship(serializer, framed) for framed in run]
-                for run in restored.states.redistribute(parallelism)
-            ]
+            # As the Spark engine hands them out (see the module doc).
+            runs = restored.states.redistribute(parallelism)
         self.writers = []
         for i in range(parallelism):  # one by one: a crash in a factory drops those made
             self.writers.append(
@@ -855,57 +723,15 @@ class LocalRuntime:
         """Release the sink id and delete the kit's commit state store. Idempotent."""
         if self._coordinator is not None:
             self._coordinator.close()
-        shutil.rmtree(self._state_dir, ignore_errors=True)
-
-    def release_abandoned(self) -> None:
-        """Let go of writers dropped without ``close()``, as a crashed process would.
-
-        Their open files are reclaimed here, at the end of the example, with the
-        ``ResourceWarning`` that Python gives for an unclosed file silenced: a crashed
-        process does not close its files either.
-        """
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            self.abandoned.clear()
+        self.remove_store()
 
     # --- the invariant -----------------------------------------------------------------------
 
-    def visible(self) -> Multiset:
-        """What the destination shows now."""
-        return Multiset(self.sut.read_back())
-
-    def check(self, when: str) -> None:
-        """Compare the destination with the model; raise a readable AssertionError if wrong."""
-        if self.guarantee is DeliveryGuarantee.NONE:
-            self.visible()
-            return
-        visible = self.visible()
-        changed = visible.describe_value_changes(self.checkpointed, written=self.written)
-        if changed:
-            raise self.fail(f"{self.guarantee.name} violated {when}: {changed}")
-        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            extra = visible.minus(self.checkpointed)
-            if extra:
-                duplicated = [e for e in extra if e[2] > 0]
-                kind = (
-                    "duplicated elements"
-                    if duplicated
-                    else "elements that no completed checkpoint covers"
-                )
-                raise self.fail(
-                    f"EXACTLY_ONCE violated {when}: the destination shows {kind}: "
-                    f"{show(extra, 'visible', 'in completed checkpoints')}. Output must stay "
-                    "invisible until its checkpoint commits, and show up once"
-                )
-        buffered_in_state = self.capabilities.writer_state and self.phase is not Phase.FINISHED
-        if buffered_in_state:
-            return  # a stateful writer may keep elements in its state until the end
-        lost = self.committed.minus(visible)
-        if lost:
-            raise self.fail(
-                f"{self.guarantee.name} violated {when}: committed elements are missing from "
-                f"the destination: {show(lost, 'committed', 'visible')}"
-            )
+    def must_be_visible(self) -> tuple[Multiset, str] | None:
+        """The committed elements; a stateful writer may keep some in its state until the end."""
+        if self.capabilities.writer_state and self.phase is not Phase.FINISHED:
+            return None
+        return self.committed, "committed"
 
     def describe_model(self) -> str:
         """The model in one line, for notes."""

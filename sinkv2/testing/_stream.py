@@ -8,8 +8,8 @@ drives Structured Streaming, through the same engine-neutral runtime:
   (``open(origin=..., keep_restorable=True)``) and a `sinkv2.runtime.CheckpointRunner`
   on it, inline or ``decoupled`` (commits on the commit thread while the next
   checkpoint writes), on a SQLite commit state store the example keeps;
-- checkpoint N is ``runner.run(stage, N)``; the stage is a local
-  `sinkv2.runtime.StreamWriterStage`: one writer per partition, created from a
+- checkpoint N is ``runner.run(stage, N)``; the stage is a `LocalWriterStage`
+  (``_stream_stage``): one `sinkv2.runtime.WriterSubtask` per partition, created from a
   cloudpickled copy of the sink (as each Spark task unpickles its own), restored
   from the states the runner hands it - redistributed with
   `WriterStates.redistribute` when the number of partitions changed - then fed its
@@ -33,68 +33,43 @@ Flink's redistribution rule.
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
-import random
-import shutil
-import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 import attrs
-import cloudpickle
 
-from sinkv2._capabilities import SinkCapabilities, inspect_sink
-from sinkv2._context import BasicSinkWriterContext, BasicWriterInitContext
 from sinkv2._delivery import DeliveryGuarantee
-from sinkv2._messages import END_OF_INPUT
-from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
-from sinkv2._text import short_repr
 from sinkv2.runtime import (
     CheckpointRunner,
     CommitCoordinator,
     EpochStatus,
     Restore,
-    SqliteCommitStateStore,
-    SubtaskStates,
-    WriterStageOutput,
     WriterStates,
+    WriterSubtask,
+    drain_writer_states,
 )
-from sinkv2.testing._multiset import Multiset, show
-from sinkv2.testing._runtime import ZERO_BACKOFF, LocalStreams, kit_state_dir
+from sinkv2.testing._engine import KitEngine
+from sinkv2.testing._multiset import Multiset
+from sinkv2.testing._stream_stage import (
+    DriverDies,
+    LocalWriterStage,
+    MicroBatch,
+    TaskDies,
+    TaskFailed,
+)
 from sinkv2.testing._sut import SinkUnderTest
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 __all__ = ["DriverDies", "LocalStream", "MicroBatch", "TaskDies"]
 
 _SINK_ID: Final = "kit-stream"
 _COMMIT_THREAD_EVENTS: Final = ("committer-finished", "post-commit-finished", "committed-recorded")
 _ORIGIN: Final = "the kit's stream"
-_LOG_TAIL: Final = 40
-_MAX_REPR: Final = 120
-
-
-def _short(value: object) -> str:
-    return short_repr(value, _MAX_REPR)
-
-
-def _frame(serializer: SimpleVersionedSerializer[Any], value: Any) -> bytes:
-    return SimpleVersionedSerialization.write_version_and_serialize(serializer, value)
-
-
-def _unframe(serializer: SimpleVersionedSerializer[Any], framed: bytes) -> Any:
-    return SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
 
 
 class _DriverDied(BaseException):
     """The kit kills the driver at a stage event (a BaseException, as a dying process)."""
-
-
-class _TaskFailed(Exception):
-    """A writer task died and Spark gave up on it: the micro-batch fails."""
 
 
 def _not_the_kits_crash(record: logging.LogRecord) -> bool:
@@ -103,89 +78,13 @@ def _not_the_kits_crash(record: logging.LogRecord) -> bool:
     return not any(isinstance(arg, _DriverDied) for arg in args)
 
 
-@attrs.frozen
-class DriverDies:
-    """The driver dies when the checkpoint reaches the stage event ``at``.
-
-    ``"committer-finished"`` and later events of a decoupled runner happen on its
-    commit thread: the stream then fails at its next checkpoint boundary.
-    """
-
-    at: str
-
-
-@attrs.frozen
-class TaskDies:
-    """The task of partition ``subtask`` (modulo the parallelism) dies.
-
-    Attributes:
-        subtask: The partition.
-        after: Elements its writer takes before it dies; more than the partition
-            holds means after its whole checkpoint sequence (staged, not reported).
-        close: Whether the dying writer gets ``close()`` (the task failed) or is
-            simply dropped (its executor was lost).
-        retried: Spark retries the task and the retry wins; otherwise the
-            micro-batch fails and so does the stream.
-    """
-
-    subtask: int
-    after: int
-    close: bool
-    retried: bool
-
-
-Fault = DriverDies | TaskDies | None
-
-
-@attrs.frozen
-class MicroBatch:
-    """One checkpoint of the stream, as hypothesis chooses it.
-
-    Attributes:
-        parallelism: Partitions (writers) the checkpoint runs with.
-        rows: Its input: (partition tag, element); element ``i`` goes to partition
-            ``tag % parallelism``. A replay keeps the input of the first attempt
-            and spreads it over its own parallelism.
-        fault: What goes wrong, if anything.
-    """
-
-    parallelism: int
-    rows: tuple[tuple[int, object], ...]
-    fault: Fault = None
-
-
-@attrs.define
-class _PayloadColumn:
-    payloads: list[bytes]
-
-    def to_pylist(self) -> list[bytes]:
-        return list(self.payloads)
-
-
-@attrs.define
-class _Payloads:
-    """A writer stage's committable table, for a sink without a pre-commit topology.
-
-    The coordinator reads only the ``payload`` column of such a table (the framed
-    committables); this stands in for the Arrow table so that the kit needs no
-    pyarrow for sinks without topologies, as `LocalRuntime` needs none.
-    """
-
-    payloads: list[bytes]
-
-    def column(self, name: str) -> _PayloadColumn:
-        if name != "payload":
-            raise KeyError(f"the kit's committable stand-in has no column {name!r}")
-        return _PayloadColumn(self.payloads)
-
-
 @attrs.define
 class _Driver:
     coordinator: CommitCoordinator
     runner: CheckpointRunner
 
 
-class LocalStream:
+class LocalStream(KitEngine):
     """One stream of one sink against one fresh destination, with its model.
 
     Args:
@@ -193,56 +92,29 @@ class LocalStream:
         guarantee: What the sink promises; decides what `check` asserts.
     """
 
+    history_title = "stream so far"
+    uncovered = "elements of no recorded checkpoint (their micro-batch failed)"
+    covered = "recorded checkpoints"
+    replayed = ", however often a micro-batch is replayed"
+
     def __init__(self, sut: SinkUnderTest, guarantee: DeliveryGuarantee) -> None:
-        self.sut = sut
-        sink: Any = sut.sink
-        self.sink = sink
-        self.guarantee = guarantee
-        self.capabilities: SinkCapabilities = inspect_sink(self.sink)
-        self.log: list[str] = []
+        super().__init__(sut, guarantee, prefix="sinkv2-kit-stream-")
         self.driver: _Driver | None = None
         self.inputs: dict[int, tuple[tuple[int, object], ...]] = {}
         self.recorded: set[int] = set()
         self.committed_epochs: set[int] = set()
-        self.checkpointed = Multiset()
-        self.committed = Multiset()
-        self.written = Multiset()
         self.ended = False
-        self.abandoned: list[Any] = []
         self._verdicts: list[AssertionError] = []
         self._interrupted: int | None = None
         self._last_returned = 0
         self._armed: set[tuple[str, int | None]] = set()
         self.stage_states: dict[int, WriterStates] = {}
-        self._recorded_states: dict[int, WriterStates] = {}
+        self.recorded_states: dict[int, WriterStates] = {}
         self._jobs = 0
         self._attempts = itertools.count()
-        self._rng = random.Random(0)
-        self._state_dir = kit_state_dir("sinkv2-kit-stream-")
-        self._store = SqliteCommitStateStore(self._state_dir / "commit_state.sqlite")
         logging.getLogger("sinkv2.coordinator").addFilter(_not_the_kits_crash)
-        caps = self.capabilities
-        self.output_serializer: SimpleVersionedSerializer[Any] | None = None
-        if caps.pre_commit_topology:
-            self.output_serializer = sink.get_write_result_serializer()
-        elif caps.committer:
-            self.output_serializer = sink.get_committable_serializer()
-        self.state_serializer: SimpleVersionedSerializer[Any] | None = (
-            sink.get_writer_state_serializer() if caps.writer_state else None
-        )
 
     # --- reporting ---------------------------------------------------------------------------
-
-    def note(self, line: str) -> None:
-        """Add one line to the stream's log."""
-        self.log.append(line)
-
-    def history(self) -> str:
-        """The stream so far, numbered, the last lines if it is long."""
-        start = max(0, len(self.log) - _LOG_TAIL)
-        lines = [f"  {i + 1:3d}. {line}" for i, line in enumerate(self.log) if i >= start]
-        skipped = f"  ... {start} earlier step(s)\n" if start else ""
-        return f"stream so far ({self.capabilities}):\n{skipped}" + "\n".join(lines)
 
     def fail(self, message: str) -> AssertionError:
         """An AssertionError with ``message`` and the stream that led there."""
@@ -268,18 +140,7 @@ class LocalStream:
         job_id = f"kitstream{self._jobs:04d}"
         mode = "decoupled commits" if decoupled else "inline commits"
         self.note(f"driver {job_id} starts the stream ({mode})")
-        coordinator = CommitCoordinator(
-            self.sink,
-            sink_id=_SINK_ID,
-            store=self._store,
-            streams=LocalStreams(),
-            job_id=job_id,
-            retry_policy=ZERO_BACKOFF,
-            on_stage=self._on_stage,
-            capabilities=self.capabilities,
-            sleep=lambda seconds: None,
-            rng=self._rng,
-        )
+        coordinator = self.new_coordinator(job_id, _SINK_ID, on_stage=self._on_stage)
         if dies_at is not None:
             self._armed.add((dies_at, None))
         try:
@@ -311,7 +172,7 @@ class LocalStream:
             self.recorded.add(epoch)
             self.checkpointed.add(element for _, element in self.inputs.get(epoch, ()))
             if epoch in self.stage_states:
-                self._recorded_states[epoch] = self.stage_states[epoch]
+                self.recorded_states[epoch] = self.stage_states[epoch]
         elif event == "committed-recorded" and epoch not in self.committed_epochs:
             self.committed_epochs.add(epoch)
             self.committed.add(element for _, element in self.inputs.get(epoch, ()))
@@ -390,10 +251,10 @@ class LocalStream:
         )
         if isinstance(fault, DriverDies):
             self._armed.add((fault.at, checkpoint_id))
-        stage = _Stage(self, checkpoint_id, batch, end_of_input=end_of_input)
+        stage = LocalWriterStage(self, checkpoint_id, batch, end_of_input=end_of_input)
         try:
             result = driver.runner.run(stage, checkpoint_id)
-        except (_DriverDied, _TaskFailed) as died:
+        except (_DriverDied, TaskFailed) as died:
             self._interrupted = checkpoint_id
             self._gone(f"checkpoint {checkpoint_id} failed ({died}); the stream fails")
             return
@@ -457,35 +318,7 @@ class LocalStream:
         self.note(f"draining stop: {drained} writer state(s) sent")
 
     def _drain_writers(self, job_id: str, restore: Restore) -> WriterStates | None:
-        states = restore.states
-        if states is None or self.state_serializer is None:
-            return None
-        left: list[SubtaskStates] = []
-        for subtask in states.subtasks:
-            if not subtask.states:
-                continue
-            token = f"{job_id}-drain-{subtask.subtask_id:05d}"
-            writer = self.sink.restore_writer(
-                BasicWriterInitContext(
-                    subtask_id=subtask.subtask_id,
-                    number_of_parallel_subtasks=states.number_of_subtasks,
-                    job_id=job_id,
-                    attempt_token=token,
-                    restored_checkpoint_id=restore.checkpoint_id,
-                ),
-                [_unframe(self.state_serializer, framed) for framed in subtask.states],
-            )
-            try:
-                writer.flush(True)
-                remaining = list(writer.snapshot_state(END_OF_INPUT))
-            finally:
-                writer.close()
-            if remaining:
-                framed = tuple(_frame(self.state_serializer, state) for state in remaining)
-                left.append(
-                    SubtaskStates(subtask_id=subtask.subtask_id, attempt_token=token, states=framed)
-                )
-        return attrs.evolve(states, subtasks=tuple(left)) if left else None
+        return drain_writer_states(self.sink, self.capabilities, job_id, restore)
 
     # --- writers -----------------------------------------------------------------------------
 
@@ -493,25 +326,12 @@ class LocalStream:
         """A fresh attempt token, as Spark's writer stage names its task attempts."""
         return f"{job_id}-{subtask:05d}-{next(self._attempts)}"
 
-    def feed(self, writer: Any, elements: Sequence[object]) -> None:
-        """Hand ``elements`` to ``writer`` as one batch, the way the Spark engine does."""
+    def feed(self, subtask: WriterSubtask, elements: Sequence[object]) -> None:
+        """Hand ``elements`` to the subtask's writer as one batch, as the Spark engine does."""
         if not elements:
             return
         self.written.add(elements)
-        context = BasicSinkWriterContext()
-        if SinkCapabilities.is_arrow_writer(writer) and all(isinstance(e, dict) for e in elements):
-            import pyarrow as pa  # noqa: PLC0415  # only Arrow writers need it
-
-            writer.write_arrow_batch(pa.RecordBatch.from_pylist(list(elements)), context)
-        else:
-            for element in elements:
-                writer.write(element, context)
-
-    def release_abandoned(self) -> None:
-        """Let go of writers dropped without ``close()``, as a crashed process would."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            self.abandoned.clear()
+        subtask.write_values(elements)
 
     def close(self) -> None:
         """Release the driver, drop the dropped writers, delete the store. Idempotent."""
@@ -521,284 +341,24 @@ class LocalStream:
             driver.coordinator.close()
         self.release_abandoned()
         logging.getLogger("sinkv2.coordinator").removeFilter(_not_the_kits_crash)
-        shutil.rmtree(self._state_dir, ignore_errors=True)
+        self.remove_store()
 
     # --- the model ---------------------------------------------------------------------------
 
-    def visible(self) -> Multiset:
-        """What the destination shows now."""
-        return Multiset(self.sut.read_back())
-
-    def check(self, when: str) -> None:
-        """Compare the destination with the model; raise a readable AssertionError if wrong."""
-        visible = self.visible()
-        if self.guarantee is DeliveryGuarantee.NONE:
-            return
-        changed = visible.describe_value_changes(self.checkpointed, written=self.written)
-        if changed:
-            raise self.fail(f"{self.guarantee.name} violated {when}: {changed}")
-        if self.guarantee is DeliveryGuarantee.EXACTLY_ONCE:
-            extra = visible.minus(self.checkpointed)
-            if extra:
-                duplicated = any(there > 0 for _, _, there in extra)
-                kind = (
-                    "duplicated elements"
-                    if duplicated
-                    else "elements of no recorded checkpoint (their micro-batch failed)"
-                )
-                raise self.fail(
-                    f"EXACTLY_ONCE violated {when}: the destination shows {kind}: "
-                    f"{show(extra, 'visible', 'in recorded checkpoints')}. Output must stay "
-                    "invisible until its checkpoint commits, and show up once, however "
-                    "often a micro-batch is replayed"
-                )
-        expected, which = self.committed, "committed"
+    def must_be_visible(self) -> tuple[Multiset, str] | None:
+        """Everything streamed once ended; before, what committed (unless states hold some)."""
         if self.ended:
-            expected, which = self.checkpointed, "streamed"
-        elif self.capabilities.writer_state:
-            return  # a stateful writer may keep elements in its state until the end
-        lost = expected.minus(visible)
-        if lost:
-            held = (
-                " A writer state holds what the writers have not emitted yet: "
-                "restore_writer must take back every state it is handed (after a rescale, "
-                "states other subtasks snapshotted), and keep or emit all of it."
-                if self.capabilities.writer_state
-                else ""
-            )
-            raise self.fail(
-                f"{self.guarantee.name} violated {when}: {which} elements are missing from "
-                f"the destination: {show(lost, which, 'visible')}.{held}"
-            )
+            return self.checkpointed, "streamed"
+        if self.capabilities.writer_state:
+            return None
+        return self.committed, "committed"
 
-    # --- what the stage checks ---------------------------------------------------------------
-
-    def check_restore(self, checkpoint_id: int, restore: Restore | None) -> None:
-        """The runner restores checkpoint N's writers from N - 1's recorded states."""
-        if checkpoint_id == 1:
-            if restore is not None:
-                raise self._runtime_bug(
-                    f"checkpoint 1 was restored from checkpoint {restore.checkpoint_id}, but "
-                    "it is the stream's first"
-                )
-            return
-        if restore is None or restore.checkpoint_id != checkpoint_id - 1:
-            got = "nothing" if restore is None else f"checkpoint {restore.checkpoint_id}"
-            raise self._runtime_bug(
-                f"checkpoint {checkpoint_id}'s writers were restored from {got}, not from "
-                f"checkpoint {checkpoint_id - 1}, the last one recorded"
-            )
-        recorded = self._recorded_states.get(checkpoint_id - 1)
-        if not self.capabilities.writer_state or recorded is None:
-            return
-        if restore.states is None or restore.states.subtasks != recorded.subtasks:
-            raise self._runtime_bug(
-                f"the writer states restored at checkpoint {checkpoint_id} are not those "
-                f"recorded with checkpoint {checkpoint_id - 1}: recorded "
-                f"{_short(recorded.subtasks)}, restored "
-                f"{_short(restore.states.subtasks if restore.states else None)}"
-            )
-
-    def check_runs(
-        self, checkpoint_id: int, restore: Restore | None, runs: list[list[bytes]]
-    ) -> None:
-        """Each recorded state reaches exactly one writer, by Flink's redistribution rule."""
-        recorded = self._recorded_states.get(checkpoint_id - 1)
-        if restore is None or restore.states is None or recorded is None:
-            return
-        ordered = sorted(recorded.subtasks, key=lambda s: s.subtask_id)
-        snapshotted = [state for subtask in ordered for state in subtask.states]
-        handed = [state for run in runs for state in run]
-        where = (
-            f"checkpoint {checkpoint_id - 1}'s {len(snapshotted)} writer state(s) of "
-            f"{recorded.number_of_subtasks} writer(s), handed to checkpoint {checkpoint_id}'s "
-            f"{len(runs)} writer(s)"
+    def lost_hint(self) -> str:
+        """For a stateful sink: where the missing elements were held."""
+        if not self.capabilities.writer_state:
+            return "."
+        return (
+            ". A writer state holds what the writers have not emitted yet: "
+            "restore_writer must take back every state it is handed (after a rescale, "
+            "states other subtasks snapshotted), and keep or emit all of it."
         )
-        counts = collections.Counter(handed)
-        counts.subtract(snapshotted)
-        lost = sum(-n for n in counts.values() if n < 0)
-        duplicated = sum(n for n in counts.values() if n > 0)
-        if lost or duplicated:
-            raise self._runtime_bug(
-                f"{where}: {lost} state(s) lost, {duplicated} handed out more than once"
-            )
-        if len(runs) == recorded.number_of_subtasks:
-            expected = [list(subtask.states) for subtask in ordered]
-            rule = "at the same parallelism each writer gets its own states back"
-        else:
-            base, extra = divmod(len(snapshotted), len(runs))
-            sizes = [base + (1 if i < extra else 0) for i in range(len(runs))]
-            starts = [sum(sizes[:i]) for i in range(len(runs))]
-            expected = [snapshotted[s : s + n] for s, n in zip(starts, sizes, strict=True)]
-            rule = (
-                "after a rescale all states, in subtask order, are cut into contiguous runs, "
-                f"the first {extra} one longer"
-            )
-        if runs != expected:
-            raise self._runtime_bug(
-                f"{where}: not redistributed by Flink's rule ({rule}); by (old subtask, "
-                f"index), the writers got {_origins(runs, ordered)}, expected "
-                f"{_origins(expected, ordered)}"
-            )
-
-    def _runtime_bug(self, message: str) -> AssertionError:
-        return self.fail(
-            f"{message}. This is a bug in sinkv2's streaming runtime (CheckpointRunner, "
-            "WriterStates), not in the sink; please report it"
-        )
-
-
-def _origins(runs: list[list[bytes]], ordered: list[SubtaskStates]) -> list[list[str]]:
-    """Each handed-out state as "old subtask:index" (equal states in their order)."""
-    where: dict[bytes, collections.deque[str]] = collections.defaultdict(collections.deque)
-    for subtask in ordered:
-        for index, state in enumerate(subtask.states):
-            where[state].append(f"{subtask.subtask_id}:{index}")
-    return [[where[state].popleft() for state in run] for run in runs]
-
-
-class _Stage:
-    """The local `StreamWriterStage` of one checkpoint attempt, as Spark's writer stage runs it."""
-
-    def __init__(
-        self, stream: LocalStream, checkpoint_id: int, batch: MicroBatch, *, end_of_input: bool
-    ) -> None:
-        self.stream = stream
-        self.checkpoint_id = checkpoint_id
-        self.batch = batch
-        self.end_of_input = end_of_input
-        self.job_id = ""
-        self.restore: Restore | None = None
-        self.runs: list[list[bytes]] = []
-
-    def __call__(
-        self, job_id: str, checkpoint_id: int, restore: Restore | None
-    ) -> WriterStageOutput:
-        stream = self.stream
-        parallelism = self.batch.parallelism
-        partitions: list[list[object]] = [[] for _ in range(parallelism)]
-        for tag, element in stream.inputs[checkpoint_id]:
-            partitions[tag % parallelism].append(element)
-        stream.check_restore(checkpoint_id, restore)
-        self.job_id, self.restore = job_id, restore
-        self.runs = [[] for _ in range(parallelism)]
-        if restore is not None and restore.states is not None:
-            self.runs = restore.states.redistribute(parallelism)  # as the Spark engine does
-            stream.check_runs(checkpoint_id, restore, self.runs)
-        shipped = self._ship()
-        fault = self.batch.fault
-        outputs: list[tuple[int, int, int, str, Any]] = []
-        subtasks: list[SubtaskStates] = []
-        for subtask in range(parallelism):
-            attempt_number = 0
-            if isinstance(fault, TaskDies) and fault.subtask % parallelism == subtask:
-                self._dying_attempt(subtask, fault, partitions[subtask], shipped)
-                if not fault.retried:
-                    raise _TaskFailed(f"the task of partition {subtask} died, no retry left")
-                attempt_number = 1
-            token = stream.attempt_token(job_id, subtask)
-            writer = self._writer(shipped, subtask, token, attempt_number)
-            try:
-                stream.feed(writer, partitions[subtask])
-                produced, states = self._finish(writer)
-            finally:
-                writer.close()
-            outputs.extend(
-                (checkpoint_id, subtask, parallelism, f"{subtask}:{i}", value)
-                for i, value in enumerate(produced)
-            )
-            subtasks.append(SubtaskStates(subtask_id=subtask, attempt_token=token, states=states))
-        # As Spark's engine reports them: every subtask (without states for stateless sinks);
-        # the runner names them after the sink.
-        written = WriterStates(
-            state_name="", number_of_subtasks=parallelism, subtasks=tuple(subtasks)
-        )
-        stream.stage_states[checkpoint_id] = written
-        tokens = ", ".join(repr(s.attempt_token) for s in subtasks)
-        stream.note(
-            f"checkpoint {checkpoint_id}: writers {tokens} done: {len(outputs)} output(s), "
-            f"{written.count} writer state(s)"
-        )
-        return WriterStageOutput(
-            table=self._table(outputs),
-            attempt_tokens=frozenset(s.attempt_token for s in subtasks),
-            records=sum(map(len, partitions)),
-            subtasks=parallelism,
-            states=written,
-        )
-
-    def _ship(self) -> bytes:
-        sink = self.stream.sink
-        try:
-            shipped: bytes = cloudpickle.dumps(sink)
-        except Exception as error:
-            raise self.stream.fail(
-                f"the sink {type(sink).__qualname__} does not survive cloudpickle, as Spark "
-                f"ships it to each task: {type(error).__name__}: {error}. Keep sinks plain "
-                "data: open connections, clients and files in writers and committers"
-            ) from error
-        return shipped
-
-    def _writer(self, shipped: bytes, subtask: int, token: str, attempt_number: int) -> Any:
-        """A task attempt's writer, from its own copy of the sink: restored, or created."""
-        stream, restore = self.stream, self.restore
-        sink = cloudpickle.loads(shipped)
-        context = BasicWriterInitContext(
-            subtask_id=subtask,
-            number_of_parallel_subtasks=self.batch.parallelism,
-            attempt_number=attempt_number,
-            job_id=self.job_id,
-            attempt_token=token,
-            restored_checkpoint_id=restore.checkpoint_id if restore is not None else None,
-        )
-        serializer = stream.state_serializer
-        if restore is not None and serializer is not None:
-            states = [_unframe(serializer, framed) for framed in self.runs[subtask]]
-            writer = sink.restore_writer(context, states)
-        else:
-            writer = sink.create_writer(context)
-        stream.capabilities.check_writer(writer)
-        return writer
-
-    def _finish(self, writer: Any) -> tuple[list[Any], tuple[bytes, ...]]:
-        """``flush`` -> ``prepare_commit()`` -> ``snapshot_state``: outputs, framed states."""
-        stream = self.stream
-        writer.flush(self.end_of_input)
-        produced = list(writer.prepare_commit()) if stream.capabilities.committer else []
-        states: tuple[bytes, ...] = ()
-        serializer = stream.state_serializer
-        if serializer is not None:
-            snapshot_id = END_OF_INPUT if self.end_of_input else self.checkpoint_id
-            states = tuple(_frame(serializer, s) for s in writer.snapshot_state(snapshot_id))
-        return produced, states
-
-    def _dying_attempt(
-        self, subtask: int, fault: TaskDies, elements: list[object], shipped: bytes
-    ) -> None:
-        """An attempt of ``subtask`` that dies partway; what it staged stays behind."""
-        stream = self.stream
-        token = stream.attempt_token(self.job_id, subtask)
-        writer = self._writer(shipped, subtask, token, 0)
-        staged_all = fault.after > len(elements)
-        stream.feed(writer, elements[: fault.after])
-        if staged_all:
-            self._finish(writer)  # everything staged; the task dies before reporting it
-        if fault.close:
-            writer.close()
-        else:
-            stream.abandoned.append(writer)
-        done = "its checkpoint sequence" if staged_all else f"{fault.after} element(s)"
-        stream.note(
-            f"checkpoint {self.checkpoint_id}: attempt {token!r} dies after {done}, "
-            + ("closed" if fault.close else "dropped without close()")
-        )
-
-    def _table(self, outputs: list[tuple[int, int, int, str, Any]]) -> pa.Table:
-        serializer = self.stream.output_serializer
-        if serializer is None:
-            return _Payloads([])
-        if not self.stream.capabilities.pre_commit_topology:
-            return _Payloads([_frame(serializer, value) for *_, value in outputs])
-        from sinkv2.runtime.committables import encode_committables  # noqa: PLC0415  # pyarrow
-
-        return encode_committables(outputs, serializer)

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from sinkv2.testing._runtime import kit_state_dir, scratch_dir
+from sinkv2.testing._engine import kit_state_dir, scratch_dir
 
 
 def _dead_pid() -> int:
@@ -14,7 +14,7 @@ def _dead_pid() -> int:
 
 
 def test_a_dead_processs_kit_directories_go_and_live_ones_stay(tmp_path, monkeypatch):
-    monkeypatch.setattr("sinkv2.testing._runtime.scratch_dir", lambda: str(tmp_path))
+    monkeypatch.setattr("sinkv2.testing._engine.scratch_dir", lambda: str(tmp_path))
     dead = _dead_pid()
     left = [tmp_path / f"sinkv2-kit-{dead}-abc", tmp_path / f"sinkv2-kit-stream-{dead}-def"]
     for directory in left:
