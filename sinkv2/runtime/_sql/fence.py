@@ -163,6 +163,10 @@ class FencedLease:
             self, _abandon, f"{keyspace.noun} {key!r}", job_id, self._pid, hold.release
         )
         self._finalizer.atexit = False
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Render the subclass's statements in the lease's dialect; called by ``__init__``."""
 
     @property
     def fencing_token(self) -> int:

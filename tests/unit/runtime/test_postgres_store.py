@@ -334,6 +334,26 @@ def test_the_layout_is_the_documented_one(store, postgres_url):
         "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
         "sink_origin": ["sink_id", "origin", "bound_at"],
         "sink_store_layout": ["singleton", "version"],
+        "source_epoch_state": [
+            "source_id",
+            "epoch",
+            "enumerator_checkpoint",
+            "assignment",
+            "end_positions",
+            "acknowledged",
+            "fencing_token",
+            "job_id",
+            "created_at",
+        ],
+        "source_fence": [
+            "source_id",
+            "fencing_token",
+            "holder_job_id",
+            "holder_pid",
+            "holder_host",
+            "holder_since",
+            "holder_backend_pid",
+        ],
     }
 
 
@@ -450,6 +470,8 @@ def test_a_schema_whose_name_needs_quoting_holds_the_whole_store(postgres_url):
         "sink_job",
         "sink_origin",
         "sink_store_layout",
+        "source_epoch_state",
+        "source_fence",
     ]
     assert tables(postgres_url) == []  # nothing went to the default schema
 

@@ -81,7 +81,14 @@ def test_the_layout_is_the_documented_one(store):
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         columns = {
             table: [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
-            for table in ("pending_sink_state", "sink_fence", "sink_job", "sink_origin")
+            for table in (
+                "pending_sink_state",
+                "sink_fence",
+                "sink_job",
+                "sink_origin",
+                "source_epoch_state",
+                "source_fence",
+            )
         }
     assert columns == {
         "pending_sink_state": [
@@ -100,6 +107,18 @@ def test_the_layout_is_the_documented_one(store):
         "sink_fence": ["sink_id", "fencing_token", "holder"],
         "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
         "sink_origin": ["sink_id", "origin", "bound_at"],
+        "source_epoch_state": [
+            "source_id",
+            "epoch",
+            "enumerator_checkpoint",
+            "assignment",
+            "end_positions",
+            "acknowledged",
+            "fencing_token",
+            "job_id",
+            "created_at",
+        ],
+        "source_fence": ["source_id", "fencing_token", "holder"],
     }
 
 
