@@ -32,15 +32,13 @@ same name never exclude each other.
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Final, Protocol, final
 
 import attrs
-from typing_extensions import Self
 
 from sinkv2._text import describe
 from sinkv2.errors import SinkConfigurationError
-from sinkv2.runtime._store import MAX_INT64
+from sinkv2.runtime._store import MAX_INT64, Lease
 
 __all__ = [
     "SourceEpochRecord",
@@ -90,7 +88,28 @@ class SourceEpochRecord:
     created_at: float
 
 
-class SourceLease(Protocol):
+class SourceStateStore(Protocol):
+    """Where a source's epochs are kept (required: `acquire_source`); the SQL stores are."""
+
+    def acquire_source(self, source_id: str, *, job_id: str) -> SourceLease:
+        """Take the source id for this driver, without waiting.
+
+        ``source_id`` is the source's stable id, the same in every run of the
+        query; ``job_id`` names this run, is recorded with every write, and is
+        shown to a driver that finds the source id taken. The lease's fencing
+        token is larger than any earlier lease's of the source id; a sink id of
+        the same name is independent of it.
+
+        Raises:
+            SinkConfigurationError: ``source_id`` or ``job_id`` is not a non-empty str.
+            ConcurrentCommitError: Another live driver holds the source id; the
+                message names it.
+            CommitStateError: The store is unreadable, or of a newer layout.
+        """
+        ...
+
+
+class SourceLease(Lease, Protocol):
     """Exclusive use of one source id by one driver, from `SourceStateStore.acquire_source`.
 
     Reads and writes go to the store directly: every write is durable when its
@@ -100,7 +119,8 @@ class SourceLease(Protocol):
     it; it cannot be pickled or used in another process. It is a context manager:
     leaving the ``with`` block releases it.
 
-    Required: every method and property below.
+    Required: every method and property below, and those of `Lease` (its
+    ``fencing_token``, ``job_id``, ``release`` and context manager).
     """
 
     @property
@@ -108,14 +128,13 @@ class SourceLease(Protocol):
         """The source id this lease holds."""
         ...
 
-    @property
-    def fencing_token(self) -> int:
-        """This lease's token; every acquire of the source id gets a larger one."""
-        ...
+    def latest(self) -> SourceEpochRecord | None:
+        """The record of the largest epoch recorded and not pruned, or ``None``.
 
-    @property
-    def job_id(self) -> str:
-        """The job this lease was acquired for."""
+        Raises:
+            IllegalLifecycleError: The lease was released, or is used in another process.
+            CommitStateError: The database could not be read.
+        """
         ...
 
     def get(self, epoch: int) -> SourceEpochRecord | None:
@@ -123,15 +142,6 @@ class SourceLease(Protocol):
 
         Raises:
             SinkConfigurationError: ``epoch`` is not an int in [0, 2**63).
-            IllegalLifecycleError: The lease was released, or is used in another process.
-            CommitStateError: The database could not be read.
-        """
-        ...
-
-    def latest(self) -> SourceEpochRecord | None:
-        """The record of the largest epoch recorded and not pruned, or ``None``.
-
-        Raises:
             IllegalLifecycleError: The lease was released, or is used in another process.
             CommitStateError: The database could not be read.
         """
@@ -196,49 +206,6 @@ class SourceLease(Protocol):
             IllegalLifecycleError: The lease was released, or is used in another process.
             StaleFencingTokenError: A newer lease took over the source id. Nothing was written.
             CommitStateError: The database refused the write. Nothing was written.
-        """
-        ...
-
-    def release(self) -> None:
-        """Give the source id up. Idempotent; the lease cannot be used afterwards.
-
-        Raises:
-            IllegalLifecycleError: Called in a process other than the acquiring one.
-        """
-
-    def __enter__(self) -> Self: ...
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None: ...
-
-
-class SourceStateStore(Protocol):
-    """Where a source's epochs are kept: the SQL commit state stores keep them too.
-
-    Required: `acquire_source`.
-    """
-
-    def acquire_source(self, source_id: str, *, job_id: str) -> SourceLease:
-        """Take the source id for this driver, without waiting.
-
-        Args:
-            source_id: The source's stable id, the same in every run of the query.
-            job_id: This run's job id, recorded with every write and shown to a
-                driver that finds the source id taken.
-
-        Returns:
-            A lease with a fencing token larger than any earlier lease's of the
-            source id. A sink id of the same name is independent of it.
-
-        Raises:
-            SinkConfigurationError: ``source_id`` or ``job_id`` is not a non-empty str.
-            ConcurrentCommitError: Another live driver holds the source id; the
-                message names it.
-            CommitStateError: The store is unreadable, or of a newer layout.
         """
         ...
 

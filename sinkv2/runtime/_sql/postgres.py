@@ -39,14 +39,7 @@ from sinkv2.errors import CommitStateError
 from sinkv2.runtime._sql.dialect import Connection, Dialect, render
 from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace
 from sinkv2.runtime._sql.lease import SqlSinkLease
-from sinkv2.runtime._sql.schema import (
-    EPOCH_TABLE,
-    JOB_TABLE,
-    ORIGIN_TABLE,
-    SINKS,
-    SOURCE_EPOCH_TABLE,
-    SOURCES,
-)
+from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS, source_tables
 
 if TYPE_CHECKING:
     import psycopg
@@ -385,7 +378,7 @@ def _migrate(connection: PgConnection, dialect: Dialect, version: int) -> None:
 
     Layout 3 gets the sources' tables (layout 4), empty; the sinks' rows are untouched.
     """
-    steps = {3: _source_tables(dialect)}
+    steps = {3: source_tables(dialect, _FENCE_TABLE)}
     for step in range(version, LAYOUT_VERSION):
         for statement in steps[step]:
             connection.execute(statement, ())
@@ -394,13 +387,8 @@ def _migrate(connection: PgConnection, dialect: Dialect, version: int) -> None:
     )
 
 
-def _source_tables(dialect: Dialect) -> tuple[str, ...]:
-    fence = render(dialect, _FENCE_TABLE, fence=SOURCES.fence, key=SOURCES.key)
-    return (render(dialect, SOURCE_EPOCH_TABLE), fence)
-
-
 def _tables_of(dialect: Dialect) -> tuple[str, ...]:
     fence = render(dialect, _FENCE_TABLE, fence=SINKS.fence, key=SINKS.key)
     tables = (JOB_TABLE, ORIGIN_TABLE, _LAYOUT_TABLE)
     sinks = (render(dialect, EPOCH_TABLE), fence, *(render(dialect, table) for table in tables))
-    return (*sinks, *_source_tables(dialect))
+    return (*sinks, *source_tables(dialect, _FENCE_TABLE))

@@ -30,7 +30,7 @@ from typing import Any, Final
 from sinkv2._text import describe
 from sinkv2.errors import CommitStateError
 from sinkv2.runtime._source_store import SourceEpochRecord
-from sinkv2.runtime._sql.dialect import Dialect
+from sinkv2.runtime._sql.dialect import Dialect, render
 from sinkv2.runtime._sql.fence import Keyspace
 from sinkv2.runtime._store import EpochRecord, EpochStatus, default_checkpoint_id
 
@@ -45,6 +45,7 @@ __all__ = [
     "SOURCE_EPOCH_TABLE",
     "record_from_row",
     "source_record_from_row",
+    "source_tables",
 ]
 
 SINKS: Final = Keyspace(noun="sink", key="sink_id", fence="sink_fence")
@@ -115,6 +116,16 @@ SOURCE_EPOCH_TABLE: Final = """
         PRIMARY KEY (source_id, epoch)
     )
     """
+
+
+def source_tables(dialect: Dialect, fence_table: str) -> tuple[str, ...]:
+    """The tables layout 4 adds, in ``dialect``: the sources' epochs and fence rows.
+
+    ``fence_table`` is the database's fence table template (its holder columns
+    differ), filled with `SOURCES`.
+    """
+    fence = render(dialect, fence_table, fence=SOURCES.fence, key=SOURCES.key)
+    return (render(dialect, SOURCE_EPOCH_TABLE), fence)
 
 
 def record_from_row(row: Sequence[Any], dialect: Dialect) -> EpochRecord:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, ClassVar, Final
 
+import attrs
+
 from sinkv2.errors import IllegalLifecycleError
 from sinkv2.runtime._source_store import (
     SourceEpochRecord,
@@ -68,16 +70,16 @@ class SqlSourceLease(FencedLease):
         """The source id this lease holds."""
         return self._key
 
+    def latest(self) -> SourceEpochRecord | None:
+        """The record of the largest epoch recorded and not pruned, or ``None``."""
+        with self.reading("read the latest epoch") as connection:
+            return self._row(connection, self._latest)
+
     def get(self, epoch: int) -> SourceEpochRecord | None:
         """The record of ``epoch``, or ``None`` if it was never recorded (or was pruned)."""
         check_source_epoch(epoch)
         with self.reading(f"read epoch {epoch}") as connection:
             return self._row(connection, self._get, epoch)
-
-    def latest(self) -> SourceEpochRecord | None:
-        """The record of the largest epoch recorded and not pruned, or ``None``."""
-        with self.reading("read the latest epoch") as connection:
-            return self._row(connection, self._latest)
 
     def record_epoch(
         self,
@@ -95,36 +97,15 @@ class SqlSourceLease(FencedLease):
             end_positions=end_positions,
         )
         with self.writing(f"record epoch {epoch}") as connection:
+            decision = (enumerator_checkpoint, assignment, end_positions)
             current = self._row(connection, self._get_for_update, epoch)
             if current is not None:
-                wanted = (enumerator_checkpoint, assignment, end_positions)
-                self._check_replay(current, wanted)
+                self._check_replay(current, decision)
                 return current
             record = SourceEpochRecord(
-                source_id=self._key,
-                epoch=epoch,
-                enumerator_checkpoint=enumerator_checkpoint,
-                assignment=assignment,
-                end_positions=end_positions,
-                acknowledged=False,
-                fencing_token=self._token,
-                job_id=self._job_id,
-                created_at=time.time(),
+                self._key, epoch, *decision, False, self._token, self._job_id, time.time()
             )
-            connection.execute(
-                self._insert,
-                (
-                    record.source_id,
-                    record.epoch,
-                    record.enumerator_checkpoint,
-                    record.assignment,
-                    record.end_positions,
-                    record.acknowledged,
-                    record.fencing_token,
-                    record.job_id,
-                    record.created_at,
-                ),
-            )
+            connection.execute(self._insert, attrs.astuple(record, recurse=False))
             return record
 
     def mark_acknowledged(self, epoch: int) -> bool:

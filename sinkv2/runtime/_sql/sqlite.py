@@ -19,14 +19,7 @@ from sinkv2.errors import CommitStateError
 from sinkv2.runtime._sql.dialect import Connection, Dialect, describe_error, render
 from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace, describe_holder
 from sinkv2.runtime._sql.file_lock import drop_lock
-from sinkv2.runtime._sql.schema import (
-    EPOCH_TABLE,
-    JOB_TABLE,
-    ORIGIN_TABLE,
-    SINKS,
-    SOURCE_EPOCH_TABLE,
-    SOURCES,
-)
+from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS, source_tables
 
 __all__ = ["BUSY_TIMEOUT_S", "SCHEMA_VERSION", "advance_fence", "connect", "hold", "sqlite_dialect"]
 
@@ -110,14 +103,8 @@ def _tables(dialect: Dialect) -> tuple[str, ...]:
         fence,
         render(dialect, JOB_TABLE),
         render(dialect, ORIGIN_TABLE),
-        *_source_tables(dialect),
+        *source_tables(dialect, _FENCE_TABLE),
     )
-
-
-def _source_tables(dialect: Dialect) -> tuple[str, ...]:
-    """The tables of layout 4: the sources' epochs and fence rows."""
-    fence = render(dialect, _FENCE_TABLE, fence=SOURCES.fence, key=SOURCES.key)
-    return (render(dialect, SOURCE_EPOCH_TABLE), fence)
 
 
 def _migrations(dialect: Dialect) -> Mapping[int, tuple[str, ...]]:
@@ -135,7 +122,7 @@ def _migrations(dialect: Dialect) -> Mapping[int, tuple[str, ...]]:
             "ALTER TABLE pending_sink_state ADD COLUMN writer_states BLOB NOT NULL DEFAULT x''",
             render(dialect, ORIGIN_TABLE),
         ),
-        3: _source_tables(dialect),
+        3: source_tables(dialect, _FENCE_TABLE),
     }
 
 

@@ -17,6 +17,19 @@ from sinkv2.runtime._sql.postgres import LAYOUT_VERSION
 
 USURPER = ("usurper", 1, "elsewhere", 0.0)
 
+SOURCE_EPOCH_COLUMNS = [
+    "source_id",
+    "epoch",
+    "enumerator_checkpoint",
+    "assignment",
+    "end_positions",
+    "acknowledged",
+    "fencing_token",
+    "job_id",
+    "created_at",
+]
+"""The columns of ``source_epoch_state`` (layout 4), the same in both databases."""
+
 
 class SqliteBackend:
     name = "sqlite"
@@ -246,4 +259,10 @@ def make_backend(request, tmp_path):
     return PostgresBackend(request.getfixturevalue("postgres_url"), tmp_path)
 
 
-__all__ = ["LAYOUT_VERSION", "PostgresBackend", "SqliteBackend", "make_backend"]
+__all__ = [
+    "LAYOUT_VERSION",
+    "SOURCE_EPOCH_COLUMNS",
+    "PostgresBackend",
+    "SqliteBackend",
+    "make_backend",
+]

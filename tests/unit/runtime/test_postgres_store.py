@@ -30,6 +30,7 @@ from sinkv2 import (
 )
 from sinkv2.runtime import EpochStatus, PostgresCommitStateStore, SinkHolder
 from sinkv2.runtime._sql.postgres import LAYOUT_VERSION, lock_ids, sink_lock_key
+from tests.unit.runtime.store_backends import SOURCE_EPOCH_COLUMNS
 
 
 @pytest.fixture
@@ -298,6 +299,16 @@ def test_concurrent_first_acquires_create_the_tables_once(postgres_url):
     assert layout == [(True, LAYOUT_VERSION)]
 
 
+FENCE_COLUMNS = [
+    "fencing_token",
+    "holder_job_id",
+    "holder_pid",
+    "holder_host",
+    "holder_since",
+    "holder_backend_pid",
+]
+
+
 def test_the_layout_is_the_documented_one(store, postgres_url):
     store.acquire("orders", job_id="j").release()
     with admin(postgres_url) as connection:
@@ -322,38 +333,12 @@ def test_the_layout_is_the_documented_one(store, postgres_url):
             "checkpoint_id",
             "writer_states",
         ],
-        "sink_fence": [
-            "sink_id",
-            "fencing_token",
-            "holder_job_id",
-            "holder_pid",
-            "holder_host",
-            "holder_since",
-            "holder_backend_pid",
-        ],
+        "sink_fence": ["sink_id", *FENCE_COLUMNS],
         "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
         "sink_origin": ["sink_id", "origin", "bound_at"],
         "sink_store_layout": ["singleton", "version"],
-        "source_epoch_state": [
-            "source_id",
-            "epoch",
-            "enumerator_checkpoint",
-            "assignment",
-            "end_positions",
-            "acknowledged",
-            "fencing_token",
-            "job_id",
-            "created_at",
-        ],
-        "source_fence": [
-            "source_id",
-            "fencing_token",
-            "holder_job_id",
-            "holder_pid",
-            "holder_host",
-            "holder_since",
-            "holder_backend_pid",
-        ],
+        "source_epoch_state": SOURCE_EPOCH_COLUMNS,
+        "source_fence": ["source_id", *FENCE_COLUMNS],
     }
 
 

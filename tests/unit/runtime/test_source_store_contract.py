@@ -9,6 +9,7 @@ PostgreSQL database per test; the concurrency cases use real subprocesses.
 
 import os
 import pickle
+from typing import Generic, Protocol
 
 import pytest
 from hypothesis import event, settings
@@ -27,7 +28,7 @@ from sinkv2 import (
     SinkConfigurationError,
     StaleFencingTokenError,
 )
-from sinkv2.runtime._source_store import SourceEpochRecord
+from sinkv2.runtime._source_store import SourceEpochRecord, SourceLease
 from tests.unit.runtime.store_backends import LAYOUT_VERSION, make_backend
 
 
@@ -308,6 +309,26 @@ def test_a_released_source_lease_refuses_every_call(store):
 
 
 def test_the_source_lease_shows_itself_and_does_not_pickle(store, lease):
+    members = {
+        name
+        for protocol in SourceLease.__mro__
+        if protocol not in (object, Protocol, Generic)
+        for name in vars(protocol)
+        if not name.startswith("_")
+    }
+    assert members == {
+        "source_id",
+        "fencing_token",
+        "job_id",
+        "get",
+        "latest",
+        "record_epoch",
+        "mark_acknowledged",
+        "prune",
+        "release",
+    }
+    for name in (*members, "__enter__", "__exit__"):
+        assert hasattr(lease, name), name
     assert repr(lease).startswith("<SourceLease source_id='kafka-orders' fencing_token=1 ")
     assert (lease.source_id, lease.job_id) == ("kafka-orders", "job-1")
     with pytest.raises(TypeError, match="acquire the source id in the process"):

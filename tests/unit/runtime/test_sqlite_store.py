@@ -14,6 +14,7 @@ import pytest
 
 from sinkv2 import END_OF_INPUT, CommitStateError, SinkConfigurationError
 from sinkv2.runtime import SCHEMA_VERSION, SqliteCommitStateStore, default_state_store_path
+from tests.unit.runtime.store_backends import SOURCE_EPOCH_COLUMNS
 
 
 @pytest.fixture
@@ -107,17 +108,7 @@ def test_the_layout_is_the_documented_one(store):
         "sink_fence": ["sink_id", "fencing_token", "holder"],
         "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
         "sink_origin": ["sink_id", "origin", "bound_at"],
-        "source_epoch_state": [
-            "source_id",
-            "epoch",
-            "enumerator_checkpoint",
-            "assignment",
-            "end_positions",
-            "acknowledged",
-            "fencing_token",
-            "job_id",
-            "created_at",
-        ],
+        "source_epoch_state": SOURCE_EPOCH_COLUMNS,
         "source_fence": ["source_id", "fencing_token", "holder"],
     }
 
