@@ -1,6 +1,6 @@
 """The sink tables both databases hold, written once, and how a row becomes a record.
 
-The tables (layout 3; each database numbers its layouts in its own way, see
+The sinks' tables (layout 3; each database numbers its layouts in its own way, see
 ``sqlite`` and ``postgres``):
 
 - ``pending_sink_state``: one row per (sink id, epoch), `EPOCH_TABLE`;
