@@ -366,9 +366,8 @@ def test_record_epoch_rejects_bad_arguments(lease, kwargs, message):
     ],
 )
 def test_acquire_source_rejects_bad_names(store, kwargs, message):
-    source_id = kwargs.pop("source_id")
     with pytest.raises(SinkConfigurationError, match=message):
-        store.acquire_source(source_id, **kwargs)
+        store.acquire_source(kwargs["source_id"], job_id=kwargs["job_id"])
     with pytest.raises(SinkConfigurationError, match="'source_id' must be a non-empty str"):
         store.source_epochs("")
 
