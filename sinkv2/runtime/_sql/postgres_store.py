@@ -117,15 +117,16 @@ class SinkHolder:
 
 @final
 class PostgresCommitStateStore(SqlCommitStateStore):
-    """A `CommitStateStore` in a PostgreSQL schema, for drivers on any number of hosts.
+    """A `CommitStateStore` and `SourceStateStore` in a PostgreSQL schema, for any number of hosts.
 
     The store is only settings: it pickles, connects on `acquire` (one connection
     per lease, held until the lease is released) and for each operator query.
     psycopg is imported when the store is made, not by ``import sinkv2``.
 
     On first acquire the store creates its schema (if it does not exist) and its
-    tables, under a transaction-level advisory lock so that concurrent first
-    acquires from several hosts do not race. The role needs CREATE on the
+    tables (or migrates a layout-3 schema, adding the sources' tables), under a
+    transaction-level advisory lock so that concurrent first acquires from
+    several hosts do not race. The role needs CREATE on the
     database when the schema does not exist yet, or CREATE and USAGE on a schema
     an administrator made; afterwards, read and write access to the tables it
     created. `terminate_holder` needs the right to signal the holder's backend
@@ -136,6 +137,8 @@ class PostgresCommitStateStore(SqlCommitStateStore):
     long as the lease's connection. The keys are SHA-256 based; another application
     using bigint advisory locks in the same database would collide with one only by
     a 2**-64 chance, and a collision only makes an acquire wait for the other lock.
+    A source id is held the same way, on `source_lock_key` (from ``"sinkv2 source"``),
+    so a sink id and a source id of the same name never exclude each other.
 
     A lease never reconnects: a lease whose connection is lost (server restart,
     terminated backend, network failure) raises `CommitStateError` from then on,

@@ -1,9 +1,10 @@
 """`SqliteCommitStateStore`: the commit state store in one SQLite file, for one host.
 
-The contract is `sinkv2.runtime.CommitStateStore` (see ``_store``). Two mechanisms
-keep two drivers from both proceeding on one sink id: a ``flock`` per sink id
-(``file_lock``), and a fencing token per sink id that every write checks in its
-own transaction. ``flock`` and SQLite's WAL mode need a local filesystem, not a
+The contracts are `sinkv2.runtime.CommitStateStore` (see ``_store``) and
+`sinkv2.runtime.SourceStateStore` (``_source_store``). Two mechanisms keep two
+drivers from both proceeding on one sink id or source id: a ``flock`` per id
+(``file_lock``), and a fencing token per id that every write checks in its own
+transaction. ``flock`` and SQLite's WAL mode need a local filesystem, not a
 network share: for drivers on several hosts use a server-backed store.
 
 The lease and the operator's queries are the SQL stores' own (``lease``,
@@ -63,18 +64,20 @@ _UNRECORDED: Final = Holder(job_id="(not recorded yet)", pid=0, host="(unknown)"
 
 @final
 class SqliteCommitStateStore(SqlCommitStateStore):
-    """A `CommitStateStore` in one SQLite file, for drivers on one host.
+    """A `CommitStateStore` and `SourceStateStore` in one SQLite file, for drivers on one host.
 
-    The store is only a path: it pickles, and every `acquire` opens its own
-    connection. Beside the database, ``<file>.locks/`` holds one small lock file
-    per sink id that was ever acquired; they are never deleted, because deleting a
+    The store is only a path: it pickles, and every `acquire` (and
+    `acquire_source`) opens its own connection. Beside the database,
+    ``<file>.locks/`` holds one small lock file per sink id and per source id
+    that was ever acquired; they are never deleted, because deleting a
     lock file that another process has open would let two drivers lock two
     different files.
 
     Besides the contract, the store answers an operator's questions without
     acquiring anything, as `PostgresCommitStateStore` does: which sink ids it
     knows (`sink_ids`), their `epochs`, `jobs` and `origin`, and who holds a sink
-    id now (`holder`).
+    id now (`holder`); which source ids it knows (`source_ids`) and their
+    `source_epochs`.
 
     Args:
         path: The database file; created with its tables on first acquire. Defaults
