@@ -16,6 +16,9 @@ machinery out of ``connector.sink2``:
 - the commit state store contract (`CommitStateStore`, `SinkLease`, `EpochRecord`,
   `EpochStatus`), `SqliteCommitStateStore` (one host) and `PostgresCommitStateStore`
   (drivers on several hosts; needs psycopg, imported when a store is made);
+- the source epoch store contract those two stores keep too (`SourceStateStore`,
+  `SourceLease`, `SourceEpochRecord`): per source id a fenced lease, per epoch
+  the enumerator checkpoint, split assignment and end positions, written once;
 - `commit_with_retries`: Flink's commit semantics, with `CommitRetryPolicy`;
 - `SinkResult`: what an epoch did;
 - a bounded FLIP-27 read for engines that fix their tasks up front:
@@ -72,6 +75,7 @@ from sinkv2.runtime._source_plan import (
     BoundedPlan,
     plan_bounded_read,
 )
+from sinkv2.runtime._source_store import SourceEpochRecord, SourceLease, SourceStateStore
 from sinkv2.runtime._source_task import (
     DEFAULT_BATCH_ROWS,
     ArrowBatchOutput,
@@ -126,6 +130,9 @@ __all__ = [
     "SinkHolder",
     "SinkLease",
     "SinkResult",
+    "SourceEpochRecord",
+    "SourceLease",
+    "SourceStateStore",
     "SqliteCommitStateStore",
     "StageListener",
     "StreamWriterStage",

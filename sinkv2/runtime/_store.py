@@ -1,5 +1,9 @@
 """The commit state store contract: epochs pending, aborted or committed; jobs running.
 
+(Over 450 lines: it is the contract, and the Protocols' docstrings are its
+specification; the transition table and the argument checks every store runs
+belong beside them.)
+
 The commit coordinator (`sinkv2.runtime.CommitCoordinator`) keeps one row per
 (sink id, epoch) in a table ``pending_sink_state``, so that a driver that crashes
 anywhere around a commit can be re-run, in a new process, and finish that commit
@@ -73,6 +77,7 @@ __all__ = [
     "CommitStateStore",
     "EpochRecord",
     "EpochStatus",
+    "Lease",
     "SinkLease",
     "Transition",
     "check_epoch",
@@ -194,7 +199,40 @@ TRANSITIONS: Final[Mapping[tuple[EpochStatus | None, EpochStatus], Transition | 
 """Every (current status or ``None`` if absent, requested status): write, keep, or why not."""
 
 
-class SinkLease(Protocol):
+class Lease(Protocol):
+    """What every lease of a store has, whatever its id names (a sink, a source).
+
+    Required: every method and property below.
+    """
+
+    @property
+    def fencing_token(self) -> int:
+        """This lease's token; every acquire of the id gets a larger one."""
+        ...
+
+    @property
+    def job_id(self) -> str:
+        """The job this lease was acquired for."""
+        ...
+
+    def release(self) -> None:
+        """Give the id up. Idempotent; the lease cannot be used afterwards.
+
+        Raises:
+            IllegalLifecycleError: Called in a process other than the acquiring one.
+        """
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+
+class SinkLease(Lease, Protocol):
     """Exclusive use of one sink id by one driver, from `CommitStateStore.acquire`.
 
     Reads and writes go to the store directly: every write is durable when its
@@ -203,22 +241,12 @@ class SinkLease(Protocol):
     in another process. It is a context manager: leaving the ``with`` block
     releases it.
 
-    Required: every method and property below.
+    Required: every method and property below, and those of `Lease`.
     """
 
     @property
     def sink_id(self) -> str:
         """The sink id this lease holds."""
-        ...
-
-    @property
-    def fencing_token(self) -> int:
-        """This lease's token; every acquire of the sink id gets a larger one."""
-        ...
-
-    @property
-    def job_id(self) -> str:
-        """The job this lease was acquired for."""
         ...
 
     def get(self, epoch: int) -> EpochRecord | None:
@@ -416,22 +444,6 @@ class SinkLease(Protocol):
             CommitStateError: The database refused the write. Nothing was written.
         """
         ...
-
-    def release(self) -> None:
-        """Give the sink id up. Idempotent; the lease cannot be used afterwards.
-
-        Raises:
-            IllegalLifecycleError: Called in a process other than the acquiring one.
-        """
-
-    def __enter__(self) -> Self: ...
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None: ...
 
 
 class CommitStateStore(Protocol):

@@ -1,7 +1,7 @@
 """A fenced lease on one id, in either database: its lifecycle and its transactions.
 
 `FencedLease` is what every lease of the SQL stores shares, whatever its id names
-(a sink today; a source's epochs are meant to get one too, see ``_sql``): the
+(a sink, or a source and its epochs, see ``_sql``): the
 connection and lock that keep the id (`Hold`), the checks that the lease is still
 held by this process, and the two ways in - `FencedLease.reading` and
 `FencedLease.writing`, a transaction that first checks that the lease's fencing
@@ -163,6 +163,10 @@ class FencedLease:
             self, _abandon, f"{keyspace.noun} {key!r}", job_id, self._pid, hold.release
         )
         self._finalizer.atexit = False
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Render the subclass's statements in the lease's dialect; called by ``__init__``."""
 
     @property
     def fencing_token(self) -> int:

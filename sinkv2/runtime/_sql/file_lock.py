@@ -1,8 +1,10 @@
-"""The SQLite store's hold on a sink id: a ``flock`` on one file per sink id.
+"""The SQLite store's hold on an id: a ``flock`` on one file per sink id or source id.
 
 The kernel drops the lock when its process dies, so a crashed driver never
 blocks a re-run. The lock file also names its holder (job, pid, host), so a
-driver that finds the sink id taken can say by whom.
+driver that finds the id taken can say by whom. A source id's file has a name of
+its own (``source-<digest>.lock``), so that a source id and a sink id of the same
+name never exclude each other.
 """
 
 from __future__ import annotations
@@ -13,21 +15,27 @@ import pathlib
 from typing import Final
 
 from sinkv2.errors import CommitStateError, ConcurrentCommitError
-from sinkv2.runtime._sql.fence import Holder, describe_holder
+from sinkv2.runtime._sql.fence import Holder, Keyspace, describe_holder
+from sinkv2.runtime._sql.schema import SINKS
 
 __all__ = ["drop_lock", "lock_path", "probe_lock", "take_lock"]
 
 _MAX_HOLDER_BYTES: Final = 4096
 
 
-def lock_path(db_path: pathlib.Path, sink_id: str) -> pathlib.Path:
-    """The lock file of ``sink_id``, in ``<db file>.locks/`` beside the database."""
-    digest = hashlib.sha256(sink_id.encode("utf-8")).hexdigest()[:32]
-    return db_path.with_name(db_path.name + ".locks") / f"{digest}.lock"
+def lock_path(db_path: pathlib.Path, key: str, keyspace: Keyspace = SINKS) -> pathlib.Path:
+    """The lock file of ``key``, in ``<db file>.locks/`` beside the database.
+
+    A sink id's file is ``<digest>.lock`` (as in every earlier release); another
+    key space's is prefixed by its noun, e.g. ``source-<digest>.lock``.
+    """
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    name = f"{digest}.lock" if keyspace == SINKS else f"{keyspace.noun}-{digest}.lock"
+    return db_path.with_name(db_path.name + ".locks") / name
 
 
-def take_lock(lock_path: pathlib.Path, sink_id: str, holder: Holder) -> int:
-    """Lock the sink id's file without blocking and write ``holder`` into it.
+def take_lock(lock_path: pathlib.Path, key: str, holder: Holder, keyspace: Keyspace = SINKS) -> int:
+    """Lock the id's file without blocking and write ``holder`` into it.
 
     A new open file description per call, so that two leases in one process conflict.
     """
@@ -38,7 +46,7 @@ def take_lock(lock_path: pathlib.Path, sink_id: str, holder: Holder) -> int:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError as error:
         raise CommitStateError(
-            f"cannot open the lock file {str(lock_path)!r} of sink {sink_id!r}: "
+            f"cannot open the lock file {str(lock_path)!r} of {keyspace.noun} {key!r}: "
             f"{type(error).__name__}: {error}; the store's directory must be writable"
         ) from error
     try:
@@ -46,7 +54,8 @@ def take_lock(lock_path: pathlib.Path, sink_id: str, holder: Holder) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             other = Holder.load(os.pread(fd, _MAX_HOLDER_BYTES, 0).decode("utf-8", "replace"))
-            raise ConcurrentCommitError(_concurrent_message(sink_id, other, lock_path)) from None
+            message = _concurrent_message(keyspace, key, other, lock_path)
+            raise ConcurrentCommitError(message) from None
         data = holder.to_json().encode("utf-8")
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
@@ -57,10 +66,10 @@ def take_lock(lock_path: pathlib.Path, sink_id: str, holder: Holder) -> int:
 
 
 def probe_lock(lock_path: pathlib.Path) -> tuple[bool, Holder | None]:
-    """Whether the sink id's lock is held now, and the holder its lock file names.
+    """Whether the id's lock is held now, and the holder its lock file names.
 
     Takes a shared lock without blocking and drops it at once: a driver whose
-    ``take_lock`` falls in that instant is refused, as if the sink id were held,
+    ``take_lock`` falls in that instant is refused, as if the id were held,
     and proceeds when re-run. Never creates the lock file.
     """
     import fcntl  # noqa: PLC0415  # POSIX only; see take_lock
@@ -86,17 +95,20 @@ def probe_lock(lock_path: pathlib.Path) -> tuple[bool, Holder | None]:
         os.close(fd)
 
 
-def _concurrent_message(sink_id: str, holder: Holder | None, lock_path: pathlib.Path) -> str:
+def _concurrent_message(
+    keyspace: Keyspace, key: str, holder: Holder | None, lock_path: pathlib.Path
+) -> str:
+    noun = keyspace.noun
     message = (
-        f"sink {sink_id!r} is already held, by {describe_holder(holder)}. Two drivers must "
-        "never commit one sink at once, so this one stops before writing anything. Wait "
+        f"{noun} {key!r} is already held, by {describe_holder(holder)}. Two drivers must "
+        f"never hold one {noun} id at once, so this one stops before writing anything. Wait "
         "for that job to finish, then re-run; if it is dead, its lock died with its "
         f"process and a re-run proceeds (lock file: {str(lock_path)!r})"
     )
     if holder is not None and holder.is_this_process:
         message += (
             ". The holder is this process: release its lease (or use it in a `with` block) "
-            "before acquiring the sink id again"
+            f"before acquiring the {noun} id again"
         )
     return message
 

@@ -1,10 +1,11 @@
 """PostgreSQL's dialect, how a schema gets the tables, its locks and its connections.
 
-The tables are the SQLite store's layout 3 (``schema``) in one PostgreSQL schema
+The tables are the SQLite store's layout 4 (``schema``) in one PostgreSQL schema
 (``sinkv2`` by default), plus ``sink_store_layout``: one row holding the layout
 version, the counterpart of SQLite's ``PRAGMA user_version``. Layouts 1 and 2
 never existed in PostgreSQL; the numbers are shared so that one number means one
-set of semantics in either store.
+set of semantics in either store. A schema of layout 3 (no sources' tables) is
+migrated in place when a store opens it.
 
 A write transaction is psycopg's ``transaction()``; it reads the fence row ``FOR
 SHARE`` (a takeover, which increments the token, waits for it to end) and the
@@ -16,8 +17,10 @@ every process computes the same ones:
 
 - `layout_lock_key` (``"sinkv2 layout"``, schema): a transaction-level lock taken
   around creating the tables, so that concurrent first acquires do not race;
-- `sink_lock_key` (``"sinkv2 sink"``, schema, sink id): the session-level lock a
-  lease holds on its sink id for as long as its connection lives.
+- `sink_lock_key` (``"sinkv2 sink"``, schema, sink id) and `source_lock_key`
+  (``"sinkv2 source"``, schema, source id): the session-level lock a lease holds
+  on its id for as long as its connection lives; a sink id and a source id of the
+  same name have different keys.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from sinkv2.errors import CommitStateError
 from sinkv2.runtime._sql.dialect import Connection, Dialect, render
 from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace
 from sinkv2.runtime._sql.lease import SqlSinkLease
-from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS
+from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS, source_tables
 
 if TYPE_CHECKING:
     import psycopg
@@ -53,18 +56,31 @@ __all__ = [
     "import_psycopg",
     "layout_lock_key",
     "lock_ids",
+    "pg_hold",
     "postgres_dialect",
     "quote_identifier",
     "read_layout",
     "sink_lock_key",
+    "source_lock_key",
 ]
 
-LAYOUT_VERSION: Final = 3
+LAYOUT_VERSION: Final = 4
 """The table layout this release writes and reads, kept in ``sink_store_layout``."""
+
+FIRST_LAYOUT: Final = 3
+"""The oldest layout a PostgreSQL store was ever written in; migrated on open."""
 
 LAYOUT_TABLE: Final = "sink_store_layout"
 
-TABLES: Final = ("pending_sink_state", "sink_fence", "sink_job", "sink_origin", LAYOUT_TABLE)
+TABLES: Final = (
+    "pending_sink_state",
+    "sink_fence",
+    "sink_job",
+    "sink_origin",
+    LAYOUT_TABLE,
+    "source_epoch_state",
+    "source_fence",
+)
 """Every table the store owns in its schema."""
 
 CONNECT_DEFAULTS: Final[Mapping[str, str]] = {
@@ -168,37 +184,27 @@ class PostgresSinkLease(SqlSinkLease):
     on; the driver must stop and be re-run.
     """
 
-    def __init__(
-        self,
-        *,
-        dialect: Dialect,
-        sink_id: str,
-        job_id: str,
-        fencing_token: int,
-        lock_key: int,
-        connection: PgConnection,
-    ) -> None:
-        self._backend_pid = backend_pid = int(connection.info.backend_pid)
-        super().__init__(
-            dialect=dialect,
-            sink_id=sink_id,
-            job_id=job_id,
-            fencing_token=fencing_token,
-            hold=Hold(
-                connection=connection,
-                release=functools.partial(_unlock_and_close, connection, lock_key),
-                what="an advisory lock through a database connection",
-                ship="the PostgresCommitStateStore (its settings)",
-                shown=f" backend_pid={backend_pid}",
-                connection_name=f"the lease's connection (backend pid {backend_pid})",
-                lock_name="its advisory lock",
-            ),
-        )
+    def _prepare(self) -> None:
+        self._backend_pid = int(cast("PgConnection", self._connection).info.backend_pid)
 
     @property
     def backend_pid(self) -> int:
         """The PostgreSQL backend process of this lease's connection (``pg_backend_pid()``)."""
         return self._backend_pid
+
+
+def pg_hold(connection: PgConnection, lock_key: int) -> Hold:
+    """What keeps an id of a PostgreSQL store: a connection holding an advisory lock."""
+    backend_pid = int(connection.info.backend_pid)
+    return Hold(
+        connection=connection,
+        release=functools.partial(_unlock_and_close, connection, lock_key),
+        what="an advisory lock through a database connection",
+        ship="the PostgresCommitStateStore (its settings)",
+        shown=f" backend_pid={backend_pid}",
+        connection_name=f"the lease's connection (backend pid {backend_pid})",
+        lock_name="its advisory lock",
+    )
 
 
 def _unlock_and_close(connection: PgConnection, lock_key: int) -> None:
@@ -258,6 +264,11 @@ def sink_lock_key(schema: str, sink_id: str) -> int:
     return _key("sinkv2 sink", schema, sink_id)
 
 
+def source_lock_key(schema: str, source_id: str) -> int:
+    """The session-level advisory lock key of ``source_id`` in ``schema``: a signed int64."""
+    return _key("sinkv2 source", schema, source_id)
+
+
 def layout_lock_key(schema: str) -> int:
     """The transaction-level advisory lock key taken around creating ``schema``'s tables."""
     return _key("sinkv2 layout", schema)
@@ -285,7 +296,8 @@ def read_layout(connection: PgConnection, dialect: Dialect, schema: str) -> int 
 
     Raises:
         CommitStateError: The schema holds some of the store's tables but no layout
-            row, or a layout other than `LAYOUT_VERSION`.
+            row, or a layout this release neither reads nor migrates (newer than
+            `LAYOUT_VERSION`, or older than `FIRST_LAYOUT`).
     """
     where = dialect.where
     tables = _tables(connection, schema)
@@ -309,7 +321,7 @@ def read_layout(connection: PgConnection, dialect: Dialect, schema: str) -> int 
             "re-run could commit them twice"
         )
     version = int(row[0])
-    if version != LAYOUT_VERSION:
+    if not FIRST_LAYOUT <= version <= LAYOUT_VERSION:
         newer = version > LAYOUT_VERSION
         raise CommitStateError(
             f"{where} has layout version {version}, but this sinkv2 release reads layout "
@@ -325,11 +337,11 @@ def read_layout(connection: PgConnection, dialect: Dialect, schema: str) -> int 
 
 
 def ensure_layout(connection: PgConnection, dialect: Dialect, schema: str) -> None:
-    """Create the schema and its tables if they are missing; refuse another layout.
+    """Create the schema and its tables if missing, migrate an older layout; refuse a newer one.
 
     Concurrent first acquires (other processes, other hosts) are serialised by a
-    transaction-level advisory lock on `layout_lock_key`: the first creates the
-    tables, the others find them. ``CREATE SCHEMA`` runs only when the schema does
+    transaction-level advisory lock on `layout_lock_key`: the first creates (or
+    migrates) the tables, the others find them. ``CREATE SCHEMA`` runs only when the schema does
     not exist, so a role with CREATE on a schema an administrator made, but not on
     the database, can use it.
 
@@ -338,12 +350,16 @@ def ensure_layout(connection: PgConnection, dialect: Dialect, schema: str) -> No
             (see `read_layout`).
         psycopg.Error: The database refused a statement (e.g. no CREATE privilege).
     """
-    if read_layout(connection, dialect, schema) is not None:
+    if read_layout(connection, dialect, schema) == LAYOUT_VERSION:
         return
     with connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (layout_lock_key(schema),))
-        if read_layout(connection, dialect, schema) is not None:
-            return  # another process created them while this one waited
+        version = read_layout(connection, dialect, schema)
+        if version == LAYOUT_VERSION:
+            return  # another process created or migrated them while this one waited
+        if version is not None:
+            _migrate(connection, dialect, version)
+            return
         exists = connection.execute(
             "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (schema,)
         ).fetchone()
@@ -357,7 +373,22 @@ def ensure_layout(connection: PgConnection, dialect: Dialect, schema: str) -> No
         )
 
 
+def _migrate(connection: PgConnection, dialect: Dialect, version: int) -> None:
+    """Take the tables from layout ``version`` to `LAYOUT_VERSION`, in the caller's transaction.
+
+    Layout 3 gets the sources' tables (layout 4), empty; the sinks' rows are untouched.
+    """
+    steps = {3: source_tables(dialect, _FENCE_TABLE)}
+    for step in range(version, LAYOUT_VERSION):
+        for statement in steps[step]:
+            connection.execute(statement, ())
+    connection.execute(
+        render(dialect, "UPDATE {schema}sink_store_layout SET version = ?"), (LAYOUT_VERSION,)
+    )
+
+
 def _tables_of(dialect: Dialect) -> tuple[str, ...]:
     fence = render(dialect, _FENCE_TABLE, fence=SINKS.fence, key=SINKS.key)
     tables = (JOB_TABLE, ORIGIN_TABLE, _LAYOUT_TABLE)
-    return (render(dialect, EPOCH_TABLE), fence, *(render(dialect, table) for table in tables))
+    sinks = (render(dialect, EPOCH_TABLE), fence, *(render(dialect, table) for table in tables))
+    return (*sinks, *source_tables(dialect, _FENCE_TABLE))

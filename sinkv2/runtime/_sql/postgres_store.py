@@ -1,7 +1,11 @@
 """`PostgresCommitStateStore`: the commit state store in a PostgreSQL schema.
 
+(Over 450 lines: besides acquiring, it is an operator's tool for a store on a
+server - who holds an id and ending a dead holder's session - each documented for
+the operator who needs it.)
+
 The contract is `sinkv2.runtime.CommitStateStore` (see ``_store``); the tables are
-the SQLite store's layout 3 (see ``postgres``); the lease and the operator's
+the SQLite store's layout 4 (see ``postgres``); the lease and the operator's
 queries are the SQL stores' own (``lease``, ``store``). Two mechanisms keep two
 drivers from both proceeding on one sink id, wherever they run:
 
@@ -29,21 +33,25 @@ import attrs
 
 from sinkv2._text import describe
 from sinkv2.errors import CommitStateError, ConcurrentCommitError, SinkConfigurationError
+from sinkv2.runtime._source_store import SourceStateStore
 from sinkv2.runtime._sql.dialect import Dialect, describe_error, render
-from sinkv2.runtime._sql.fence import Holder
+from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace
 from sinkv2.runtime._sql.postgres import (
     CONNECT_DEFAULTS,
+    LAYOUT_VERSION,
     PgConnection,
     PostgresSinkLease,
     advance_fence,
     ensure_layout,
     import_psycopg,
     lock_ids,
+    pg_hold,
     postgres_dialect,
     read_layout,
     sink_lock_key,
+    source_lock_key,
 )
-from sinkv2.runtime._sql.schema import SINKS
+from sinkv2.runtime._sql.schema import SINKS, SOURCES
 from sinkv2.runtime._sql.store import SqlCommitStateStore
 from sinkv2.runtime._store import CommitStateStore, SinkLease, check_name
 
@@ -109,15 +117,16 @@ class SinkHolder:
 
 @final
 class PostgresCommitStateStore(SqlCommitStateStore):
-    """A `CommitStateStore` in a PostgreSQL schema, for drivers on any number of hosts.
+    """A `CommitStateStore` and `SourceStateStore` in a PostgreSQL schema, for any number of hosts.
 
     The store is only settings: it pickles, connects on `acquire` (one connection
     per lease, held until the lease is released) and for each operator query.
     psycopg is imported when the store is made, not by ``import sinkv2``.
 
     On first acquire the store creates its schema (if it does not exist) and its
-    tables, under a transaction-level advisory lock so that concurrent first
-    acquires from several hosts do not race. The role needs CREATE on the
+    tables (or migrates a layout-3 schema, adding the sources' tables), under a
+    transaction-level advisory lock so that concurrent first acquires from
+    several hosts do not race. The role needs CREATE on the
     database when the schema does not exist yet, or CREATE and USAGE on a schema
     an administrator made; afterwards, read and write access to the tables it
     created. `terminate_holder` needs the right to signal the holder's backend
@@ -128,6 +137,8 @@ class PostgresCommitStateStore(SqlCommitStateStore):
     long as the lease's connection. The keys are SHA-256 based; another application
     using bigint advisory locks in the same database would collide with one only by
     a 2**-64 chance, and a collision only makes an acquire wait for the other lock.
+    A source id is held the same way, on `source_lock_key` (from ``"sinkv2 source"``),
+    so a sink id and a source id of the same name never exclude each other.
 
     A lease never reconnects: a lease whose connection is lost (server restart,
     terminated backend, network failure) raises `CommitStateError` from then on,
@@ -147,6 +158,8 @@ class PostgresCommitStateStore(SqlCommitStateStore):
             or ``schema`` not a non-empty identifier of at most 63 bytes.
         ImportError: psycopg is not installed (``pip install 'sinkv2[postgres]'``).
     """
+
+    _sink_lease = PostgresSinkLease
 
     def __init__(self, conninfo: str, *, schema: str = DEFAULT_SCHEMA) -> None:
         psycopg = import_psycopg()
@@ -224,31 +237,28 @@ class PostgresCommitStateStore(SqlCommitStateStore):
             CommitStateError: The server cannot be reached or refused a statement
                 (e.g. no CREATE privilege), or the schema holds another layout.
         """
-        check_name("sink_id", sink_id, "pass the sink's stable id, the same in every run")
+        return self._acquire_sink(sink_id, job_id)
+
+    def _take(self, keyspace: Keyspace, key: str, job_id: str) -> tuple[int, Hold]:
+        """Connect, lock ``key`` and advance its fencing token; the token and the hold."""
         check_name("job_id", job_id, "pass this run's id, e.g. the Spark application id")
         dialect = self._dialect
-        connection = self._connect(f"sinkv2 {job_id}", f"take sink {sink_id!r}")
+        action = f"take {keyspace.noun} {key!r}"
+        connection = self._connect(f"sinkv2 {job_id}", action)
         try:
-            with self._errors(f"take sink {sink_id!r}"):
+            with self._errors(action):
                 ensure_layout(connection, dialect, self._schema)
                 row = connection.execute(
-                    "SELECT pg_try_advisory_lock(%s)", (self.lock_key(sink_id),)
+                    "SELECT pg_try_advisory_lock(%s)", (self._lock_key(keyspace, key),)
                 ).fetchone()
                 if row is None or row[0] is not True:
-                    holder = self._holder(connection, sink_id)
-                    raise ConcurrentCommitError(self._concurrent_message(sink_id, holder))
-                token = advance_fence(connection, dialect, SINKS, sink_id, job_id)
-            return PostgresSinkLease(
-                dialect=dialect,
-                sink_id=sink_id,
-                job_id=job_id,
-                fencing_token=token,
-                lock_key=self.lock_key(sink_id),
-                connection=connection,
-            )
+                    holder = self._holder(connection, key, keyspace)
+                    raise ConcurrentCommitError(self._concurrent_message(key, holder, keyspace))
+                token = advance_fence(connection, dialect, keyspace, key, job_id)
         except BaseException:
             connection.close()  # ends the session: the advisory lock, if taken, goes with it
             raise
+        return token, pg_hold(connection, self._lock_key(keyspace, key))
 
     # -- what an operator needs, without a lease -----------------------------------
 
@@ -367,13 +377,25 @@ class PostgresCommitStateStore(SqlCommitStateStore):
 
     @contextmanager
     def _reading(self, action: str) -> Iterator[PgConnection | None]:
-        """A short-lived connection; ``None`` if the tables do not exist."""
-        with self._session(action) as connection:
-            tables = read_layout(connection, self._dialect, self._schema) is not None
-            yield connection if tables else None
+        """A short-lived connection; ``None`` if the tables do not exist.
 
-    def _holder(self, connection: PgConnection, sink_id: str) -> SinkHolder | None:
-        classid, objid = lock_ids(self.lock_key(sink_id))
+        An older layout is migrated first, as an acquire would (as SQLite does).
+        """
+        with self._session(action) as connection:
+            layout = read_layout(connection, self._dialect, self._schema)
+            if layout is not None and layout != LAYOUT_VERSION:
+                ensure_layout(connection, self._dialect, self._schema)
+            yield connection if layout is not None else None
+
+    def _lock_key(self, keyspace: Keyspace, key: str) -> int:
+        lock_key = source_lock_key if keyspace == SOURCES else sink_lock_key
+        return lock_key(self._schema, key)
+
+    def _holder(
+        self, connection: PgConnection, sink_id: str, keyspace: Keyspace = SINKS
+    ) -> SinkHolder | None:
+        """Who holds the id (``SinkHolder.sink_id`` is a source id for `SOURCES`)."""
+        classid, objid = lock_ids(self._lock_key(keyspace, sink_id))
         locked = connection.execute(
             "SELECT pid FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND granted "
             "AND database = (SELECT oid FROM pg_catalog.pg_database "
@@ -390,7 +412,9 @@ class PostgresCommitStateStore(SqlCommitStateStore):
                 render(
                     self._dialect,
                     "SELECT holder_job_id, holder_pid, holder_host, holder_since, fencing_token "
-                    "FROM {schema}sink_fence WHERE sink_id = ? AND holder_backend_pid = ?",
+                    "FROM {schema}{fence} WHERE {key} = ? AND holder_backend_pid = ?",
+                    fence=keyspace.fence,
+                    key=keyspace.key,
                 ),
                 (sink_id, backend_pid),
             ).fetchone()
@@ -401,25 +425,28 @@ class PostgresCommitStateStore(SqlCommitStateStore):
             sink_id, backend_pid, str(job_id), int(pid), str(host), float(since), int(token)
         )
 
-    def _concurrent_message(self, sink_id: str, holder: SinkHolder | None) -> str:
+    def _concurrent_message(self, key: str, holder: SinkHolder | None, keyspace: Keyspace) -> str:
+        noun = keyspace.noun
         if holder is None:
             return (
-                f"sink {sink_id!r} was held an instant ago, by a driver that has let go "
+                f"{noun} {key!r} was held an instant ago, by a driver that has let go "
                 "since; this one stops before writing anything. Re-run it"
             )
+        terminate = (
+            f"PostgresCommitStateStore.terminate_holder({key!r}) or " if keyspace == SINKS else ""
+        )
         message = (
-            f"sink {sink_id!r} is already held, by {holder}. Two drivers must never commit "
-            "one sink at once, so this one stops before writing anything. Wait for that job "
+            f"{noun} {key!r} is already held, by {holder}. Two drivers must never hold one "
+            f"{noun} id at once, so this one stops before writing anything. Wait for that job "
             "to finish, then re-run; if its driver died, its lock died with its database "
             "connection and a re-run proceeds. If the driver is gone but its connection "
             "lingers (a host cut off from the network), end the connection with "
-            f"PostgresCommitStateStore.terminate_holder({sink_id!r}) or "
-            f"SELECT pg_terminate_backend({holder.backend_pid}); store: {self.target}"
+            f"{terminate}SELECT pg_terminate_backend({holder.backend_pid}); store: {self.target}"
         )
         if holder.is_this_process:
             message += (
                 ". The holder is this process: release its lease (or use it in a `with` "
-                "block) before acquiring the sink id again"
+                f"block) before acquiring the {noun} id again"
             )
         return message
 
@@ -439,3 +466,4 @@ class PostgresCommitStateStore(SqlCommitStateStore):
 
 if TYPE_CHECKING:
     _STORE_CONFORMS: type[CommitStateStore] = PostgresCommitStateStore
+    _SOURCE_STORE_CONFORMS: type[SourceStateStore] = PostgresCommitStateStore

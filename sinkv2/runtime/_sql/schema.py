@@ -1,6 +1,6 @@
 """The sink tables both databases hold, written once, and how a row becomes a record.
 
-The tables (layout 3; each database numbers its layouts in its own way, see
+The sinks' tables (layout 3; each database numbers its layouts in its own way, see
 ``sqlite`` and ``postgres``):
 
 - ``pending_sink_state``: one row per (sink id, epoch), `EPOCH_TABLE`;
@@ -9,6 +9,11 @@ The tables (layout 3; each database numbers its layouts in its own way, see
   backend pid), so each database defines it;
 - ``sink_job``: jobs that staged output and are not finished, `JOB_TABLE`;
 - ``sink_origin``: the stream a sink id is bound to, `ORIGIN_TABLE`.
+
+Layout 4 adds the sources' tables, in a key space of their own (`SOURCES`):
+
+- ``source_epoch_state``: one row per (source id, epoch), `SOURCE_EPOCH_TABLE`;
+- ``source_fence``: one row per source id, the same shape as ``sink_fence``.
 
 The definitions are templates for `render`: type words stand for the database's
 type names. Two columns of ``pending_sink_state`` differ by history rather than by
@@ -24,7 +29,8 @@ from typing import Any, Final
 
 from sinkv2._text import describe
 from sinkv2.errors import CommitStateError
-from sinkv2.runtime._sql.dialect import Dialect
+from sinkv2.runtime._source_store import SourceEpochRecord
+from sinkv2.runtime._sql.dialect import Dialect, render
 from sinkv2.runtime._sql.fence import Keyspace
 from sinkv2.runtime._store import EpochRecord, EpochStatus, default_checkpoint_id
 
@@ -34,11 +40,19 @@ __all__ = [
     "JOB_TABLE",
     "ORIGIN_TABLE",
     "SINKS",
+    "SOURCES",
+    "SOURCE_COLUMNS",
+    "SOURCE_EPOCH_TABLE",
     "record_from_row",
+    "source_record_from_row",
+    "source_tables",
 ]
 
 SINKS: Final = Keyspace(noun="sink", key="sink_id", fence="sink_fence")
 """The sink leases' ids and fence table."""
+
+SOURCES: Final = Keyspace(noun="source", key="source_id", fence="source_fence")
+"""The source leases' ids and fence table."""
 
 COLUMNS: Final = (
     "sink_id, epoch, status, explicit, serializer_version, payload, fencing_token, job_id, "
@@ -80,6 +94,38 @@ ORIGIN_TABLE: Final = """
         bound_at {float64} NOT NULL
     )
     """
+
+
+SOURCE_COLUMNS: Final = (
+    "source_id, epoch, enumerator_checkpoint, assignment, end_positions, acknowledged, "
+    "fencing_token, job_id, created_at"
+)
+"""The columns of ``source_epoch_state``, in the order `source_record_from_row` reads them."""
+
+SOURCE_EPOCH_TABLE: Final = """
+    CREATE TABLE {schema}source_epoch_state (
+        source_id TEXT NOT NULL,
+        epoch {int64} NOT NULL CHECK (epoch >= 0),
+        enumerator_checkpoint {bytes} NOT NULL,
+        assignment {bytes} NOT NULL,
+        end_positions {bytes},
+        acknowledged {bool} NOT NULL,
+        fencing_token {int64} NOT NULL,
+        job_id TEXT NOT NULL,
+        created_at {float64} NOT NULL,
+        PRIMARY KEY (source_id, epoch)
+    )
+    """
+
+
+def source_tables(dialect: Dialect, fence_table: str) -> tuple[str, ...]:
+    """The tables layout 4 adds, in ``dialect``: the sources' epochs and fence rows.
+
+    ``fence_table`` is the database's fence table template (its holder columns
+    differ), filled with `SOURCES`.
+    """
+    fence = render(dialect, fence_table, fence=SOURCES.fence, key=SOURCES.key)
+    return (render(dialect, SOURCE_EPOCH_TABLE), fence)
 
 
 def record_from_row(row: Sequence[Any], dialect: Dialect) -> EpochRecord:
@@ -140,3 +186,30 @@ def _as_bytes(value: object) -> bytes:
     if isinstance(value, memoryview):
         return value.tobytes()
     return bytes(_as(bytes, value))
+
+
+def source_record_from_row(row: Sequence[Any], dialect: Dialect) -> SourceEpochRecord:
+    """The `SourceEpochRecord` of a ``source_epoch_state`` row read as `SOURCE_COLUMNS`.
+
+    Raises:
+        CommitStateError: The row does not hold what this release writes.
+    """
+    source_id, epoch, checkpoint, assignment, ends, acknowledged, token, job_id, created = row
+    try:
+        return SourceEpochRecord(
+            source_id=_as(str, source_id),
+            epoch=_as_int(epoch),
+            enumerator_checkpoint=_as_bytes(checkpoint),
+            assignment=_as_bytes(assignment),
+            end_positions=None if ends is None else _as_bytes(ends),
+            acknowledged=_as_bool(acknowledged),
+            fencing_token=_as_int(token),
+            job_id=_as(str, job_id),
+            created_at=float(_as((int, float), created)),
+        )
+    except (TypeError, ValueError) as error:
+        raise CommitStateError(
+            f"{dialect.where} holds an unreadable row for epoch {epoch!r} of source "
+            f"{source_id!r}: {error}; {dialect.container} was changed by something other "
+            "than this sinkv2 release"
+        ) from error

@@ -19,11 +19,11 @@ from sinkv2.errors import CommitStateError
 from sinkv2.runtime._sql.dialect import Connection, Dialect, describe_error, render
 from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace, describe_holder
 from sinkv2.runtime._sql.file_lock import drop_lock
-from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS
+from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS, source_tables
 
 __all__ = ["BUSY_TIMEOUT_S", "SCHEMA_VERSION", "advance_fence", "connect", "hold", "sqlite_dialect"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """The table layout this release writes and reads, kept in ``PRAGMA user_version``."""
 
 BUSY_TIMEOUT_S: Final = 30.0
@@ -80,7 +80,7 @@ def _immediate(connection: Connection) -> Iterator[None]:
 
 
 def hold(connection: sqlite3.Connection, lock_fd: int) -> Hold:
-    """What keeps a sink id of a SQLite store: a connection and a ``flock``."""
+    """What keeps an id of a SQLite store: a connection and a ``flock``."""
     return Hold(
         connection=connection,
         release=functools.partial(_close, connection, lock_fd),
@@ -103,6 +103,7 @@ def _tables(dialect: Dialect) -> tuple[str, ...]:
         fence,
         render(dialect, JOB_TABLE),
         render(dialect, ORIGIN_TABLE),
+        *source_tables(dialect, _FENCE_TABLE),
     )
 
 
@@ -110,7 +111,7 @@ def _migrations(dialect: Dialect) -> Mapping[int, tuple[str, ...]]:
     """Statements that take layout N to N + 1, run in one transaction when a store opens.
 
     Layout 1 rows get ``checkpoint_id`` NULL, read as `default_checkpoint_id`; layout 2
-    rows get empty ``writer_states``.
+    rows get empty ``writer_states``; layout 3 gets the sources' tables, empty.
     """
     return {
         1: (
@@ -121,6 +122,7 @@ def _migrations(dialect: Dialect) -> Mapping[int, tuple[str, ...]]:
             "ALTER TABLE pending_sink_state ADD COLUMN writer_states BLOB NOT NULL DEFAULT x''",
             render(dialect, ORIGIN_TABLE),
         ),
+        3: source_tables(dialect, _FENCE_TABLE),
     }
 
 

@@ -1,9 +1,10 @@
 """`SqliteCommitStateStore`: the commit state store in one SQLite file, for one host.
 
-The contract is `sinkv2.runtime.CommitStateStore` (see ``_store``). Two mechanisms
-keep two drivers from both proceeding on one sink id: a ``flock`` per sink id
-(``file_lock``), and a fencing token per sink id that every write checks in its
-own transaction. ``flock`` and SQLite's WAL mode need a local filesystem, not a
+The contracts are `sinkv2.runtime.CommitStateStore` (see ``_store``) and
+`sinkv2.runtime.SourceStateStore` (``_source_store``). Two mechanisms keep two
+drivers from both proceeding on one sink id or source id: a ``flock`` per id
+(``file_lock``), and a fencing token per id that every write checks in its own
+transaction. ``flock`` and SQLite's WAL mode need a local filesystem, not a
 network share: for drivers on several hosts use a server-backed store.
 
 The lease and the operator's queries are the SQL stores' own (``lease``,
@@ -23,11 +24,10 @@ from typing import TYPE_CHECKING, Final, final
 
 from sinkv2._text import describe
 from sinkv2.errors import CommitStateError, SinkConfigurationError
+from sinkv2.runtime._source_store import SourceStateStore
 from sinkv2.runtime._sql.dialect import Dialect, describe_error
-from sinkv2.runtime._sql.fence import Holder
+from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace
 from sinkv2.runtime._sql.file_lock import drop_lock, lock_path, probe_lock, take_lock
-from sinkv2.runtime._sql.lease import SqlSinkLease
-from sinkv2.runtime._sql.schema import SINKS
 from sinkv2.runtime._sql.sqlite import advance_fence, connect, hold, sqlite_dialect
 from sinkv2.runtime._sql.store import SqlCommitStateStore
 from sinkv2.runtime._store import CommitStateStore, SinkLease, check_name
@@ -64,18 +64,20 @@ _UNRECORDED: Final = Holder(job_id="(not recorded yet)", pid=0, host="(unknown)"
 
 @final
 class SqliteCommitStateStore(SqlCommitStateStore):
-    """A `CommitStateStore` in one SQLite file, for drivers on one host.
+    """A `CommitStateStore` and `SourceStateStore` in one SQLite file, for drivers on one host.
 
-    The store is only a path: it pickles, and every `acquire` opens its own
-    connection. Beside the database, ``<file>.locks/`` holds one small lock file
-    per sink id that was ever acquired; they are never deleted, because deleting a
+    The store is only a path: it pickles, and every `acquire` (and
+    `acquire_source`) opens its own connection. Beside the database,
+    ``<file>.locks/`` holds one small lock file per sink id and per source id
+    that was ever acquired; they are never deleted, because deleting a
     lock file that another process has open would let two drivers lock two
     different files.
 
     Besides the contract, the store answers an operator's questions without
     acquiring anything, as `PostgresCommitStateStore` does: which sink ids it
     knows (`sink_ids`), their `epochs`, `jobs` and `origin`, and who holds a sink
-    id now (`holder`).
+    id now (`holder`); which source ids it knows (`source_ids`) and their
+    `source_epochs`.
 
     Args:
         path: The database file; created with its tables on first acquire. Defaults
@@ -131,28 +133,25 @@ class SqliteCommitStateStore(SqlCommitStateStore):
             CommitStateError: The database is unreadable, of a newer layout, or not a
                 commit state database; or the lock file could not be opened.
         """
-        check_name("sink_id", sink_id, "pass the sink's stable id, the same in every run")
+        return self._acquire_sink(sink_id, job_id)
+
+    def _take(self, keyspace: Keyspace, key: str, job_id: str) -> tuple[int, Hold]:
+        """Lock ``key``'s file, then advance its fencing token; the token and the hold."""
         check_name("job_id", job_id, "pass this run's id, e.g. the Spark application id")
         holder = Holder(
             job_id=job_id, pid=os.getpid(), host=socket.gethostname(), since=time.time()
         )
-        lock_fd = take_lock(lock_path(self._path, sink_id), sink_id, holder)
+        lock_fd = take_lock(lock_path(self._path, key, keyspace), key, holder, keyspace)
         connection: sqlite3.Connection | None = None
         try:
             connection = connect(self._path)
-            token = advance_fence(connection, self._dialect, SINKS, sink_id, holder)
+            token = advance_fence(connection, self._dialect, keyspace, key, holder)
         except BaseException:
             if connection is not None:
                 connection.close()
             drop_lock(lock_fd)
             raise
-        return SqlSinkLease(
-            dialect=self._dialect,
-            sink_id=sink_id,
-            job_id=job_id,
-            fencing_token=token,
-            hold=hold(connection, lock_fd),
-        )
+        return token, hold(connection, lock_fd)
 
     # -- what an operator needs, without a lease -----------------------------------
 
@@ -218,3 +217,4 @@ class SqliteCommitStateStore(SqlCommitStateStore):
 
 if TYPE_CHECKING:
     _STORE_CONFORMS: type[CommitStateStore] = SqliteCommitStateStore
+    _SOURCE_STORE_CONFORMS: type[SourceStateStore] = SqliteCommitStateStore

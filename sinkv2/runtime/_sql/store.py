@@ -1,20 +1,29 @@
 """What both SQL stores answer an operator without acquiring anything, written once.
 
 `SqlCommitStateStore` holds the read-only questions of ``sinkv2 state``: which
-sink ids a store knows, their epochs, jobs and origin. Each store says how it
+sink ids a store knows, their epochs, jobs and origin; which source ids it knows
+and their epochs. Each store says how it
 opens a short-lived connection for them (`SqlCommitStateStore._reading`) and in
-which dialect; acquiring, and who holds a sink id, are its own.
+which dialect.
+
+Acquiring is written once too, over each store's `SqlCommitStateStore._take` (its
+lock and its ``advance_fence``): `SqlCommitStateStore.acquire_source` makes a
+`SqlSourceLease`, and each store's ``acquire`` a lease of its `_sink_lease` class.
+Who holds an id is each store's own.
 """
 
 from __future__ import annotations
 
 import abc
 from contextlib import AbstractContextManager
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
+from sinkv2.runtime._source_store import SourceEpochRecord, SourceLease
 from sinkv2.runtime._sql.dialect import Connection, Dialect, render
-from sinkv2.runtime._sql.lease import check_statuses, epochs_query
-from sinkv2.runtime._sql.schema import record_from_row
+from sinkv2.runtime._sql.fence import Hold, Keyspace
+from sinkv2.runtime._sql.lease import SqlSinkLease, check_statuses, epochs_query
+from sinkv2.runtime._sql.schema import SINKS, SOURCES, record_from_row, source_record_from_row
+from sinkv2.runtime._sql.source_lease import SqlSourceLease, source_epochs_query
 from sinkv2.runtime._store import EpochRecord, EpochStatus, check_name
 
 __all__ = ["SqlCommitStateStore"]
@@ -25,14 +34,59 @@ _SINK_IDS: Final = (
     "ORDER BY 1"
 )
 
+_SOURCE_IDS: Final = (
+    "SELECT source_id FROM {schema}source_fence "
+    "UNION SELECT source_id FROM {schema}source_epoch_state ORDER BY 1"
+)
+
 
 class SqlCommitStateStore(abc.ABC):
     """The operator's questions of a SQL commit state store; each store adds `acquire`.
 
     Besides the contract, the store answers an operator's questions without
     acquiring anything: which sink ids it knows (`sink_ids`), their `epochs`,
-    `jobs` and `origin`.
+    `jobs` and `origin`; which source ids it knows (`source_ids`) and their
+    `source_epochs`.
     """
+
+    _sink_lease: ClassVar[type[SqlSinkLease]] = SqlSinkLease
+    """The class of the store's sink leases."""
+
+    def acquire_source(self, source_id: str, *, job_id: str) -> SourceLease:
+        """Take the source id for this driver, without waiting.
+
+        As ``acquire`` for a sink id, with a lock of the source id's own (a lock
+        file ``source-<digest>.lock`` beside the SQLite file; in PostgreSQL an
+        advisory key from ``"sinkv2 source"``) and a fencing token of its own in
+        ``source_fence``: a sink id of the same name is independent of it.
+
+        Raises:
+            SinkConfigurationError: ``source_id`` or ``job_id`` is not a non-empty str.
+            ConcurrentCommitError: Another live driver holds the source id, or this
+                process holds it through a lease not released yet; the message
+                names the holder.
+            CommitStateError: The store is unreadable, of a newer layout, or cannot
+                be reached.
+        """
+        check_name("source_id", source_id, "pass the source's stable id, the same in every run")
+        token, hold = self._take(SOURCES, source_id, job_id)
+        return SqlSourceLease(
+            dialect=self._dialect,
+            keyspace=SOURCES,
+            key=source_id,
+            job_id=job_id,
+            fencing_token=token,
+            hold=hold,
+        )
+
+    def _acquire_sink(self, sink_id: str, job_id: str) -> SqlSinkLease:
+        """What each store's ``acquire`` does, with the checks in its order."""
+        check_name("sink_id", sink_id, "pass the sink's stable id, the same in every run")
+        token, hold = self._take(SINKS, sink_id, job_id)
+        lease_class = self._sink_lease
+        return lease_class(
+            dialect=self._dialect, sink_id=sink_id, job_id=job_id, fencing_token=token, hold=hold
+        )
 
     def sink_ids(self) -> list[str]:
         """Every sink id the store has a record of (acquired, epochs, jobs or origin), sorted.
@@ -92,6 +146,32 @@ class SqlCommitStateStore(abc.ABC):
         rows = self._rows(f"read the origin of sink {sink_id!r}", query, sink_id)
         return str(rows[0][0]) if rows else None
 
+    def source_ids(self) -> list[str]:
+        """Every source id the store has a record of (acquired, or epochs), sorted.
+
+        Read-only; takes no lock, so it works while drivers hold source ids. An
+        empty list if the store does not exist yet (it is not created).
+
+        Raises:
+            CommitStateError: The store cannot be read, or is of another layout.
+        """
+        rows = self._rows("list source ids", render(self._dialect, _SOURCE_IDS))
+        return [str(source_id) for (source_id,) in rows]
+
+    def source_epochs(self, source_id: str) -> list[SourceEpochRecord]:
+        """The records of ``source_id``, by epoch, read without acquiring it.
+
+        A snapshot that a driver holding the source id may change at any moment.
+
+        Raises:
+            SinkConfigurationError: ``source_id`` is not a non-empty str.
+            CommitStateError: The store cannot be read, or is of another layout.
+        """
+        check_name("source_id", source_id, "pass the source's stable id")
+        query = source_epochs_query(self._dialect)
+        rows = self._rows(f"list the epochs of source {source_id!r}", query, source_id)
+        return [source_record_from_row(row, self._dialect) for row in rows]
+
     def _rows(self, action: str, query: str, *params: object) -> list[Any]:
         """The rows ``query`` returns; none if the store has no tables yet."""
         with self._reading(action) as connection:
@@ -101,6 +181,18 @@ class SqlCommitStateStore(abc.ABC):
     @abc.abstractmethod
     def _dialect(self) -> Dialect:
         """The store's dialect."""
+
+    @abc.abstractmethod
+    def _take(self, keyspace: Keyspace, key: str, job_id: str) -> tuple[int, Hold]:
+        """Lock ``key`` of ``keyspace`` without waiting, advance its fencing token.
+
+        Checks ``job_id`` first. Returns the new token and what keeps the id.
+
+        Raises:
+            SinkConfigurationError: ``job_id`` is not a non-empty str.
+            ConcurrentCommitError: Another live driver holds the id.
+            CommitStateError: The store cannot be opened or written.
+        """
 
     @abc.abstractmethod
     def _reading(self, action: str) -> AbstractContextManager[Connection | None]:

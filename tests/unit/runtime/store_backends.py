@@ -17,6 +17,19 @@ from sinkv2.runtime._sql.postgres import LAYOUT_VERSION
 
 USURPER = ("usurper", 1, "elsewhere", 0.0)
 
+SOURCE_EPOCH_COLUMNS = [
+    "source_id",
+    "epoch",
+    "enumerator_checkpoint",
+    "assignment",
+    "end_positions",
+    "acknowledged",
+    "fencing_token",
+    "job_id",
+    "created_at",
+]
+"""The columns of ``source_epoch_state`` (layout 4), the same in both databases."""
+
 
 class SqliteBackend:
     name = "sqlite"
@@ -62,15 +75,36 @@ class SqliteBackend:
             ).fetchall()
         return [(*row[:3], bool(row[3]), *row[4:]) for row in epochs], fences
 
-    def bump_fence(self, sink_id, store=None):
-        """Advance a sink's fencing token behind the store's back, as a takeover would."""
+    def bump_fence(self, sink_id, store=None, *, kind="sink"):
+        """Advance an id's fencing token behind the store's back, as a takeover would.
+
+        ``kind`` is ``sink`` or ``source``: whose fence table the id is in.
+        """
         path = (store or self.store).path
         with contextlib.closing(sqlite3.connect(path)) as connection, connection:
             connection.execute(
-                "UPDATE sink_fence SET fencing_token = fencing_token + 1, holder = ? "
-                "WHERE sink_id = ?",
+                f"UPDATE {kind}_fence SET fencing_token = fencing_token + 1, holder = ? "
+                f"WHERE {kind}_id = ?",
                 ('{"job_id": "usurper", "pid": 1, "host": "elsewhere", "since": 0}', sink_id),
             )
+
+    def downgrade_to_layout_3(self):
+        """Make the store what main wrote before sources had tables: layout 3."""
+        with self._connect() as connection, connection:
+            connection.execute("DROP TABLE source_epoch_state")
+            connection.execute("DROP TABLE source_fence")
+        self.set_layout(3)
+
+    def tables(self):
+        with self._connect() as connection:
+            rows = connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            ).fetchall()
+        return [name for (name,) in rows]
+
+    def layout(self):
+        with self._connect() as connection:
+            return connection.execute("PRAGMA user_version").fetchone()[0]
 
     def delete_fences(self):
         with self._connect() as connection, connection:
@@ -143,15 +177,38 @@ class PostgresBackend:
             ).fetchall()
         return epochs, fences
 
-    def bump_fence(self, sink_id, store=None):
+    def bump_fence(self, sink_id, store=None, *, kind="sink"):
         schema = (store or self.store).schema
         with self.connect() as connection:
             connection.execute(
-                f'UPDATE "{schema}".sink_fence SET fencing_token = fencing_token + 1, '
+                f'UPDATE "{schema}".{kind}_fence SET fencing_token = fencing_token + 1, '
                 "holder_job_id = %s, holder_pid = %s, holder_host = %s, holder_since = %s "
-                "WHERE sink_id = %s",
+                f"WHERE {kind}_id = %s",
                 (*USURPER, sink_id),
             )
+
+    def downgrade_to_layout_3(self):
+        schema = self.store.schema
+        with self.connect() as connection:
+            connection.execute(f'DROP TABLE "{schema}".source_epoch_state')
+            connection.execute(f'DROP TABLE "{schema}".source_fence')
+        self.set_layout(3)
+
+    def tables(self):
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %s "
+                "ORDER BY tablename",
+                (self.store.schema,),
+            ).fetchall()
+        return [name for (name,) in rows]
+
+    def layout(self):
+        with self.connect() as connection:
+            row = connection.execute(
+                f'SELECT version FROM "{self.store.schema}".sink_store_layout'
+            ).fetchone()
+        return row[0]
 
     def delete_fences(self):
         with self.connect() as connection:
@@ -202,4 +259,10 @@ def make_backend(request, tmp_path):
     return PostgresBackend(request.getfixturevalue("postgres_url"), tmp_path)
 
 
-__all__ = ["LAYOUT_VERSION", "PostgresBackend", "SqliteBackend", "make_backend"]
+__all__ = [
+    "LAYOUT_VERSION",
+    "SOURCE_EPOCH_COLUMNS",
+    "PostgresBackend",
+    "SqliteBackend",
+    "make_backend",
+]

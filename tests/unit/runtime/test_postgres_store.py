@@ -30,6 +30,7 @@ from sinkv2.errors import (
 )
 from sinkv2.runtime import EpochStatus, PostgresCommitStateStore, SinkHolder
 from sinkv2.runtime._sql.postgres import LAYOUT_VERSION, lock_ids, sink_lock_key
+from tests.unit.runtime.store_backends import SOURCE_EPOCH_COLUMNS
 
 
 @pytest.fixture
@@ -298,6 +299,16 @@ def test_concurrent_first_acquires_create_the_tables_once(postgres_url):
     assert layout == [(True, LAYOUT_VERSION)]
 
 
+FENCE_COLUMNS = [
+    "fencing_token",
+    "holder_job_id",
+    "holder_pid",
+    "holder_host",
+    "holder_since",
+    "holder_backend_pid",
+]
+
+
 def test_the_layout_is_the_documented_one(store, postgres_url):
     store.acquire("orders", job_id="j").release()
     with admin(postgres_url) as connection:
@@ -322,18 +333,12 @@ def test_the_layout_is_the_documented_one(store, postgres_url):
             "checkpoint_id",
             "writer_states",
         ],
-        "sink_fence": [
-            "sink_id",
-            "fencing_token",
-            "holder_job_id",
-            "holder_pid",
-            "holder_host",
-            "holder_since",
-            "holder_backend_pid",
-        ],
+        "sink_fence": ["sink_id", *FENCE_COLUMNS],
         "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
         "sink_origin": ["sink_id", "origin", "bound_at"],
         "sink_store_layout": ["singleton", "version"],
+        "source_epoch_state": SOURCE_EPOCH_COLUMNS,
+        "source_fence": ["source_id", *FENCE_COLUMNS],
     }
 
 
@@ -450,6 +455,8 @@ def test_a_schema_whose_name_needs_quoting_holds_the_whole_store(postgres_url):
         "sink_job",
         "sink_origin",
         "sink_store_layout",
+        "source_epoch_state",
+        "source_fence",
     ]
     assert tables(postgres_url) == []  # nothing went to the default schema
 
@@ -576,3 +583,68 @@ def test_without_psycopg_the_store_says_how_to_install_it():
     assert done.stdout.strip() == (
         "PostgresCommitStateStore needs psycopg; install it with: pip install 'sinkv2[postgres]'"
     )
+
+
+# What main wrote before sources had tables, literally: layout 3.
+LAYOUT_3 = (
+    "CREATE SCHEMA sinkv2",
+    """CREATE TABLE sinkv2.pending_sink_state (
+        sink_id TEXT NOT NULL, epoch BIGINT NOT NULL CHECK (epoch > 0),
+        status TEXT NOT NULL CHECK (status IN ('pending', 'aborted', 'committed')),
+        explicit BOOLEAN NOT NULL, serializer_version BIGINT NOT NULL, payload BYTEA NOT NULL,
+        fencing_token BIGINT NOT NULL, job_id TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+        checkpoint_id BIGINT NOT NULL, writer_states BYTEA NOT NULL DEFAULT '\\x',
+        PRIMARY KEY (sink_id, epoch))""",
+    """CREATE TABLE sinkv2.sink_fence (
+        sink_id TEXT PRIMARY KEY, fencing_token BIGINT NOT NULL, holder_job_id TEXT NOT NULL,
+        holder_pid BIGINT NOT NULL, holder_host TEXT NOT NULL,
+        holder_since DOUBLE PRECISION NOT NULL, holder_backend_pid INTEGER NOT NULL)""",
+    """CREATE TABLE sinkv2.sink_job (
+        sink_id TEXT NOT NULL, job_id TEXT NOT NULL, fencing_token BIGINT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (sink_id, job_id))""",
+    """CREATE TABLE sinkv2.sink_origin (
+        sink_id TEXT PRIMARY KEY NOT NULL, origin TEXT NOT NULL,
+        bound_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE sinkv2.sink_store_layout (
+        singleton BOOLEAN PRIMARY KEY DEFAULT true CHECK (singleton), version INTEGER NOT NULL)""",
+    "INSERT INTO sinkv2.sink_store_layout (version) VALUES (3)",
+)
+
+
+def test_a_layout_3_schema_gets_the_source_tables_and_keeps_its_sink_rows(store, postgres_url):
+    rows = [
+        ("orders", 1, "committed", True, 2, b"one", 4, "old", 1.0, 1, b"states"),
+        ("orders", 2, "pending", False, 2, b"two", 4, "old", 2.0, 2, b""),
+    ]
+    with admin(postgres_url) as connection:
+        for statement in LAYOUT_3:
+            connection.execute(statement)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO sinkv2.pending_sink_state VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        connection.execute(
+            "INSERT INTO sinkv2.sink_fence VALUES ('orders', 4, 'old', 1, 'h', 1.0, 1)"
+        )
+        connection.execute("INSERT INTO sinkv2.sink_job VALUES ('orders', 'old', 4, 1.0)")
+    # an operator's read migrates it, as an acquire would
+    assert store.source_ids() == []
+    with admin(postgres_url) as connection:
+        assert connection.execute("SELECT version FROM sinkv2.sink_store_layout").fetchall() == [
+            (LAYOUT_VERSION,)
+        ]
+        stored = connection.execute(
+            "SELECT * FROM sinkv2.pending_sink_state ORDER BY epoch"
+        ).fetchall()
+    assert stored == rows
+    assert "source_epoch_state" in tables(postgres_url)
+    with store.acquire_source("orders", job_id="new") as source:
+        assert source.fencing_token == 1
+        source.record_epoch(0, enumerator_checkpoint=b"cp", assignment=b"as")
+    with store.acquire("orders", job_id="new") as sink:
+        assert sink.fencing_token == 5
+        assert sink.get(1).writer_states == b"states"
+        assert sink.unfinished_jobs() == ["old"]
+        sink.mark_committed(2)

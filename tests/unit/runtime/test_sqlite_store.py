@@ -15,6 +15,7 @@ import pytest
 from sinkv2 import END_OF_INPUT
 from sinkv2.errors import CommitStateError, SinkConfigurationError
 from sinkv2.runtime import SCHEMA_VERSION, SqliteCommitStateStore, default_state_store_path
+from tests.unit.runtime.store_backends import SOURCE_EPOCH_COLUMNS
 
 
 @pytest.fixture
@@ -82,7 +83,14 @@ def test_the_layout_is_the_documented_one(store):
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         columns = {
             table: [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
-            for table in ("pending_sink_state", "sink_fence", "sink_job", "sink_origin")
+            for table in (
+                "pending_sink_state",
+                "sink_fence",
+                "sink_job",
+                "sink_origin",
+                "source_epoch_state",
+                "source_fence",
+            )
         }
     assert columns == {
         "pending_sink_state": [
@@ -101,6 +109,8 @@ def test_the_layout_is_the_documented_one(store):
         "sink_fence": ["sink_id", "fencing_token", "holder"],
         "sink_job": ["sink_id", "job_id", "fencing_token", "started_at"],
         "sink_origin": ["sink_id", "origin", "bound_at"],
+        "source_epoch_state": SOURCE_EPOCH_COLUMNS,
+        "source_fence": ["source_id", "fencing_token", "holder"],
     }
 
 
@@ -174,3 +184,55 @@ def test_a_relative_path_and_state_dir_resolve_against_the_working_directory(tmp
     assert SqliteCommitStateStore().path == tmp_path / "rel" / "commit_state.sqlite"
     monkeypatch.setenv("SINKV2_STATE_DIR", "")
     assert SqliteCommitStateStore().path == tmp_path / ".sinkv2" / "commit_state.sqlite"
+
+
+# What main wrote before sources had tables, literally: layout 3.
+LAYOUT_3 = (
+    """CREATE TABLE pending_sink_state (
+        sink_id TEXT NOT NULL, epoch INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'aborted', 'committed')),
+        explicit INTEGER NOT NULL, serializer_version INTEGER NOT NULL,
+        payload BLOB NOT NULL, fencing_token INTEGER NOT NULL, job_id TEXT NOT NULL,
+        updated_at REAL NOT NULL, checkpoint_id INTEGER,
+        writer_states BLOB NOT NULL DEFAULT x'', PRIMARY KEY (sink_id, epoch))""",
+    """CREATE TABLE sink_fence (
+        sink_id TEXT PRIMARY KEY NOT NULL, fencing_token INTEGER NOT NULL,
+        holder TEXT NOT NULL)""",
+    """CREATE TABLE sink_job (
+        sink_id TEXT NOT NULL, job_id TEXT NOT NULL, fencing_token INTEGER NOT NULL,
+        started_at REAL NOT NULL, PRIMARY KEY (sink_id, job_id))""",
+    """CREATE TABLE sink_origin (
+        sink_id TEXT PRIMARY KEY NOT NULL, origin TEXT NOT NULL, bound_at REAL NOT NULL)""",
+)
+
+
+def test_a_layout_3_file_gets_the_source_tables_and_keeps_its_sink_rows(store):
+    rows = [
+        ("orders", 1, "committed", 1, 2, b"one", 4, "old", 1.0, 1, b"states"),
+        ("orders", 2, "pending", 0, 2, b"two", 4, "old", 2.0, END_OF_INPUT, b""),
+    ]
+    with contextlib.closing(sqlite3.connect(store.path)) as connection:
+        for statement in LAYOUT_3:
+            connection.execute(statement)
+        connection.executemany(
+            "INSERT INTO pending_sink_state VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+        )
+        connection.execute("INSERT INTO sink_fence VALUES ('orders', 4, '{}')")
+        connection.execute("INSERT INTO sink_job VALUES ('orders', 'old', 4, 1.0)")
+        connection.execute("INSERT INTO sink_origin VALUES ('orders', 'query 1', 1.0)")
+        connection.execute("PRAGMA user_version = 3")
+        connection.commit()
+    with store.acquire_source("orders", job_id="new") as source:
+        assert source.fencing_token == 1
+        source.record_epoch(0, enumerator_checkpoint=b"cp", assignment=b"as")
+    with contextlib.closing(sqlite3.connect(store.path)) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
+        assert connection.execute("SELECT * FROM pending_sink_state ORDER BY epoch").fetchall() == (
+            rows
+        )
+    assert store.jobs("orders") == ["old"]
+    assert store.origin("orders") == "query 1"
+    with store.acquire("orders", job_id="new") as sink:
+        assert sink.fencing_token == 5
+        assert sink.get(1).writer_states == b"states"
+        sink.mark_committed(2)
