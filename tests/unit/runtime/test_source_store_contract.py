@@ -22,7 +22,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from sinkv2 import (
+from sinkv2.errors import (
     ConcurrentCommitError,
     IllegalLifecycleError,
     SinkConfigurationError,
