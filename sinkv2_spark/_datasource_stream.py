@@ -53,7 +53,6 @@ from sinkv2.runtime import (
     CommitCoordinator,
     EpochStatus,
     Restore,
-    SubtaskStates,
     WriterStageOutput,
     WriterStates,
 )
@@ -163,16 +162,19 @@ class StreamPlan:
         )
 
     def restored_states(self, subtask_id: int) -> tuple[tuple[bytes, ...], ...] | None:
-        """Per subtask up to ``subtask_id``, the framed states it restores (by subtask id)."""
+        """Per subtask up to ``subtask_id``, the framed states it restores, by subtask id.
+
+        Spark does not tell the task how many partitions there are: the rule by
+        subtask id (`WriterStates.restore_by_subtask_id`), not Flink's.
+        """
         restore = self.restore
         if restore is None or not self.capabilities.writer_state:
             return None
-        runs: list[list[bytes]] = [[] for _ in range(subtask_id + 1)]
-        if restore.states is not None:
-            for subtask in restore.states.subtasks:
-                if subtask.subtask_id <= subtask_id:
-                    runs[subtask.subtask_id].extend(subtask.states)
-        return tuple(tuple(run) for run in runs)
+        states = restore.states
+        return tuple(
+            states.restore_by_subtask_id(subtask) if states is not None else ()
+            for subtask in range(subtask_id + 1)
+        )
 
 
 def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPlan:
@@ -478,30 +480,20 @@ def _outputs(
 def _carry_unrestored(output: WriterStageOutput, restore: Restore | None) -> WriterStageOutput:
     """Add the restored states no writer took (subtasks the micro-batch lacks) to its own.
 
-    Subtask ``i`` of an older checkpoint is carried to subtask ``i mod n`` under its
-    own attempt token (its staged output stays referenced), and restored with that
-    subtask's states at the next checkpoint.
+    The second half of the rule by subtask id (`WriterStates.with_carried`): subtask
+    ``i`` of an older checkpoint is recorded again under ``i mod n``, and restored by
+    that subtask at the next checkpoint.
     """
     states = output.states
     if states is None or restore is None or restore.states is None:
         return output
-    n = states.number_of_subtasks
-    carried = tuple(
-        SubtaskStates(subtask_id=s.subtask_id % n, attempt_token=s.attempt_token, states=s.states)
-        for s in restore.states.subtasks
-        if s.subtask_id >= n and s.states
-    )
-    if not carried:
+    merged = states.with_carried(restore.states)
+    if merged is states:
         return output
     logger.info(
         "%d writer state(s) of subtasks the micro-batch does not have (%d partitions) are "
         "carried to the next checkpoint",
-        sum(len(s.states) for s in carried),
-        n,
-    )
-    merged = WriterStates(
-        state_name=states.state_name,
-        number_of_subtasks=n,
-        subtasks=states.subtasks + carried,
+        merged.count - states.count,
+        states.number_of_subtasks,
     )
     return attrs.evolve(output, states=merged)

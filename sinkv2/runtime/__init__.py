@@ -30,6 +30,7 @@ from sinkv2.runtime._commit import (
 )
 from sinkv2.runtime._coordinator import CommitCoordinator, CoordinatorState
 from sinkv2.runtime._postgres_store import PostgresCommitStateStore, SinkHolder
+from sinkv2.runtime._rescale import redistribute
 from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._seam import (
     STAGE_EVENTS,
@@ -50,7 +51,7 @@ from sinkv2.runtime._sqlite_store import (
     default_state_store_path,
 )
 from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
-from sinkv2.runtime._writer_states import SubtaskStates, WriterStates, redistribute
+from sinkv2.runtime._writer_states import SubtaskStates, WriterStates
 
 __all__ = [
     "DEFAULT_FILE_NAME",
