@@ -33,7 +33,9 @@ Writer states are restored by subtask id, since Spark does not tell tasks how ma
 partitions a micro-batch has: subtask ``i`` restores what subtask ``i`` snapshotted.
 A checkpoint with fewer partitions than the one before carries the states no writer
 restored into its own record, under subtask ``i mod n``, so the next checkpoint's
-writers restore them (one micro-batch late; none is lost or restored twice).
+writers restore them (one micro-batch late; none is lost or restored twice). This is
+the rule by subtask id of ``sinkv2.runtime._rescale`` (``WriterStates.restore_by_subtask_id``
+and ``WriterStates.with_carried``); ``apply()`` uses Flink's rule from the same module.
 """
 
 from __future__ import annotations
