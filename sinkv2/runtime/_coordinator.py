@@ -55,7 +55,8 @@ from sinkv2.errors import (
     StaleFencingTokenError,
 )
 from sinkv2.runtime._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
-from sinkv2.runtime._result import CommitStatus, SinkResult
+from sinkv2.runtime._epoch import EpochNeed, EpochPlan, PendingEpoch
+from sinkv2.runtime._result import CommitStatus, SinkResult, epoch_result
 from sinkv2.runtime._seam import (
     CommittableStreams,
     EpochCommit,
@@ -73,6 +74,14 @@ if TYPE_CHECKING:
 __all__ = ["CommitCoordinator", "CoordinatorState"]
 
 logger = logging.getLogger("sinkv2.coordinator")
+
+_BUG: Final = "this is a bug in sinkv2, please report it"
+
+_NEEDS: Final = {
+    EpochStatus.COMMITTED: EpochNeed.NOTHING,
+    EpochStatus.PENDING: EpochNeed.RECOMMIT,
+    EpochStatus.ABORTED: EpochNeed.WRITE,
+}
 
 
 class CoordinatorState(enum.Enum):
@@ -417,12 +426,14 @@ class CommitCoordinator:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # --- one epoch, batch ------------------------------------------------------------------
+    # --- one epoch: the procedure every door runs (see `sinkv2.runtime._epoch`) ------------
 
     def run_epoch(
         self, write: WriterStage, *, checkpoint_id: int | None, recovery: Recovery
     ) -> SinkResult:
         """One batch epoch: skip it, finish it, or write, pre-commit and commit it.
+
+        `plan_epoch`, then `settle` or `write_epoch` + `commit_epoch`.
 
         Args:
             write: The engine's writer stage.
@@ -436,24 +447,43 @@ class CommitCoordinator:
             SinkWriterError: A writer failed; nothing was committed.
             CommitError: The commit failed; the epoch stays pending.
         """
+        plan = self.plan_epoch(checkpoint_id, recovery=recovery)
+        if plan.need is not EpochNeed.WRITE:
+            return self.settle(plan)
+        pending = self.write_epoch(plan, lambda: write(self.job_id, plan.checkpoint_id))
+        return self.commit_epoch(pending)
+
+    def plan_epoch(self, checkpoint_id: int | None, *, recovery: Recovery) -> EpochPlan:
+        """What a batch run's epoch needs: nothing (committed), a recommit, or writers.
+
+        Args:
+            checkpoint_id: The user's checkpoint id, or ``None`` (a new epoch, always
+                written).
+            recovery: What `open` returned.
+
+        Raises:
+            SinkConfigurationError: ``checkpoint_id`` is an epoch of runs without one.
+        """
         lease = self.lease
         epoch = checkpoint_id if checkpoint_id is not None else lease.next_epoch()
         carried = checkpoint_id if checkpoint_id is not None else END_OF_INPUT
-        store_warning = self._no_history_warning(checkpoint_id)
-        base = SinkResult(
-            sink_id=self.sink_id,
+        base = self._base(
+            epoch, carried, recovery, store_warning=self._no_history_warning(checkpoint_id)
+        )
+        plan = EpochPlan(
             epoch=epoch,
             checkpoint_id=carried,
-            status=CommitStatus.ALREADY_COMMITTED,
-            job_id=self.job_id,
-            aborted_epochs=recovery.aborted,
-            recommitted_epochs=tuple(e for e in recovery.recommitted if e != epoch),
-            cleaned_jobs=recovery.cleaned_jobs,
-            store_warning=store_warning,
+            need=EpochNeed.WRITE,
+            explicit=checkpoint_id is not None,
+            base=base,
         )
-        if checkpoint_id is not None and epoch in recovery.recommitted:
-            return self._result(base, CommitStatus.RECOMMITTED, recovery.recommitted[epoch])
-        existing = lease.get(epoch) if checkpoint_id is not None else None
+        if checkpoint_id is None:
+            return plan
+        if epoch in recovery.recommitted:
+            return attrs.evolve(
+                plan, need=EpochNeed.NOTHING, recommitted=recovery.recommitted[epoch]
+            )
+        existing = lease.get(epoch)
         if existing is not None and not existing.explicit:
             raise SinkConfigurationError(
                 f"epoch {epoch} of sink {self.sink_id!r} belongs to a run without a "
@@ -461,30 +491,235 @@ class CommitCoordinator:
                 "assigned epochs share one history per sink id. Use checkpoint ids for every "
                 "run of this sink id, or a different sink_id for runs with them"
             )
-        if existing is not None and existing.status is EpochStatus.COMMITTED:
-            return attrs.evolve(base, stage_seconds=dict(self.stage_seconds))
-        if existing is None and checkpoint_id is not None and self._destination_holds(epoch):
-            return self._held_by_destination(base, epoch)
+        if existing is None:
+            if self._destination_holds(epoch):
+                return attrs.evolve(plan, need=EpochNeed.NOTHING, held_by_destination=True)
+            return plan
+        return attrs.evolve(plan, need=_NEEDS[existing.status], record=existing)
 
+    def plan_checkpoint(
+        self,
+        checkpoint_id: int,
+        *,
+        recovery: Recovery | None = None,
+        recommitted: tuple[int, ...] = (),
+    ) -> EpochPlan:
+        """What a stream's checkpoint needs: nothing (committed), a recommit, or writers.
+
+        Args:
+            checkpoint_id: The checkpoint (its epoch).
+            recovery: What `open` finished, for a stream's first checkpoint since then:
+                its result reports it, and ``RECOMMITTED`` if this checkpoint is one
+                of the epochs it committed.
+            recommitted: Pending epochs below it just committed (its result says so).
+        """
+        epoch = checkpoint_id
+        existing = self.lease.get(epoch)
+        need = EpochNeed.WRITE if existing is None else _NEEDS[existing.status]
+        if existing is not None and existing.status is EpochStatus.ABORTED:
+            existing = None
+        return EpochPlan(
+            epoch=epoch,
+            checkpoint_id=checkpoint_id,
+            need=need,
+            explicit=True,
+            base=self._base(epoch, checkpoint_id, recovery, recommitted=recommitted),
+            record=existing,
+            recommitted=(
+                recovery.recommitted.get(epoch)
+                if recovery is not None and need is EpochNeed.NOTHING
+                else None
+            ),
+        )
+
+    def settle(self, plan: EpochPlan) -> SinkResult:
+        """Finish an epoch that needs no writers: report it, or commit it from the store.
+
+        Raises:
+            IllegalLifecycleError: The epoch needs writers (`write_epoch`).
+            CommitError: A recommit failed; the epoch stays pending.
+        """
+        if plan.need is EpochNeed.WRITE:
+            raise IllegalLifecycleError(
+                f"epoch {plan.epoch} of sink {self.sink_id!r} is not recorded: its writers "
+                f"must write it (write_epoch), it cannot be settled; {_BUG}"
+            )
+        if plan.recommitted is not None:
+            return epoch_result(
+                plan.base, CommitStatus.RECOMMITTED, plan.recommitted, None, self.stage_seconds
+            )
+        if plan.held_by_destination:
+            return self._held_by_destination(plan.base, plan.epoch)
+        if plan.need is EpochNeed.RECOMMIT:
+            assert plan.record is not None  # a Pending record
+            commit = self.commit_pending(
+                plan.epoch,
+                plan.checkpoint_id,
+                self.stored_committables(plan.record),
+                recovering=True,
+            )
+            return epoch_result(
+                plan.base, CommitStatus.RECOMMITTED, commit, None, self.stage_seconds
+            )
+        return attrs.evolve(plan.base, stage_seconds=dict(self.stage_seconds))
+
+    def write_epoch(
+        self,
+        plan: EpochPlan,
+        write: Callable[[], WriterStageOutput],
+        *,
+        kept: frozenset[str] = frozenset(),
+        state_name: str | None = None,
+    ) -> PendingEpoch:
+        """Write the epoch, remove the losing attempts' output, pre-commit, record Pending.
+
+        Args:
+            plan: An epoch that needs writers.
+            write: Runs the engine's writer stage.
+            kept: Attempts of this job whose staged output must survive the clean-ups
+                (restored states name them; earlier checkpoints still committing).
+            state_name: Record the writers' states under this name (streaming).
+
+        Raises:
+            IllegalLifecycleError: The epoch needs no writers (`settle`).
+            SinkWriterError: A writer failed; nothing of the epoch is recorded.
+        """
+        if plan.need is not EpochNeed.WRITE:
+            raise IllegalLifecycleError(
+                f"epoch {plan.epoch} of sink {self.sink_id!r} is recorded "
+                f"({plan.need.value} is all it needs): writing it again would commit its "
+                f"data twice; {_BUG}"
+            )
+        epoch = plan.epoch
         start = time.perf_counter()
         try:
-            written = write(self.job_id, carried)
+            written = write()
         except BaseException:
-            self.clean_up_attempts(())  # nothing of this run will be committed
+            self.clean_up_attempts(kept)  # nothing of this epoch will be committed
             raise
         engine_seconds = dict(written.stage_seconds)  # e.g. the pre-write topology
         self.stage_seconds.update(engine_seconds)
         self.stage_seconds["write"] = time.perf_counter() - start - sum(engine_seconds.values())
-        self.clean_up_attempts(written.attempt_tokens)
+        self.clean_up_attempts(kept | written.attempt_tokens)
         self._on_stage("writers-finished", epoch)
         try:
             committables = self.pre_commit(written.table, final=written.final_committables)
         except BaseException:
-            self.clean_up_attempts(())  # nothing of this run will be committed
+            self.clean_up_attempts(kept)  # nothing of this epoch will be committed
             raise
-        self.record_pending(epoch, carried, committables, explicit=checkpoint_id is not None)
-        commit = self.commit_pending(epoch, carried, committables)
-        return self._result(base, CommitStatus.COMMITTED, commit, written)
+        states = (
+            attrs.evolve(written.states, state_name=state_name)
+            if state_name is not None and written.states is not None
+            else None
+        )
+        self.record_pending(
+            epoch, plan.checkpoint_id, committables, explicit=plan.explicit, writer_states=states
+        )
+        return PendingEpoch(
+            plan=plan,
+            committables=committables,
+            written=written,
+            write_seconds=dict(self.stage_seconds),
+        )
+
+    def commit_epoch(
+        self,
+        pending: PendingEpoch,
+        *,
+        check_outcome: Callable[[CommitOutcome[Any]], None] | None = None,
+        after_commit: Callable[[], None] | None = None,
+    ) -> SinkResult:
+        """Commit an epoch `write_epoch` recorded Pending; its result.
+
+        Safe on another thread than the one that wrote it (a stream's commit
+        thread): each thread times its own stages, and the result adds both.
+
+        Args:
+            pending: What `write_epoch` returned.
+            check_outcome: See `commit_pending`.
+            after_commit: Runs once the epoch is recorded Committed, timed with it.
+
+        Raises:
+            CommitError: The commit failed; the epoch stays pending.
+        """
+        plan = pending.plan
+        self.stage_seconds.clear()
+        commit = self.commit_pending(
+            plan.epoch, plan.checkpoint_id, pending.committables, check_outcome=check_outcome
+        )
+        if after_commit is not None:
+            after_commit()
+        seconds = dict(pending.write_seconds)
+        for stage, spent in self.stage_seconds.items():
+            seconds[stage] = seconds.get(stage, 0.0) + spent
+        return epoch_result(plan.base, CommitStatus.COMMITTED, commit, pending.written, seconds)
+
+    def reset_stage_seconds(self) -> None:
+        """Start timing a new epoch on this thread (a stream's next checkpoint)."""
+        self.stage_seconds.clear()
+
+    def _base(
+        self,
+        epoch: int,
+        checkpoint_id: int,
+        recovery: Recovery | None,
+        *,
+        recommitted: tuple[int, ...] = (),
+        store_warning: str | None = None,
+    ) -> SinkResult:
+        """The epoch's result before anything is done; it reports what ``recovery`` did."""
+        base = SinkResult(
+            sink_id=self.sink_id,
+            epoch=epoch,
+            checkpoint_id=checkpoint_id,
+            status=CommitStatus.ALREADY_COMMITTED,
+            job_id=self.job_id,
+            recommitted_epochs=recommitted,
+            store_warning=store_warning,
+        )
+        if recovery is None:
+            return base
+        return attrs.evolve(
+            base,
+            recommitted_epochs=tuple(
+                sorted({*recommitted, *(e for e in recovery.recommitted if e != epoch)})
+            ),
+            aborted_epochs=recovery.aborted,
+            cleaned_jobs=recovery.cleaned_jobs,
+        )
+
+    # --- the sink id's history -------------------------------------------------------------
+
+    def record(self, epoch: int) -> EpochRecord | None:
+        """``epoch``'s record in the store, if any."""
+        return self.lease.get(epoch)
+
+    def latest_record(self, *, below: int | None = None) -> EpochRecord | None:
+        """The newest Pending or Committed epoch (below ``below``, if given)."""
+        records = self.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
+        if below is not None:
+            records = [r for r in records if r.epoch < below]
+        return records[-1] if records else None
+
+    def recorded_epochs(self) -> frozenset[int]:
+        """Every Pending or Committed epoch."""
+        return frozenset(
+            r.epoch for r in self.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
+        )
+
+    def pending_records(self) -> list[EpochRecord]:
+        """The Pending epochs, in epoch order."""
+        return self.lease.epochs(EpochStatus.PENDING)
+
+    def prune(self, below: int) -> None:
+        """Forget the Committed epochs below ``below`` (a stream keeps its newest ones)."""
+        with self.timed("commit"):
+            self.lease.prune(below)
+
+    def replace_writer_states(self, epoch: int, encoded: bytes) -> None:
+        """Replace ``epoch``'s recorded writer states (a draining stop sent some)."""
+        with self.timed("drain"):
+            self.lease.replace_writer_states(epoch, encoded)
 
     def _no_history_warning(self, checkpoint_id: int | None) -> str | None:
         """A WARNING, and its text, when a run with a checkpoint id finds no history.
@@ -531,29 +766,6 @@ class CommitCoordinator:
         logger.warning("sink %r job %s: %s", self.sink_id, self.job_id, text)
         self._on_stage("committed-recorded", epoch)
         return attrs.evolve(base, store_warning=text, stage_seconds=dict(self.stage_seconds))
-
-    def _result(
-        self,
-        base: SinkResult,
-        status: CommitStatus,
-        commit: EpochCommit,
-        written: WriterStageOutput | None = None,
-    ) -> SinkResult:
-        outcome = commit.outcome
-        return attrs.evolve(
-            base,
-            status=status,
-            stage_seconds=dict(self.stage_seconds),
-            committed=len(outcome.committed),
-            already_committed=len(outcome.already_committed),
-            failed_with_known_reason=len(outcome.failed_with_known_reason),
-            retries=outcome.retries,
-            records_written=written.records if written else 0,
-            subtasks=written.subtasks if written else 0,
-            writer_metrics=dict(written.metrics) if written else {},
-            native_write=written.native_write if written else False,
-            native_write_unavailable=written.native_write_unavailable if written else None,
-        )
 
     # --- the steps of an epoch ---------------------------------------------------------------
 
