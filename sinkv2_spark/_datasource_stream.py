@@ -53,13 +53,12 @@ from sinkv2 import SinkCapabilities, SinkConfigurationError
 from sinkv2.runtime import (
     CheckpointRunner,
     CommitCoordinator,
-    EpochStatus,
     Restore,
     WriterStageOutput,
     WriterStates,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._datasource_shared import FencedStore, check_pre_write, writer_stage_output
+from sinkv2_spark._datasource_shared import check_pre_write, writer_stage_output
 from sinkv2_spark._datasource_stream_options import StreamOptions, parse_stream_options
 from sinkv2_spark._datasource_topologies import LocalStreams, dataframe_needed, planned_arrow_schema
 from sinkv2_spark._preflight import check_shippable
@@ -198,8 +197,8 @@ def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPl
     origin = parsed.origin(claim=True)
     coordinator.open(origin=origin, keep_restorable=True)  # commits what a dead run left Pending
     try:
-        records = coordinator.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
-        latest = records[-1].epoch if records else 0
+        recorded = coordinator.recorded_epochs()
+        latest = max(recorded, default=0)
         restore = CheckpointRunner(coordinator).restore_point(latest + 1)
         token = coordinator.lease.fencing_token
     except BaseException:
@@ -212,13 +211,19 @@ def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPl
         sink_id=parsed.sink_id,
         job_id=coordinator.job_id,
         fencing_token=token,
-        recorded=frozenset(r.epoch for r in records),
+        recorded=recorded,
         latest=latest,
         restore=restore,
         input_schema=input_schema,
     )
 
 
+# One coordinator per process of a micro-batch, not one per query run: Spark builds
+# the planner's data source from the options in one Python worker and unpickles the
+# commit's in another (neither survives to the next micro-batch), so the sink id's
+# lease cannot be held from planning to commit. The planner hands its fencing token
+# to the commit instead (`planned_fencing_token`), which refuses to commit if anyone
+# acquired the sink id in between.
 def _coordinator(
     parsed: StreamOptions,
     input_schema: pa.Schema,
@@ -226,16 +231,16 @@ def _coordinator(
     job_id: str | None = None,
     fencing_token: int | None = None,
 ) -> CommitCoordinator:
-    store = parsed.state_store
     return CommitCoordinator(
         parsed.sink,
         sink_id=parsed.sink_id,
-        store=store if fencing_token is None else FencedStore(store, fencing_token),
+        store=parsed.state_store,
         streams=LocalStreams(),
         job_id=job_id,
         on_stage=parsed.stage_listener(),
         capabilities=parsed.capabilities,
         input_schema=input_schema,
+        planned_fencing_token=fencing_token,
     )
 
 
@@ -387,14 +392,14 @@ class StreamWriter(DataSourceStreamArrowWriter):
         except BaseException:
             coordinator.close()  # a pending checkpoint is committed by the next run
             raise
+        restored = runner.last_restore
+        if restored is not None and restored.states is not None:
+            _tidy(coordinator, restored.states)
         # The newest checkpoint's writer states may name this job's staged output.
         prefix = f"{coordinator.job_id}-"
         coordinator.finish(
             keep_attempt_tokens=[t for t in runner.referenced_attempts() if t.startswith(prefix)]
         )
-        restored = runner.last_restore
-        if restored is not None and restored.states is not None:
-            _tidy(parsed, input_schema, restored.states)
         logger.info("sink %r: micro-batch %d: %s", parsed.sink_id, batchId, result)
 
     def abort(
@@ -425,25 +430,23 @@ class StreamWriter(DataSourceStreamArrowWriter):
             )
 
 
-def _tidy(parsed: StreamOptions, input_schema: pa.Schema, restored: WriterStates) -> None:
+def _tidy(coordinator: CommitCoordinator, restored: WriterStates) -> None:
     """Remove the staged output the restored states named, once it is no longer needed.
 
     The checkpoint before kept its job recorded for what its writer states name;
-    after this checkpoint is committed, a job of no epoch cleans it up (``open``
-    keeps only what the newest states name), as ``apply()`` does at the end of a
-    stream. A failure only leaves it for the next micro-batch's planner.
+    now that this checkpoint is committed, that job is a dead one whose output
+    only the newest states may still name (as ``apply()`` does at the end of a
+    stream). A failure only leaves it for the next micro-batch's planner.
     """
     if not restored.referenced_attempts():
         return
     try:
-        tidy = _coordinator(parsed, input_schema)
-        tidy.open(origin=parsed.origin(claim=False), keep_restorable=True)
-        tidy.finish()
+        coordinator.clean_up_dead_jobs()
     except Exception as error:  # noqa: BLE001  # the checkpoint is committed; the next run cleans
         logger.warning(
             "sink %r: could not remove staged output of earlier checkpoints (%s: %s); the "
             "next micro-batch does",
-            parsed.sink_id,
+            coordinator.sink_id,
             type(error).__name__,
             error,
         )

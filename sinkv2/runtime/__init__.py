@@ -29,6 +29,7 @@ from sinkv2.runtime._commit import (
     commit_with_retries,
 )
 from sinkv2.runtime._coordinator import CommitCoordinator, CoordinatorState
+from sinkv2.runtime._epoch import EpochNeed, EpochPlan, PendingEpoch
 from sinkv2.runtime._postgres_store import PostgresCommitStateStore, SinkHolder
 from sinkv2.runtime._rescale import redistribute
 from sinkv2.runtime._result import CommitStatus, SinkResult
@@ -70,8 +71,11 @@ __all__ = [
     "CommittableStreams",
     "CoordinatorState",
     "EpochCommit",
+    "EpochNeed",
+    "EpochPlan",
     "EpochRecord",
     "EpochStatus",
+    "PendingEpoch",
     "PostgresCommitStateStore",
     "Recovery",
     "Restore",

@@ -49,6 +49,7 @@ from sinkv2._messages import END_OF_INPUT
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2.errors import (
     CommitStateError,
+    ConcurrentCommitError,
     IllegalLifecycleError,
     SerializationError,
     SinkConfigurationError,
@@ -115,6 +116,10 @@ class CommitCoordinator:
             ``get_input_schema()``.
         sleep: Waits between commit retries; tests pass a recorder.
         rng: Source of retry jitter.
+        planned_fencing_token: The sink id's fencing token when this job was planned
+            in another process (Spark's data sources plan on one worker and commit on
+            another): `open` refuses if anyone acquired the sink id since then, since
+            that run may have removed this job's staged output as a dead job's.
 
     Raises:
         SinkDefinitionError: The sink does not implement what it claims.
@@ -134,6 +139,7 @@ class CommitCoordinator:
         input_schema: pa.Schema | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        planned_fencing_token: int | None = None,
     ) -> None:
         self.capabilities = capabilities if capabilities is not None else inspect_sink(sink)
         self.sink = sink
@@ -146,6 +152,7 @@ class CommitCoordinator:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._input_schema = input_schema
+        self._planned_token = planned_fencing_token
         self._lease: SinkLease | None = None
         self._marks_checkpoints = False
         self._state = CoordinatorState.NEW
@@ -265,7 +272,7 @@ class CommitCoordinator:
                 f"the commit coordinator of sink {self.sink_id!r} (job {self.job_id!r}) was "
                 "opened before; make a new CommitCoordinator for another job"
             )
-        self._lease = self._store.acquire(self.sink_id, job_id=self.job_id)
+        self._lease = self._acquire()
         self._state = CoordinatorState.OPEN
         try:
             if origin is not None:
@@ -285,6 +292,30 @@ class CommitCoordinator:
         except BaseException:
             self.close()
             raise
+
+    def _acquire(self) -> SinkLease:
+        """The lease; with a planned fencing token, only if nobody acquired it since.
+
+        Every acquire increments the sink id's fencing token (the store contract), so
+        the lease has the planned token plus one exactly when no other run held the
+        sink id in between.
+
+        Raises:
+            ConcurrentCommitError: Another driver holds the sink id, or took it since
+                the job was planned.
+        """
+        lease = self._store.acquire(self.sink_id, job_id=self.job_id)
+        planned = self._planned_token
+        if planned is not None and lease.fencing_token != planned + 1:
+            lease.release()
+            raise ConcurrentCommitError(
+                f"sink {self.sink_id!r}: another run took the sink id while this job's "
+                f"({self.job_id}) writers wrote (fencing token {planned} when planned, "
+                f"{lease.fencing_token} at commit), and may have removed their staged output "
+                "as a dead job's; nothing of this run was committed. Run one job per sink id "
+                "at a time, and run this one again"
+            )
+        return lease
 
     def _bind(self, origin: str) -> None:
         lease = self.lease
@@ -331,12 +362,7 @@ class CommitCoordinator:
             else:
                 self.abort_pending(record.epoch, self.stored_committables(record))
                 aborted.append(record.epoch)
-        cleaned = []
-        for job_id in lease.unfinished_jobs():
-            if self._clean_up_dead_job(job_id, keep):
-                cleaned.append(job_id)
-                if not any(token.startswith(f"{job_id}-") for token in keep):
-                    lease.finish_job(job_id)  # else the next run removes what was kept
+        cleaned = self._clean_up_dead_jobs(keep)
         if recommitted or aborted or cleaned:
             logger.info(
                 "sink %r job %s: recovered what earlier jobs left: committed pending epochs "
@@ -350,6 +376,28 @@ class CommitCoordinator:
         return Recovery(
             recommitted=recommitted, aborted=tuple(aborted), cleaned_jobs=tuple(cleaned)
         )
+
+    def clean_up_dead_jobs(self) -> tuple[str, ...]:
+        """Remove what dead jobs staged, but what the newest epoch's writer states name.
+
+        What `open(keep_restorable=True)` does after recovering, again: a stream's
+        job kept recorded for the states of its checkpoint is dead once a newer
+        checkpoint of the stream is committed. A failure only warns (see `open`).
+
+        Returns:
+            The jobs cleaned up.
+        """
+        return tuple(self._clean_up_dead_jobs(self._restorable_attempts()))
+
+    def _clean_up_dead_jobs(self, keep: frozenset[str]) -> list[str]:
+        lease = self.lease
+        cleaned = []
+        for job_id in lease.unfinished_jobs():
+            if self._clean_up_dead_job(job_id, keep):
+                cleaned.append(job_id)
+                if not any(token.startswith(f"{job_id}-") for token in keep):
+                    lease.finish_job(job_id)  # else the next run removes what was kept
+        return cleaned
 
     def _clean_up_dead_job(self, job_id: str, keep: frozenset[str]) -> bool:
         """Remove what ``job_id`` staged; on failure, warn and leave it for the next run.
