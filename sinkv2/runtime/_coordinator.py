@@ -13,15 +13,29 @@ One job's use of a sink id, in order::
                          recover: commit pending epochs that have a checkpoint id,
                          abort pending epochs of batch runs without one,
                          clean_up_attempts(dead job, ()) for every dead job
-    per epoch            run_epoch() (batch), or the steps it is made of:
-      writer stage       the engine runs the writers                   "writers-finished"
-      pre_commit()       pre-commit topology, lineage check, decode
-      record_pending()   committables durable before anything commits  "pending-recorded"
-      commit_pending()   Committer.commit with Flink's retries         "committer-finished"
+    per epoch            run_epoch() (batch; CheckpointRunner.run for a stream's checkpoint):
+      plan_epoch()       what does it need? nothing / recommit / write (`EpochPlan`)
+      settle()           nothing: report it; recommit: commit its stored committables
+      write_epoch()      the engine runs the writers                   "writers-finished"
+                         remove the losing attempts' output
+                         pre-commit topology, lineage check, decode
+                         committables (+ states) durable as Pending    "pending-recorded"
+      commit_epoch()     Committer.commit with Flink's retries         "committer-finished"
                          post-commit topology                          "post-commit-finished"
                          mark the epoch committed                      "committed-recorded"
     finish()             clean_up_attempts(job, ()), forget the job, release the sink id
     close()              release the sink id; an unfinished job is cleaned by the next run
+
+The success path is a ``with`` block: entering opens, a block that ends normally
+finishes, one that raises only closes::
+
+    with CommitCoordinator(sink, sink_id=..., store=..., streams=...) as job:
+        result = job.run_epoch(write, checkpoint_id=7, recovery=job.recovery)
+
+The class is layered over three modules, each a concern wrapping the one below:
+`EpochSteps` (``_coordinator_steps.py``: the lease, timings and the single steps),
+`JobCoordinator` (``_coordinator_job.py``: open, recover, finish, close) and
+`CommitCoordinator` here (the epoch procedure every door runs).
 
 A driver that dies anywhere leaves either no record of an epoch (its staged output
 is removed by the next run's clean-up of the dead job), a Pending record (the next
@@ -30,47 +44,32 @@ run commits it, or aborts it if it has no checkpoint id), or a Committed one.
 
 from __future__ import annotations
 
-import enum
 import logging
-import random
-import threading
 import time
-import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
-from sinkv2._capabilities import SinkCapabilities, inspect_sink
-from sinkv2._committer import Committer
-from sinkv2._context import BasicCommitterInitContext
 from sinkv2._messages import END_OF_INPUT
-from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2.errors import (
-    CommitStateError,
-    ConcurrentCommitError,
     IllegalLifecycleError,
-    SerializationError,
     SinkConfigurationError,
-    StaleFencingTokenError,
 )
-from sinkv2.runtime._commit import CommitOutcome, CommitRetryPolicy, commit_with_retries
+from sinkv2.runtime._commit import CommitOutcome
+from sinkv2.runtime._coordinator_job import JobCoordinator
+from sinkv2.runtime._coordinator_steps import CoordinatorState
 from sinkv2.runtime._epoch import EpochNeed, EpochPlan, PendingEpoch
 from sinkv2.runtime._result import CommitStatus, SinkResult, epoch_result
 from sinkv2.runtime._seam import (
-    CommittableStreams,
-    EpochCommit,
     Recovery,
-    StageListener,
     WriterStage,
     WriterStageOutput,
 )
-from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
-from sinkv2.runtime._writer_states import WriterStates
+from sinkv2.runtime._store import EpochStatus
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 __all__ = ["CommitCoordinator", "CoordinatorState"]
 
@@ -85,22 +84,8 @@ _NEEDS: Final = {
 }
 
 
-class CoordinatorState(enum.Enum):
-    """Where a `CommitCoordinator` is in its lifecycle."""
-
-    NEW = "new"
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-_ILLEGAL: Final = {
-    CoordinatorState.NEW: "it is not open yet; call open() (or use it in a `with` block) first",
-    CoordinatorState.CLOSED: "it is closed; make a new CommitCoordinator for another job",
-}
-
-
 @final
-class CommitCoordinator:
+class CommitCoordinator(JobCoordinator):
     """One job's use of one sink id: the exactly-once epoch protocol.
 
     Args:
@@ -124,355 +109,6 @@ class CommitCoordinator:
     Raises:
         SinkDefinitionError: The sink does not implement what it claims.
     """
-
-    def __init__(
-        self,
-        sink: Any,
-        *,
-        sink_id: str,
-        store: CommitStateStore,
-        streams: CommittableStreams,
-        job_id: str | None = None,
-        retry_policy: CommitRetryPolicy | None = None,
-        on_stage: StageListener | None = None,
-        capabilities: SinkCapabilities | None = None,
-        input_schema: pa.Schema | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        planned_fencing_token: int | None = None,
-    ) -> None:
-        self.capabilities = capabilities if capabilities is not None else inspect_sink(sink)
-        self.sink = sink
-        self.sink_id = sink_id
-        self.job_id = job_id if job_id is not None else uuid.uuid4().hex[:16]
-        self._store = store
-        self._streams = streams
-        self._policy = retry_policy or CommitRetryPolicy()
-        self._listener = on_stage or (lambda event, epoch: None)
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._input_schema = input_schema
-        self._planned_token = planned_fencing_token
-        self._lease: SinkLease | None = None
-        self._marks_checkpoints = False
-        self._state = CoordinatorState.NEW
-        self._timings = threading.local()
-        caps = self.capabilities
-        self._committables: SimpleVersionedSerializer[Any] | None = (
-            self.sink.get_committable_serializer() if caps.committer else None
-        )
-        self._write_results: SimpleVersionedSerializer[Any] | None = (
-            self.sink.get_write_result_serializer() if caps.pre_commit_topology else None
-        )
-
-    def report_stage(self, event: str, epoch: int) -> None:
-        """Report a `STAGE_EVENTS` event of ``epoch`` (INFO log, then the listener)."""
-        self._on_stage(event, epoch)
-
-    def _on_stage(self, event: str, epoch: int) -> None:
-        """Log the event (INFO, ``sinkv2.coordinator``), then tell the listener."""
-        seconds = sum(self.stage_seconds.values())
-        logger.info(
-            "sink %r job %s: %s (epoch %d, %.3f s in stages so far)",
-            self.sink_id,
-            self.job_id,
-            event,
-            epoch,
-            seconds,
-        )
-        self._listener(event, epoch)
-
-    @property
-    def stage_seconds(self) -> dict[str, float]:
-        """Wall time per stage, added up by `timed`; one dict per thread.
-
-        A decoupled streaming commit runs on its own thread while the next
-        checkpoint writes; each keeps its own timings.
-        """
-        seconds: dict[str, float] | None = getattr(self._timings, "seconds", None)
-        if seconds is None:
-            seconds = self._timings.seconds = {}
-        return seconds
-
-    @property
-    def state(self) -> CoordinatorState:
-        """The lifecycle state."""
-        return self._state
-
-    @property
-    def lease(self) -> SinkLease:
-        """The lease on the sink id, while open.
-
-        Raises:
-            IllegalLifecycleError: The coordinator is not open.
-        """
-        self._check_open("use the lease")
-        assert self._lease is not None  # open means acquired
-        return self._lease
-
-    def _check_open(self, action: str) -> None:
-        if self._state is not CoordinatorState.OPEN:
-            raise IllegalLifecycleError(
-                f"cannot {action} on the commit coordinator of sink {self.sink_id!r} (job "
-                f"{self.job_id!r}): {_ILLEGAL[self._state]}"
-            )
-
-    @contextmanager
-    def timed(self, stage: str) -> Iterator[None]:
-        """Add the wall time of the block to `stage_seconds` under ``stage``."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + (
-                time.perf_counter() - start
-            )
-
-    # --- the job ---------------------------------------------------------------------------
-
-    def open(
-        self,
-        *,
-        keep_attempt_tokens: Collection[str] = (),
-        origin: str | None = None,
-        keep_restorable: bool = False,
-    ) -> Recovery:
-        """Acquire the sink id, record this job, and finish what dead jobs left.
-
-        Pending epochs are taken in epoch order: one with a checkpoint id (its data
-        will not be written again) is committed from its stored committables; one
-        of a batch run without a checkpoint id is aborted (``SupportsAbort.abort``
-        with its committables; that run's data is written again by a re-run). Then
-        every dead job's staged output is removed with
-        ``clean_up_attempts(job_id, keep_attempt_tokens)``.
-
-        Args:
-            keep_attempt_tokens: Attempts whose staged output must survive the
-                clean-up of dead jobs.
-            origin: The stream that numbers this sink id's checkpoints (streaming):
-                bound to the sink id by its first stream, checked by every later one
-                before anything is recovered or written.
-            keep_restorable: Also keep the staged output that the writer states of
-                the latest recorded epoch refer to: a stream's next checkpoint
-                restores them.
-
-        Returns:
-            What was recovered.
-
-        Raises:
-            SinkConfigurationError: ``origin`` differs from the sink id's, or the sink
-                id has a history of runs that were not this stream's.
-            ConcurrentCommitError: Another live driver holds the sink id.
-            CommitError: A pending epoch failed to commit; it stays pending, and the
-                next run tries again. Nothing of this job was written.
-            IllegalLifecycleError: The coordinator was opened before.
-        """
-        if self._state is not CoordinatorState.NEW:
-            raise IllegalLifecycleError(
-                f"the commit coordinator of sink {self.sink_id!r} (job {self.job_id!r}) was "
-                "opened before; make a new CommitCoordinator for another job"
-            )
-        self._lease = self._acquire()
-        self._state = CoordinatorState.OPEN
-        try:
-            if origin is not None:
-                self._bind(origin)
-            # Batch histories only: a stream's checkpoint ids are its query's.
-            self._marks_checkpoints = (
-                self.capabilities.committed_checkpoints
-                and origin is None
-                and self._lease.origin() is None
-            )
-            self._lease.record_job()
-            self._on_stage("job-recorded", 0)
-            keep = frozenset(keep_attempt_tokens)
-            if keep_restorable:
-                keep |= self._restorable_attempts()
-            return self._recover(keep)
-        except BaseException:
-            self.close()
-            raise
-
-    def _acquire(self) -> SinkLease:
-        """The lease; with a planned fencing token, only if nobody acquired it since.
-
-        Every acquire increments the sink id's fencing token (the store contract), so
-        the lease has the planned token plus one exactly when no other run held the
-        sink id in between.
-
-        Raises:
-            ConcurrentCommitError: Another driver holds the sink id, or took it since
-                the job was planned.
-        """
-        lease = self._store.acquire(self.sink_id, job_id=self.job_id)
-        planned = self._planned_token
-        if planned is not None and lease.fencing_token != planned + 1:
-            lease.release()
-            raise ConcurrentCommitError(
-                f"sink {self.sink_id!r}: another run took the sink id while this job's "
-                f"({self.job_id}) writers wrote (fencing token {planned} when planned, "
-                f"{lease.fencing_token} at commit), and may have removed their staged output "
-                "as a dead job's; nothing of this run was committed. Run one job per sink id "
-                "at a time, and run this one again"
-            )
-        return lease
-
-    def _bind(self, origin: str) -> None:
-        lease = self.lease
-        bound = lease.origin()
-        if bound is None and lease.next_epoch() > 1:
-            raise SinkConfigurationError(
-                f"sink id {self.sink_id!r} already has epochs of batch runs in this commit "
-                "state store; a stream numbering its checkpoints from 1 would take them for "
-                "its own and skip its data. Give the stream a sink_id of its own"
-            )
-        if bound is not None and bound != origin:
-            raise SinkConfigurationError(
-                f"sink id {self.sink_id!r} belongs to another stream ({bound}), not to this "
-                f"one ({origin}); two streams numbering one sink id's checkpoints would "
-                "skip each other's data as already committed. Give this stream its own "
-                "sink_id (also when its checkpoint location was reset: the new stream's "
-                "checkpoint ids start again at 1)"
-            )
-        if bound is None:
-            lease.bind_origin(origin)
-
-    def _restorable_attempts(self) -> frozenset[str]:
-        records = self.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
-        if not records:
-            return frozenset()
-        try:
-            states = WriterStates.decode(
-                records[-1].writer_states, what=f"sink {self.sink_id!r} epoch {records[-1].epoch}"
-            )
-        except SerializationError:
-            return frozenset()  # the restore reports it, before anything is written
-        return states.referenced_attempts() if states is not None else frozenset()
-
-    def _recover(self, keep: frozenset[str]) -> Recovery:
-        lease = self.lease
-        recommitted: dict[int, EpochCommit] = {}
-        aborted: list[int] = []
-        for record in lease.epochs(EpochStatus.PENDING):
-            if record.explicit:
-                committables = self.stored_committables(record)
-                recommitted[record.epoch] = self.commit_pending(
-                    record.epoch, record.checkpoint_id, committables, recovering=True
-                )
-            else:
-                self.abort_pending(record.epoch, self.stored_committables(record))
-                aborted.append(record.epoch)
-        cleaned = self._clean_up_dead_jobs(keep)
-        if recommitted or aborted or cleaned:
-            logger.info(
-                "sink %r job %s: recovered what earlier jobs left: committed pending epochs "
-                "%s, aborted %s, cleaned up jobs %s",
-                self.sink_id,
-                self.job_id,
-                sorted(recommitted),
-                aborted,
-                cleaned,
-            )
-        return Recovery(
-            recommitted=recommitted, aborted=tuple(aborted), cleaned_jobs=tuple(cleaned)
-        )
-
-    def clean_up_dead_jobs(self) -> tuple[str, ...]:
-        """Remove what dead jobs staged, but what the newest epoch's writer states name.
-
-        What `open(keep_restorable=True)` does after recovering, again: a stream's
-        job kept recorded for the states of its checkpoint is dead once a newer
-        checkpoint of the stream is committed. A failure only warns (see `open`).
-
-        Returns:
-            The jobs cleaned up.
-        """
-        return tuple(self._clean_up_dead_jobs(self._restorable_attempts()))
-
-    def _clean_up_dead_jobs(self, keep: frozenset[str]) -> list[str]:
-        lease = self.lease
-        cleaned = []
-        for job_id in lease.unfinished_jobs():
-            if self._clean_up_dead_job(job_id, keep):
-                cleaned.append(job_id)
-                if not any(token.startswith(f"{job_id}-") for token in keep):
-                    lease.finish_job(job_id)  # else the next run removes what was kept
-        return cleaned
-
-    def _clean_up_dead_job(self, job_id: str, keep: frozenset[str]) -> bool:
-        """Remove what ``job_id`` staged; on failure, warn and leave it for the next run.
-
-        A failed clean-up must not stop this job: the dead job's staged output is
-        invisible garbage, and it stays recorded, so every later run tries again.
-        """
-        try:
-            self._clean_up_attempts(job_id, keep)
-        except Exception as error:  # noqa: BLE001  # reported, and retried by the next run
-            logger.warning(
-                "sink %r: could not remove what job %r staged (%s: %s); the next run of "
-                "the sink id tries again",
-                self.sink_id,
-                job_id,
-                type(error).__name__,
-                error,
-            )
-            return False
-        return True
-
-    def clean_up_attempts(self, kept_attempt_tokens: Collection[str]) -> None:
-        """``clean_up_attempts(job_id, kept)`` on this job: the writer stage is over."""
-        self._clean_up_attempts(self.job_id, frozenset(kept_attempt_tokens))
-
-    def _clean_up_attempts(self, job_id: str, kept: frozenset[str]) -> None:
-        if self.capabilities.attempt_cleanup:
-            with self.timed("clean up attempts"):
-                self.sink.clean_up_attempts(job_id, kept)
-
-    def finish(self, *, keep_attempt_tokens: Collection[str] = ()) -> None:
-        """This job's epochs are committed (or it gave up writing): remove what it staged.
-
-        Calls ``clean_up_attempts(job_id, keep_attempt_tokens)``, forgets the job
-        unless something was kept, releases the sink id. If the clean-up (or
-        forgetting the job) fails, a warning is logged and the job stays recorded:
-        the next run of the sink id removes what it staged. Do not call it while an
-        epoch of the job is pending and may be committed by a later run: `close`
-        instead, and the next run cleans up after committing it.
-
-        Args:
-            keep_attempt_tokens: Attempts whose staged output the last checkpoint's
-                writer states refer to (a stopped stream); the job then stays
-                recorded, and the run that restores those states removes them.
-        """
-        self._check_open("finish the job")
-        keep = frozenset(keep_attempt_tokens)
-        try:
-            if self._clean_up_dead_job(self.job_id, keep) and not keep:
-                self.lease.finish_job(self.job_id)
-        except (CommitStateError, StaleFencingTokenError) as error:
-            # The epoch is committed; a job left recorded is only cleaned up again.
-            logger.warning(
-                "sink %r: job %s could not be marked finished (%s); the next run of the "
-                "sink id cleans up after it again",
-                self.sink_id,
-                self.job_id,
-                error,
-            )
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        """Release the sink id. Idempotent. An unfinished job is cleaned by the next run."""
-        if self._state is CoordinatorState.OPEN and self._lease is not None:
-            self._lease.release()
-        self._state = CoordinatorState.CLOSED
-
-    def __enter__(self) -> CommitCoordinator:
-        if self._state is CoordinatorState.NEW:
-            self.open()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # --- one epoch: the procedure every door runs (see `sinkv2.runtime._epoch`) ------------
 
@@ -736,39 +372,6 @@ class CommitCoordinator:
             cleaned_jobs=recovery.cleaned_jobs,
         )
 
-    # --- the sink id's history -------------------------------------------------------------
-
-    def record(self, epoch: int) -> EpochRecord | None:
-        """``epoch``'s record in the store, if any."""
-        return self.lease.get(epoch)
-
-    def latest_record(self, *, below: int | None = None) -> EpochRecord | None:
-        """The newest Pending or Committed epoch (below ``below``, if given)."""
-        records = self.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
-        if below is not None:
-            records = [r for r in records if r.epoch < below]
-        return records[-1] if records else None
-
-    def recorded_epochs(self) -> frozenset[int]:
-        """Every Pending or Committed epoch."""
-        return frozenset(
-            r.epoch for r in self.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
-        )
-
-    def pending_records(self) -> list[EpochRecord]:
-        """The Pending epochs, in epoch order."""
-        return self.lease.epochs(EpochStatus.PENDING)
-
-    def prune(self, below: int) -> None:
-        """Forget the Committed epochs below ``below`` (a stream keeps its newest ones)."""
-        with self.timed("commit"):
-            self.lease.prune(below)
-
-    def replace_writer_states(self, epoch: int, encoded: bytes) -> None:
-        """Replace ``epoch``'s recorded writer states (a draining stop sent some)."""
-        with self.timed("drain"):
-            self.lease.replace_writer_states(epoch, encoded)
-
     def _no_history_warning(self, checkpoint_id: int | None) -> str | None:
         """A WARNING, and its text, when a run with a checkpoint id finds no history.
 
@@ -814,230 +417,3 @@ class CommitCoordinator:
         logger.warning("sink %r job %s: %s", self.sink_id, self.job_id, text)
         self._on_stage("committed-recorded", epoch)
         return attrs.evolve(base, store_warning=text, stage_seconds=dict(self.stage_seconds))
-
-    # --- the steps of an epoch ---------------------------------------------------------------
-
-    def pre_commit(self, written: pa.Table, *, final: bool = False) -> list[Any]:
-        """The epoch's committables from the writers' outputs.
-
-        Without a pre-commit topology the outputs are the committables. With one,
-        the outputs are write results: they go through the topology on the
-        engine's stream, and every writer output must come out in exactly one
-        committable's lineage. ``final``: the outputs are committables already (a
-        native write, `SupportsNativeFileWrite`); no topology runs.
-
-        Raises:
-            SinkConfigurationError: The topology returned something other than the
-                committable stream, or lost, duplicated or invented lineage.
-            SerializationError: An output does not read with its serializer.
-        """
-        if self._committables is None:
-            return []
-        if self._write_results is None or final:
-            return self._decode(written)
-        from sinkv2.runtime.committables import check_lineage  # noqa: PLC0415  # loads pyarrow
-
-        sink_type = self.capabilities.sink_type
-        with self.timed("pre-commit topology"):
-            result = self.sink.add_pre_commit_topology(self._streams.to_stream(written))
-            produced = self._streams.to_table(
-                result, produced_by=f"{sink_type}.add_pre_commit_topology()"
-            )
-        check_lineage(written, produced, sink_type)
-        try:
-            return self._decode(produced)
-        except SerializationError as error:
-            raise SerializationError(
-                f"{sink_type}'s pre-commit topology returned rows that do not read with the "
-                f"committable serializer: {error}. The topology must turn write results into "
-                "committables (e.g. with aggregate_committables or map_committables, "
-                "write=get_committable_serializer()). Nothing was committed",
-                serializer=error.serializer,
-            ) from error
-
-    def _decode(self, table: pa.Table) -> list[Any]:
-        assert self._committables is not None
-        serializer = self._committables
-        return [
-            SimpleVersionedSerialization.read_version_and_deserialize(serializer, payload)
-            for payload in table.column("payload").to_pylist()
-        ]
-
-    def stored_committables(self, record: EpochRecord) -> list[Any]:
-        """The committables recorded with ``record``.
-
-        Raises:
-            CorruptDataError: The stored bytes do not decode.
-            UnsupportedVersionError: They were written by a serializer version the
-                sink no longer reads.
-        """
-        if self._committables is None:
-            return []
-        return SimpleVersionedSerialization.read_version_and_deserialize_list(
-            self._committables, record.payload
-        )
-
-    def record_pending(
-        self,
-        epoch: int,
-        checkpoint_id: int,
-        committables: Sequence[Any],
-        *,
-        explicit: bool,
-        writer_states: WriterStates | None = None,
-    ) -> EpochRecord:
-        """Make the epoch's committables durable as Pending, before any of them commits.
-
-        Args:
-            epoch: The epoch in the sink's history.
-            checkpoint_id: The checkpoint id the committables carry.
-            committables: Everything to commit for the epoch.
-            explicit: Whether a later run must commit the epoch if this job dies
-                (``True``: its data is not written again) or abort it (``False``).
-            writer_states: The writers' states at the checkpoint (streaming),
-                recorded in the same transaction.
-        """
-        payload, version = b"", 0
-        if self._committables is not None:
-            version = self._committables.get_version()
-            payload = SimpleVersionedSerialization.write_version_and_serialize_list(
-                self._committables, committables
-            )
-        with self.timed("commit"):
-            record = self.lease.record_pending(
-                epoch,
-                explicit=explicit,
-                serializer_version=version,
-                payload=payload,
-                checkpoint_id=checkpoint_id,
-                writer_states=writer_states.encode() if writer_states is not None else b"",
-            )
-        self._on_stage("pending-recorded", epoch)
-        return record
-
-    def commit_pending(
-        self,
-        epoch: int,
-        checkpoint_id: int,
-        committables: Sequence[Any],
-        *,
-        recovering: bool = False,
-        wrap_committer: Callable[[Committer[Any]], Committer[Any]] | None = None,
-        check_outcome: Callable[[CommitOutcome[Any]], None] | None = None,
-    ) -> EpochCommit:
-        """Commit a pending epoch, run the post-commit topology, record it committed.
-
-        The post-commit topology runs before Committed is recorded, as in Flink: if
-        it fails, the epoch stays pending and the next run commits it again
-        (idempotently) and re-runs the topology. ``check_outcome``, if given, sees
-        what the committer did before anything is recorded; what it raises
-        propagates, and the epoch stays pending.
-
-        Raises:
-            CommitError: The commit failed; the epoch stays pending.
-        """
-        outcome = self.run_committer(
-            committables,
-            checkpoint_id=checkpoint_id,
-            recovering=recovering,
-            what=f"sink {self.sink_id!r} epoch {epoch}",
-            wrap_committer=wrap_committer,
-        )
-        if check_outcome is not None:
-            check_outcome(outcome)
-        self._on_stage("committer-finished", epoch)
-        if self.run_post_commit(outcome.successful, checkpoint_id):
-            self._on_stage("post-commit-finished", epoch)
-        with self.timed("commit"):
-            if self._marks_checkpoints and checkpoint_id != END_OF_INPUT:
-                # Before the store's Committed: a crash in between leaves the epoch
-                # pending, and the next run commits and marks it again.
-                self.sink.mark_checkpoint_committed(self.sink_id, checkpoint_id)
-            self.lease.mark_committed(epoch)
-        logger.info(
-            "sink %r job %s: epoch %d (checkpoint %d) committed: %s",
-            self.sink_id,
-            self.job_id,
-            epoch,
-            checkpoint_id,
-            outcome,
-        )
-        self._on_stage("committed-recorded", epoch)
-        return EpochCommit(epoch=epoch, checkpoint_id=checkpoint_id, outcome=outcome)
-
-    def abort_pending(self, epoch: int, committables: Sequence[Any]) -> None:
-        """Abort pending ``epoch``: ``SupportsAbort.abort(committables)``, then record it.
-
-        Its committables are never committed afterwards; its data is written again
-        by whoever re-runs the epoch.
-        """
-        with self.timed("abort stale epochs"):
-            if self.capabilities.abort:
-                self.sink.abort(list(committables))
-            self.lease.mark_aborted(epoch)
-
-    def run_committer(
-        self,
-        committables: Sequence[Any],
-        *,
-        checkpoint_id: int,
-        recovering: bool,
-        what: str,
-        wrap_committer: Callable[[Committer[Any]], Committer[Any]] | None = None,
-    ) -> CommitOutcome[Any]:
-        """Run the sink's committer over ``committables`` with Flink's semantics.
-
-        No store transition: `commit_pending` records the epoch around it.
-
-        Args:
-            committables: What to commit.
-            checkpoint_id: Their checkpoint id; the committer's context reports it as
-                restored when ``recovering``.
-            recovering: Whether an earlier job produced them (Flink: committables
-                restored from a checkpoint).
-            what: Names the commit in errors and logs.
-            wrap_committer: Wraps the sink's committer (the kit injects faults so).
-
-        Raises:
-            CommitError: The commit failed.
-        """
-        if not self.capabilities.committer:
-            return CommitOutcome()
-        with self.timed("commit"):
-            context = BasicCommitterInitContext(
-                job_id=self.job_id,
-                restored_checkpoint_id=checkpoint_id if recovering else None,
-                input_schema=self._input_schema,
-            )
-            committer = self.sink.create_committer(context)
-            self.capabilities.check_committer(committer)
-            try:
-                return commit_with_retries(
-                    wrap_committer(committer) if wrap_committer else committer,
-                    committables,
-                    policy=self._policy,
-                    metrics=context.metric_group(),
-                    what=what,
-                    sleep=self._sleep,
-                    rng=self._rng,
-                )
-            finally:
-                committer.close()
-
-    def run_post_commit(self, successful: Sequence[Any], checkpoint_id: int) -> bool:
-        """Hand the committed committables to the post-commit topology, if the sink has one.
-
-        Returns:
-            Whether a post-commit topology ran.
-        """
-        if self._committables is None or not self.capabilities.post_commit_topology:
-            return False
-        from sinkv2.runtime.committables import encode_committables  # noqa: PLC0415  # pyarrow
-
-        table = encode_committables(
-            [(checkpoint_id, 0, 1, f"committed:{i}", c) for i, c in enumerate(successful)],
-            self._committables,
-        )
-        with self.timed("post-commit topology"):
-            self.sink.add_post_commit_topology(self._streams.to_stream(table))
-        return True
