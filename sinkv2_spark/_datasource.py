@@ -342,16 +342,9 @@ class BatchWriter(DataSourceArrowWriter):
                 )
             return writer_stage_output(outputs)
 
-        recovery = coordinator.open()
-        try:
-            with dataframe_needed(plan.capabilities.sink_type):
-                result = coordinator.run_epoch(
-                    written, checkpoint_id=plan.checkpoint_id, recovery=recovery
-                )
-        except BaseException:
-            coordinator.close()  # the next run of the sink id cleans up after this job
-            raise
-        coordinator.finish()
+        # Ends normally: finish; raises: close only (the next run cleans up after the job).
+        with coordinator as job, dataframe_needed(plan.capabilities.sink_type):
+            result = job.run_epoch(written, checkpoint_id=plan.checkpoint_id, recovery=job.recovery)
         logger.info("sink %r: %s", plan.sink_id, result)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -36,6 +36,10 @@ restored into its own record, under subtask ``i mod n``, so the next checkpoint'
 writers restore them (one micro-batch late; none is lost or restored twice). This is
 the rule by subtask id of ``sinkv2.runtime._rescale`` (``WriterStates.restore_by_subtask_id``
 and ``WriterStates.with_carried``); ``apply()`` uses Flink's rule from the same module.
+
+Over 450 lines because a micro-batch's three processes (planner, tasks, commit) share
+the plan and the message types pickled between them; each part is short and reads in
+the order Spark calls it.
 """
 
 from __future__ import annotations
