@@ -20,6 +20,11 @@ checkpoint N, in this order:
 Committed epochs older than the newest ``retain`` are pruned from the store, so
 its size stays flat over any number of checkpoints: an engine replays at most its
 latest checkpoints, and the newest epoch keeps the states to restore.
+
+Steps 3 to 5 are the coordinator's epoch procedure (`CommitCoordinator.plan_checkpoint`,
+``settle``, ``write_epoch``, ``commit_epoch``), not a copy of it: the runner adds
+only what a stream needs around it - ordering (1, 2, in-flight commits first), the
+restore point and its writer states, decoupled commits, pruning, the draining stop.
 """
 
 from __future__ import annotations
