@@ -57,11 +57,12 @@ from sinkv2.runtime import (
     CommitCoordinator,
     CommitRetryPolicy,
     CommitStateStore,
+    EpochNeed,
     WriterStageOutput,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
 from sinkv2_spark._datasource_options import parse_options
-from sinkv2_spark._datasource_shared import FencedStore, check_pre_write, writer_stage_output
+from sinkv2_spark._datasource_shared import check_pre_write, writer_stage_output
 from sinkv2_spark._datasource_topologies import (
     LocalStreams,
     dataframe_needed,
@@ -223,14 +224,6 @@ class WritePlan:
         return self.checkpoint_id if self.checkpoint_id is not None else END_OF_INPUT
 
 
-class _WritersNeeded(Exception):  # a signal, not an error
-    """The planner's stand-in writer stage: the epoch must be written."""
-
-
-def _writers_needed(job_id: str, checkpoint_id: int) -> WriterStageOutput:
-    raise _WritersNeeded
-
-
 def plan_batch_write(options: Any, schema: StructType) -> BatchWriter:
     """Check everything and record the job; the `BatchWriter` Spark ships to tasks.
 
@@ -259,24 +252,21 @@ def plan_batch_write(options: Any, schema: StructType) -> BatchWriter:
             coordinator.pre_commit(COMMITTABLE_SCHEMA.empty_table())
     recovery = coordinator.open()
     try:
-        # apply()'s epoch rules decide: a committed (or just recommitted)
-        # checkpoint id returns; one to write asks for the writer stage.
-        result = coordinator.run_epoch(
-            _writers_needed, checkpoint_id=parsed.checkpoint_id, recovery=recovery
-        )
-    except _WritersNeeded:
-        skip = False
+        # apply()'s epoch rules decide: a committed (or just recommitted) checkpoint
+        # id needs nothing of the writers; any other epoch needs them.
+        plan = coordinator.plan_epoch(parsed.checkpoint_id, recovery=recovery)
+        skip = plan.need is not EpochNeed.WRITE
+        if skip:
+            result = coordinator.settle(plan)
+            logger.info(
+                "sink %r: checkpoint %s is committed already; the writers write nothing (%s)",
+                parsed.sink_id,
+                parsed.checkpoint_id,
+                result.status.value,
+            )
     except BaseException:
         coordinator.finish()  # nothing was staged: forget the job
         raise
-    else:
-        skip = True
-        logger.info(
-            "sink %r: checkpoint %s is committed already; the writers write nothing (%s)",
-            parsed.sink_id,
-            parsed.checkpoint_id,
-            result.status.value,
-        )
     token = coordinator.lease.fencing_token
     coordinator.close()  # the job stays recorded until commit() finishes it
     return BatchWriter(
@@ -355,12 +345,13 @@ class BatchWriter(DataSourceArrowWriter):
         coordinator = CommitCoordinator(
             plan.sink,
             sink_id=plan.sink_id,
-            store=FencedStore(plan.store, plan.fencing_token),
+            store=plan.store,
             streams=LocalStreams(),
             job_id=plan.job_id,
             retry_policy=plan.retry_policy,
             capabilities=plan.capabilities,
             input_schema=schemas[0] if schemas else plan.input_schema,
+            planned_fencing_token=plan.fencing_token,
         )
 
         def written(job_id: str, checkpoint_id: int) -> WriterStageOutput:
@@ -372,16 +363,9 @@ class BatchWriter(DataSourceArrowWriter):
                 )
             return writer_stage_output(outputs)
 
-        recovery = coordinator.open()
-        try:
-            with dataframe_needed(plan.capabilities.sink_type):
-                result = coordinator.run_epoch(
-                    written, checkpoint_id=plan.checkpoint_id, recovery=recovery
-                )
-        except BaseException:
-            coordinator.close()  # the next run of the sink id cleans up after this job
-            raise
-        coordinator.finish()
+        # Ends normally: finish; raises: close only (the next run cleans up after the job).
+        with coordinator as job, dataframe_needed(plan.capabilities.sink_type):
+            result = job.run_epoch(written, checkpoint_id=plan.checkpoint_id, recovery=job.recovery)
         logger.info("sink %r: %s", plan.sink_id, result)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

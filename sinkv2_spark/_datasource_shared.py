@@ -9,13 +9,13 @@ run that took the sink id meanwhile the same way; the rules live here once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, final
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
 from sinkv2 import SinkCapabilities
-from sinkv2.errors import ConcurrentCommitError, SinkConfigurationError
-from sinkv2.runtime import CommitStateStore, SinkLease, WriterStageOutput
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import WriterStageOutput
 from sinkv2_spark._datasource_topologies import PlannedInput
 from sinkv2_spark._engine import split_by_subtask
 from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA
@@ -23,7 +23,7 @@ from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["FencedStore", "HasRows", "check_pre_write", "writer_stage_output"]
+__all__ = ["HasRows", "check_pre_write", "writer_stage_output"]
 
 
 class HasRows(Protocol):
@@ -65,31 +65,3 @@ def writer_stage_output(
         pa.array([number_of_subtasks] * table.num_rows, pa.int32()),
     )
     return split_by_subtask(table, number_of_subtasks, with_states=with_states)
-
-
-@final
-class FencedStore:
-    """A store whose ``acquire`` fails if anyone acquired the sink id since the planner.
-
-    Every acquire increments the sink id's fencing token (the store contract), so
-    the commit's lease has the planner's token plus one exactly when no other run
-    held the sink id in between; any other run might have removed this job's
-    staged output as a dead job's.
-    """
-
-    def __init__(self, store: CommitStateStore, planned_token: int) -> None:
-        self._store = store
-        self._planned = planned_token
-
-    def acquire(self, sink_id: str, *, job_id: str) -> SinkLease:
-        lease = self._store.acquire(sink_id, job_id=job_id)
-        if lease.fencing_token != self._planned + 1:
-            lease.release()
-            raise ConcurrentCommitError(
-                f"sink {sink_id!r}: another run took the sink id while this job's ({job_id}) "
-                "writers wrote (fencing token "
-                f"{self._planned} when planned, {lease.fencing_token} at commit), and may have "
-                "removed their staged output as a dead job's; nothing of this run was "
-                "committed. Run one job per sink id at a time, and run this one again"
-            )
-        return lease

@@ -33,7 +33,13 @@ Writer states are restored by subtask id, since Spark does not tell tasks how ma
 partitions a micro-batch has: subtask ``i`` restores what subtask ``i`` snapshotted.
 A checkpoint with fewer partitions than the one before carries the states no writer
 restored into its own record, under subtask ``i mod n``, so the next checkpoint's
-writers restore them (one micro-batch late; none is lost or restored twice).
+writers restore them (one micro-batch late; none is lost or restored twice). This is
+the rule by subtask id of ``sinkv2.runtime._rescale`` (``WriterStates.restore_by_subtask_id``
+and ``WriterStates.with_carried``); ``apply()`` uses Flink's rule from the same module.
+
+Over 450 lines because a micro-batch's three processes (planner, tasks, commit) share
+the plan and the message types pickled between them; each part is short and reads in
+the order Spark calls it.
 """
 
 from __future__ import annotations
@@ -52,14 +58,12 @@ from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CheckpointRunner,
     CommitCoordinator,
-    EpochStatus,
     Restore,
-    SubtaskStates,
     WriterStageOutput,
     WriterStates,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._datasource_shared import FencedStore, check_pre_write, writer_stage_output
+from sinkv2_spark._datasource_shared import check_pre_write, writer_stage_output
 from sinkv2_spark._datasource_stream_options import StreamOptions, parse_stream_options
 from sinkv2_spark._datasource_topologies import LocalStreams, dataframe_needed, planned_arrow_schema
 from sinkv2_spark._preflight import check_shippable
@@ -164,16 +168,19 @@ class StreamPlan:
         )
 
     def restored_states(self, subtask_id: int) -> tuple[tuple[bytes, ...], ...] | None:
-        """Per subtask up to ``subtask_id``, the framed states it restores (by subtask id)."""
+        """Per subtask up to ``subtask_id``, the framed states it restores, by subtask id.
+
+        Spark does not tell the task how many partitions there are: the rule by
+        subtask id (`WriterStates.restore_by_subtask_id`), not Flink's.
+        """
         restore = self.restore
         if restore is None or not self.capabilities.writer_state:
             return None
-        runs: list[list[bytes]] = [[] for _ in range(subtask_id + 1)]
-        if restore.states is not None:
-            for subtask in restore.states.subtasks:
-                if subtask.subtask_id <= subtask_id:
-                    runs[subtask.subtask_id].extend(subtask.states)
-        return tuple(tuple(run) for run in runs)
+        states = restore.states
+        return tuple(
+            states.restore_by_subtask_id(subtask) if states is not None else ()
+            for subtask in range(subtask_id + 1)
+        )
 
 
 def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPlan:
@@ -195,8 +202,8 @@ def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPl
     origin = parsed.origin(claim=True)
     coordinator.open(origin=origin, keep_restorable=True)  # commits what a dead run left Pending
     try:
-        records = coordinator.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
-        latest = records[-1].epoch if records else 0
+        recorded = coordinator.recorded_epochs()
+        latest = max(recorded, default=0)
         restore = CheckpointRunner(coordinator).restore_point(latest + 1)
         token = coordinator.lease.fencing_token
     except BaseException:
@@ -209,13 +216,19 @@ def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPl
         sink_id=parsed.sink_id,
         job_id=coordinator.job_id,
         fencing_token=token,
-        recorded=frozenset(r.epoch for r in records),
+        recorded=recorded,
         latest=latest,
         restore=restore,
         input_schema=input_schema,
     )
 
 
+# One coordinator per process of a micro-batch, not one per query run: Spark builds
+# the planner's data source from the options in one Python worker and unpickles the
+# commit's in another (neither survives to the next micro-batch), so the sink id's
+# lease cannot be held from planning to commit. The planner hands its fencing token
+# to the commit instead (`planned_fencing_token`), which refuses to commit if anyone
+# acquired the sink id in between.
 def _coordinator(
     parsed: StreamOptions,
     input_schema: pa.Schema,
@@ -223,16 +236,16 @@ def _coordinator(
     job_id: str | None = None,
     fencing_token: int | None = None,
 ) -> CommitCoordinator:
-    store = parsed.state_store
     return CommitCoordinator(
         parsed.sink,
         sink_id=parsed.sink_id,
-        store=store if fencing_token is None else FencedStore(store, fencing_token),
+        store=parsed.state_store,
         streams=LocalStreams(),
         job_id=job_id,
         on_stage=parsed.stage_listener(),
         capabilities=parsed.capabilities,
         input_schema=input_schema,
+        planned_fencing_token=fencing_token,
     )
 
 
@@ -384,14 +397,14 @@ class StreamWriter(DataSourceStreamArrowWriter):
         except BaseException:
             coordinator.close()  # a pending checkpoint is committed by the next run
             raise
+        restored = runner.last_restore
+        if restored is not None and restored.states is not None:
+            _tidy(coordinator, restored.states)
         # The newest checkpoint's writer states may name this job's staged output.
         prefix = f"{coordinator.job_id}-"
         coordinator.finish(
             keep_attempt_tokens=[t for t in runner.referenced_attempts() if t.startswith(prefix)]
         )
-        restored = runner.last_restore
-        if restored is not None and restored.states is not None:
-            _tidy(parsed, input_schema, restored.states)
         logger.info("sink %r: micro-batch %d: %s", parsed.sink_id, batchId, result)
 
     def abort(
@@ -422,25 +435,23 @@ class StreamWriter(DataSourceStreamArrowWriter):
             )
 
 
-def _tidy(parsed: StreamOptions, input_schema: pa.Schema, restored: WriterStates) -> None:
+def _tidy(coordinator: CommitCoordinator, restored: WriterStates) -> None:
     """Remove the staged output the restored states named, once it is no longer needed.
 
     The checkpoint before kept its job recorded for what its writer states name;
-    after this checkpoint is committed, a job of no epoch cleans it up (``open``
-    keeps only what the newest states name), as ``apply()`` does at the end of a
-    stream. A failure only leaves it for the next micro-batch's planner.
+    now that this checkpoint is committed, that job is a dead one whose output
+    only the newest states may still name (as ``apply()`` does at the end of a
+    stream). A failure only leaves it for the next micro-batch's planner.
     """
     if not restored.referenced_attempts():
         return
     try:
-        tidy = _coordinator(parsed, input_schema)
-        tidy.open(origin=parsed.origin(claim=False), keep_restorable=True)
-        tidy.finish()
+        coordinator.clean_up_dead_jobs()
     except Exception as error:  # noqa: BLE001  # the checkpoint is committed; the next run cleans
         logger.warning(
             "sink %r: could not remove staged output of earlier checkpoints (%s: %s); the "
             "next micro-batch does",
-            parsed.sink_id,
+            coordinator.sink_id,
             type(error).__name__,
             error,
         )
@@ -479,30 +490,20 @@ def _outputs(
 def _carry_unrestored(output: WriterStageOutput, restore: Restore | None) -> WriterStageOutput:
     """Add the restored states no writer took (subtasks the micro-batch lacks) to its own.
 
-    Subtask ``i`` of an older checkpoint is carried to subtask ``i mod n`` under its
-    own attempt token (its staged output stays referenced), and restored with that
-    subtask's states at the next checkpoint.
+    The second half of the rule by subtask id (`WriterStates.with_carried`): subtask
+    ``i`` of an older checkpoint is recorded again under ``i mod n``, and restored by
+    that subtask at the next checkpoint.
     """
     states = output.states
     if states is None or restore is None or restore.states is None:
         return output
-    n = states.number_of_subtasks
-    carried = tuple(
-        SubtaskStates(subtask_id=s.subtask_id % n, attempt_token=s.attempt_token, states=s.states)
-        for s in restore.states.subtasks
-        if s.subtask_id >= n and s.states
-    )
-    if not carried:
+    merged = states.with_carried(restore.states)
+    if merged is states:
         return output
     logger.info(
         "%d writer state(s) of subtasks the micro-batch does not have (%d partitions) are "
         "carried to the next checkpoint",
-        sum(len(s.states) for s in carried),
-        n,
-    )
-    merged = WriterStates(
-        state_name=states.state_name,
-        number_of_subtasks=n,
-        subtasks=states.subtasks + carried,
+        merged.count - states.count,
+        states.number_of_subtasks,
     )
     return attrs.evolve(output, states=merged)

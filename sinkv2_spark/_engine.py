@@ -12,6 +12,10 @@ module supplies what only Spark knows:
   without py4j: see ``sinkv2_spark._connect``.)
 - `SparkCommittableStreams`: a committable table as a ``pyspark.sql.DataFrame`` for
   pre- and post-commit topologies, and back.
+
+Over 450 lines because these three are one seam (the `WriterStage` and
+`CommittableStreams` an engine hands the coordinator); issue 21 item 5 moves the
+engine's parts (writer stage, native write, drain) into a folder of their own.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ coordinator held for the query's life::
 
 The commit state store defaults to ``<checkpoint_location>/sinkv2/commit_state.sqlite``,
 next to Spark's own checkpoint, so the two are kept, moved and deleted together.
+
+Over 450 lines because the query handle mirrors Spark's ``StreamingQuery`` name for
+name (about half the module) next to the one ``foreachBatch`` function and the
+checkpoint-location checks it needs; the epoch procedure itself is the runtime's.
 """
 
 from __future__ import annotations
@@ -38,7 +42,6 @@ from sinkv2.runtime import (
     CommitCoordinator,
     CommitRetryPolicy,
     CommitStateStore,
-    EpochStatus,
     Recovery,
     Restore,
     SinkResult,
@@ -327,7 +330,7 @@ class SinkStreamingQuery:
             self._runner.raise_commit_failure()
             if failed or self._error is not None:
                 raise RuntimeError("the query failed")
-            if self._coordinator.lease.epochs(EpochStatus.PENDING):
+            if self._coordinator.pending_records():
                 raise RuntimeError("an epoch is pending")
             keep = self._runner.referenced_attempts()
         except BaseException:  # noqa: BLE001  # pending epochs: the next run finishes them

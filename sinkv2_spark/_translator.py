@@ -371,15 +371,7 @@ class SinkTopologyTranslator:
         )
         if capabilities.pre_write_topology:
             coordinator.stage_seconds["pre-write topology"] = planned
-        recovery = coordinator.open()
-        try:
-            result = coordinator.run_epoch(
-                stage,
-                checkpoint_id=checkpoint,
-                recovery=recovery,
-            )
-        except BaseException:
-            coordinator.close()  # the next run of the sink id cleans up after this job
-            raise
-        coordinator.finish()
-        return result
+        # Ends normally: finish (the job's staging removed); raises: close only, and
+        # the next run of the sink id commits or cleans up after this job.
+        with coordinator as job:
+            return job.run_epoch(stage, checkpoint_id=checkpoint, recovery=job.recovery)

@@ -58,6 +58,8 @@ from sinkv2.runtime._commit import (
 )
 from sinkv2.runtime._coordinator import CommitCoordinator, CoordinatorState
 from sinkv2.runtime._drain import drain_writer_states
+from sinkv2.runtime._epoch import EpochNeed, EpochPlan, PendingEpoch
+from sinkv2.runtime._rescale import redistribute
 from sinkv2.runtime._result import CommitStatus, SinkResult
 from sinkv2.runtime._seam import (
     STAGE_EVENTS,
@@ -92,7 +94,7 @@ from sinkv2.runtime._sql.sqlite_store import (
 )
 from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
 from sinkv2.runtime._subtask import SubtaskSnapshot, WriterSubtask
-from sinkv2.runtime._writer_states import SubtaskStates, WriterStates, redistribute
+from sinkv2.runtime._writer_states import SubtaskStates, WriterStates
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -119,11 +121,14 @@ __all__ = [
     "CooperativeProcessingTimeService",
     "CoordinatorState",
     "EpochCommit",
+    "EpochNeed",
+    "EpochPlan",
     "EpochRecord",
     "EpochStatus",
     "InMemoryMetricGroup",
     "InMemorySinkCommitterMetricGroup",
     "InMemorySinkWriterMetricGroup",
+    "PendingEpoch",
     "PostgresCommitStateStore",
     "Recovery",
     "Restore",

@@ -20,6 +20,11 @@ checkpoint N, in this order:
 Committed epochs older than the newest ``retain`` are pruned from the store, so
 its size stays flat over any number of checkpoints: an engine replays at most its
 latest checkpoints, and the newest epoch keeps the states to restore.
+
+Steps 3 to 5 are the coordinator's epoch procedure (`CommitCoordinator.plan_checkpoint`,
+``settle``, ``write_epoch``, ``commit_epoch``), not a copy of it: the runner adds
+only what a stream needs around it - ordering (1, 2, in-flight commits first), the
+restore point and its writer states, decoupled commits, pruning, the draining stop.
 """
 
 from __future__ import annotations
@@ -27,8 +32,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final, final
 
 import attrs
@@ -37,13 +41,12 @@ from sinkv2._context import INITIAL_CHECKPOINT_ID
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime._commit import CommitOutcome
 from sinkv2.runtime._coordinator import CommitCoordinator
-from sinkv2.runtime._result import CommitStatus, SinkResult
+from sinkv2.runtime._epoch import EpochNeed, PendingEpoch
+from sinkv2.runtime._result import SinkResult
 from sinkv2.runtime._seam import (
-    EpochCommit,
     Recovery,
     Restore,
     StreamWriterStage,
-    WriterStageOutput,
 )
 from sinkv2.runtime._store import EpochRecord, EpochStatus
 from sinkv2.runtime._writer_states import WriterStates
@@ -153,122 +156,59 @@ class CheckpointRunner:
         """
         self.raise_commit_failure()
         coordinator = self._coordinator
-        lease = coordinator.lease
         epoch = checkpoint_id
-        coordinator.stage_seconds.clear()
+        coordinator.reset_stage_seconds()
         recovery, self._recovery = self._recovery, None
-        base = self._base(epoch, self._finish_pending_below(epoch), recovery)
-        existing = lease.get(epoch)
-        if existing is not None and existing.status is EpochStatus.PENDING:
+        recommitted = self._finish_pending_below(epoch)
+        plan = coordinator.plan_checkpoint(epoch, recovery=recovery, recommitted=recommitted)
+        if plan.need is EpochNeed.RECOMMIT and self._executor is not None:
             self._settle()  # epochs on the commit thread commit first: strictly in order
-            existing = lease.get(epoch)
-        if existing is not None and existing.status is EpochStatus.COMMITTED:
-            if recovery is not None and epoch in recovery.recommitted:
-                # Spark replays the micro-batch the dead run was committing; open()
-                # finished its commit from the store: this run recommitted it.
-                result = _result(
-                    base,
-                    CommitStatus.RECOMMITTED,
-                    recovery.recommitted[epoch],
-                    None,
-                    dict(coordinator.stage_seconds),
-                )
-            else:
-                result = attrs.evolve(base, stage_seconds=dict(coordinator.stage_seconds))
-            self._on_result(result)
-            return result
-        if existing is not None and existing.status is EpochStatus.PENDING:
-            commit = coordinator.commit_pending(
-                epoch,
-                checkpoint_id,
-                coordinator.stored_committables(existing),
-                recovering=True,
-            )
-            result = _result(
-                base, CommitStatus.RECOMMITTED, commit, None, dict(coordinator.stage_seconds)
-            )
+            plan = coordinator.plan_checkpoint(epoch, recovery=recovery, recommitted=recommitted)
+        if plan.need is not EpochNeed.WRITE:
+            result = coordinator.settle(plan)
             self._on_result(result)
             return result
 
         guarded = epoch == INITIAL_CHECKPOINT_ID or self._recorded(epoch - 1)
         restore = self.restore_point(epoch)
         self._last_restore = restore
-        kept = self._kept(restore)
-        start = time.perf_counter()
-        try:
-            written = write(coordinator.job_id, checkpoint_id, restore)
-        except BaseException:
-            coordinator.clean_up_attempts(kept)  # nothing of this checkpoint is committed
-            raise
-        engine_seconds = dict(written.stage_seconds)
-        coordinator.stage_seconds.update(engine_seconds)
-        coordinator.stage_seconds["write"] = (
-            time.perf_counter() - start - sum(engine_seconds.values())
+        pending = coordinator.write_epoch(
+            plan,
+            lambda: write(coordinator.job_id, checkpoint_id, restore),
+            kept=self._kept(restore),
+            state_name=self._state_name,
         )
-        coordinator.clean_up_attempts(kept | written.attempt_tokens)
-        coordinator.report_stage("writers-finished", epoch)
-        try:
-            committables = coordinator.pre_commit(written.table, final=written.final_committables)
-        except BaseException:
-            coordinator.clean_up_attempts(kept)
-            raise
-        states = (
-            attrs.evolve(written.states, state_name=self._state_name)
-            if written.states is not None
-            else None
-        )
-        coordinator.record_pending(
-            epoch, checkpoint_id, committables, explicit=True, writer_states=states
-        )
-        write_seconds = dict(coordinator.stage_seconds)
         if self._executor is None:
-            return self._commit(epoch, committables, base, write_seconds, written, guarded=guarded)
+            return self._commit(pending, guarded=guarded)
         with self._lock:
-            self._in_flight[epoch] = written.attempt_tokens
-        self._executor.submit(
-            self._commit, epoch, committables, base, write_seconds, written, guarded=guarded
-        )
+            self._in_flight[epoch] = pending.written.attempt_tokens
+        self._executor.submit(self._commit, pending, guarded=guarded)
         return None
 
-    def _commit(
-        self,
-        epoch: int,
-        committables: Sequence[Any],
-        base: SinkResult,
-        write_seconds: dict[str, float],
-        written: WriterStageOutput,
-        *,
-        guarded: bool = False,
-    ) -> SinkResult | None:
-        """Commit ``epoch`` (Pending); on the commit thread when decoupled.
+    def _commit(self, pending: PendingEpoch, *, guarded: bool = False) -> SinkResult | None:
+        """Commit a Pending checkpoint; on the commit thread when decoupled.
 
-        ``guarded``: this store holds the stream's whole history up to ``epoch``, so
+        ``guarded``: this store holds the stream's whole history up to the epoch, so
         the destination cannot have committed these freshly written committables
         before; if it says so on the first commit call, its idempotency key
         belongs to another history (see `_collision`).
         """
         coordinator = self._coordinator
+        epoch = pending.plan.epoch
         try:
             if self._failure is not None:
                 return None  # an earlier epoch failed: this one stays pending, in order
-            coordinator.stage_seconds.clear()
             try:
-                commit = coordinator.commit_pending(
-                    epoch,
-                    epoch,
-                    committables,
+                result = coordinator.commit_epoch(
+                    pending,
                     check_outcome=(lambda outcome: self._collision(epoch, outcome))
                     if guarded
                     else None,
+                    after_commit=lambda: self._prune(epoch),
                 )
             except _KeyCollisionError:
-                coordinator.abort_pending(epoch, committables)  # nothing was made visible
+                coordinator.abort_pending(epoch, pending.committables)  # nothing made visible
                 raise
-            self._prune(epoch)
-            seconds = dict(write_seconds)
-            for stage, spent in coordinator.stage_seconds.items():
-                seconds[stage] = seconds.get(stage, 0.0) + spent
-            result = _result(base, CommitStatus.COMMITTED, commit, written, seconds)
         except BaseException as error:
             if self._executor is None:
                 raise
@@ -288,45 +228,20 @@ class CheckpointRunner:
         self._on_result(result)
         return result
 
-    def _base(
-        self, epoch: int, recommitted: tuple[int, ...], recovery: Recovery | None
-    ) -> SinkResult:
-        """The checkpoint's result before anything is done; the first one reports recovery."""
-        coordinator = self._coordinator
-        base = SinkResult(
-            sink_id=coordinator.sink_id,
-            epoch=epoch,
-            checkpoint_id=epoch,
-            status=CommitStatus.ALREADY_COMMITTED,
-            job_id=coordinator.job_id,
-            recommitted_epochs=recommitted,
-        )
-        if recovery is None:
-            return base
-        # The first checkpoint since open(): what open() finished of earlier runs.
-        return attrs.evolve(
-            base,
-            recommitted_epochs=tuple(
-                sorted({*recommitted, *(e for e in recovery.recommitted if e != epoch)})
-            ),
-            aborted_epochs=recovery.aborted,
-            cleaned_jobs=recovery.cleaned_jobs,
-        )
-
     def _finish_pending_below(self, epoch: int) -> tuple[int, ...]:
         coordinator = self._coordinator
         with self._lock:
             in_flight = set(self._in_flight)
         stranded = [
             record
-            for record in coordinator.lease.epochs(EpochStatus.PENDING)
+            for record in coordinator.pending_records()
             if record.epoch < epoch and record.epoch not in in_flight
         ]
         if stranded and self._executor is not None:
             # Not this runner's normal flow (a checkpoint failed after recording it, or a
             # commit failed just now): the commit thread's epochs go first, in order.
             self._settle()
-            stranded = [r for r in coordinator.lease.epochs(EpochStatus.PENDING) if r.epoch < epoch]
+            stranded = [r for r in coordinator.pending_records() if r.epoch < epoch]
         done = []
         for record in stranded:
             coordinator.commit_pending(
@@ -339,7 +254,7 @@ class CheckpointRunner:
         return tuple(done)
 
     def _recorded(self, epoch: int) -> bool:
-        record = self._coordinator.lease.get(epoch)
+        record = self._coordinator.record(epoch)
         return record is not None and record.status is not EpochStatus.ABORTED
 
     def _collision(self, epoch: int, outcome: CommitOutcome[Any]) -> None:
@@ -383,8 +298,7 @@ class CheckpointRunner:
     def _prune(self, epoch: int) -> None:
         below = epoch - self._retain + 1
         if below > 1 and epoch % _PRUNE_EVERY == 0:
-            with self._coordinator.timed("commit"):
-                self._coordinator.lease.prune(below)
+            self._coordinator.prune(below)
 
     # --- restoring --------------------------------------------------------------------------
 
@@ -404,15 +318,12 @@ class CheckpointRunner:
         return Restore(checkpoint_id=record.checkpoint_id, states=self._states_of(record))
 
     def _latest_below(self, epoch: int) -> EpochRecord | None:
-        lease = self._coordinator.lease
+        coordinator = self._coordinator
         if epoch > 1:
-            record = lease.get(epoch - 1)
+            record = coordinator.record(epoch - 1)
             if record is not None and record.status is not EpochStatus.ABORTED:
                 return record
-        candidates = [
-            r for r in lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED) if r.epoch < epoch
-        ]
-        return candidates[-1] if candidates else None
+        return coordinator.latest_record(below=epoch)
 
     def _states_of(self, record: EpochRecord) -> WriterStates | None:
         coordinator = self._coordinator
@@ -445,8 +356,7 @@ class CheckpointRunner:
 
     def latest(self) -> EpochRecord | None:
         """The newest pending or committed epoch (what a restart would restore from)."""
-        records = self._coordinator.lease.epochs(EpochStatus.PENDING, EpochStatus.COMMITTED)
-        return records[-1] if records else None
+        return self._coordinator.latest_record()
 
     # --- ending -----------------------------------------------------------------------------
 
@@ -487,8 +397,7 @@ class CheckpointRunner:
         encoded = (
             attrs.evolve(left, state_name=self._state_name).encode() if left is not None else b""
         )
-        with coordinator.timed("drain"):
-            coordinator.lease.replace_writer_states(record.epoch, encoded)
+        coordinator.replace_writer_states(record.epoch, encoded)
         return restore.states.count - (left.count if left is not None else 0)
 
     def raise_commit_failure(self) -> None:
@@ -525,27 +434,3 @@ class CheckpointRunner:
             record.writer_states, what=f"sink {self._coordinator.sink_id!r} epoch {record.epoch}"
         )
         return states.referenced_attempts() if states is not None else frozenset()
-
-
-def _result(
-    base: SinkResult,
-    status: CommitStatus,
-    commit: EpochCommit,
-    written: WriterStageOutput | None,
-    stage_seconds: dict[str, float],
-) -> SinkResult:
-    outcome = commit.outcome
-    return attrs.evolve(
-        base,
-        status=status,
-        stage_seconds=stage_seconds,
-        committed=len(outcome.committed),
-        already_committed=len(outcome.already_committed),
-        failed_with_known_reason=len(outcome.failed_with_known_reason),
-        retries=outcome.retries,
-        records_written=written.records if written else 0,
-        subtasks=written.subtasks if written else 0,
-        writer_metrics=dict(written.metrics) if written else {},
-        native_write=written.native_write if written else False,
-        native_write_unavailable=written.native_write_unavailable if written else None,
-    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -14,7 +15,10 @@ from sinkv2.metrics import (
     NUM_RECORDS_SEND_ERRORS,
 )
 
-__all__ = ["CommitStatus", "SinkResult"]
+if TYPE_CHECKING:
+    from sinkv2.runtime._seam import EpochCommit, WriterStageOutput
+
+__all__ = ["CommitStatus", "SinkResult", "epoch_result"]
 
 
 class CommitStatus(enum.Enum):
@@ -141,6 +145,35 @@ class SinkResult:
 
     def __str__(self) -> str:
         return self.summary()
+
+
+def epoch_result(
+    base: SinkResult,
+    status: CommitStatus,
+    commit: EpochCommit,
+    written: WriterStageOutput | None,
+    stage_seconds: Mapping[str, float],
+) -> SinkResult:
+    """``base`` completed with what a commit did and, if it wrote, what the writers did.
+
+    The one place a `SinkResult` learns its numbers: batch epochs and streaming
+    checkpoints, committed now or recommitted from the store.
+    """
+    outcome = commit.outcome
+    return attrs.evolve(
+        base,
+        status=status,
+        stage_seconds=dict(stage_seconds),
+        committed=len(outcome.committed),
+        already_committed=len(outcome.already_committed),
+        failed_with_known_reason=len(outcome.failed_with_known_reason),
+        retries=outcome.retries,
+        records_written=written.records if written else 0,
+        subtasks=written.subtasks if written else 0,
+        writer_metrics=dict(written.metrics) if written else {},
+        native_write=written.native_write if written else False,
+        native_write_unavailable=written.native_write_unavailable if written else None,
+    )
 
 
 _WRITER_METRICS: tuple[str, ...] = (

@@ -2,13 +2,10 @@
 
 A streaming engine snapshots every writer at the end of each checkpoint (micro-batch)
 and the coordinator records the states in the same transaction as the checkpoint's
-committables. The next checkpoint's writers are restored from them. If the number
-of writers changed (a rescale), states are redistributed as Flink redistributes
-operator list state (``RoundRobinOperatorStateRepartitioner``):
-
-- same number of writers: each subtask gets back exactly the states it snapshotted;
-- otherwise: all states, in old subtask order, are cut into contiguous runs, one
-  per new subtask, the first ``total % new`` runs one state longer than the rest.
+committables. The next checkpoint's writers are restored from them: by Flink's rule
+(`WriterStates.redistribute`) where the engine knows the new number of writers, else
+by subtask id (`WriterStates.restore_by_subtask_id`, `WriterStates.with_carried`).
+Both rules live in `sinkv2.runtime._rescale`.
 
 Every state travels framed by the sink's serializer (Flink's version + length
 framing), so a newer or corrupt state is caught, with its subtask, before any
@@ -17,7 +14,6 @@ writer starts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Final, final
 
 import attrs
@@ -25,8 +21,9 @@ import msgpack
 
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
 from sinkv2.errors import CorruptDataError, SerializationError, UnsupportedVersionError
+from sinkv2.runtime._rescale import carry_target, restore_by_flink_rule, restore_by_subtask_id
 
-__all__ = ["SubtaskStates", "WriterStates", "redistribute"]
+__all__ = ["SubtaskStates", "WriterStates"]
 
 _FORMAT: Final = 1
 """The layout of `WriterStates.encode`'s bytes; bumped if it ever changes."""
@@ -75,15 +72,50 @@ class WriterStates:
         """Attempts whose states are not empty: their staged output may still be needed."""
         return frozenset(s.attempt_token for s in self.subtasks if s.states)
 
+    def by_subtask(self) -> list[list[bytes]]:
+        """The framed states indexed by the subtask they are recorded under, in record order."""
+        size = max([self.number_of_subtasks, *(s.subtask_id + 1 for s in self.subtasks)])
+        runs: list[list[bytes]] = [[] for _ in range(size)]
+        for subtask in self.subtasks:
+            runs[subtask.subtask_id].extend(subtask.states)
+        return runs
+
     def redistribute(self, parallelism: int) -> list[list[bytes]]:
-        """The framed states each of ``parallelism`` new writers restores (see module doc)."""
-        if parallelism == self.number_of_subtasks:
-            by_subtask: list[list[bytes]] = [[] for _ in range(parallelism)]
-            for subtask in self.subtasks:
-                by_subtask[subtask.subtask_id].extend(subtask.states)
-            return by_subtask
-        ordered = sorted(self.subtasks, key=lambda s: s.subtask_id)
-        return redistribute([state for s in ordered for state in s.states], parallelism)
+        """The framed states each of ``parallelism`` new writers restores, by Flink's rule.
+
+        Same number of writers: each its own; else contiguous runs in subtask order
+        (`sinkv2.runtime.redistribute`).
+
+        Raises:
+            ValueError: ``parallelism`` is not positive.
+        """
+        return restore_by_flink_rule(self.by_subtask(), parallelism)
+
+    def restore_by_subtask_id(self, subtask_id: int) -> tuple[bytes, ...]:
+        """The framed states writer ``subtask_id`` restores when the new number is unknown.
+
+        The rule by subtask id: what is recorded under ``subtask_id`` (carried states
+        included), nothing for a subtask the record lacks.
+        """
+        return tuple(restore_by_subtask_id(self.by_subtask(), subtask_id))
+
+    def with_carried(self, restored: WriterStates) -> WriterStates:
+        """These states plus those of ``restored``'s subtasks no writer restored.
+
+        The second half of the rule by subtask id: ``self`` is what this checkpoint's
+        ``number_of_subtasks`` writers snapshotted after restoring from ``restored``
+        by subtask id; a subtask ``j`` of ``restored`` at or beyond that number is
+        recorded again under ``j mod number_of_subtasks``, with its attempt token
+        (its staged output stays referenced).
+        """
+        carried = []
+        for subtask in restored.subtasks:
+            target = carry_target(subtask.subtask_id, self.number_of_subtasks)
+            if target is not None and subtask.states:
+                carried.append(attrs.evolve(subtask, subtask_id=target))
+        if not carried:
+            return self
+        return attrs.evolve(self, subtasks=self.subtasks + tuple(carried))
 
     def encode(self) -> bytes:
         """The bytes the store keeps (msgpack, versioned by a leading format number)."""
@@ -172,23 +204,3 @@ def _restated(error: SerializationError, message: str) -> SerializationError:
     if isinstance(error, CorruptDataError):
         return CorruptDataError(message, serializer=error.serializer, version=error.version)
     return SerializationError(message, serializer=error.serializer)
-
-
-def redistribute(states: Sequence[bytes], parallelism: int) -> list[list[bytes]]:
-    """``states`` cut into ``parallelism`` contiguous runs, as Flink splits list state.
-
-    The first ``len(states) % parallelism`` runs hold one state more than the others.
-
-    Raises:
-        ValueError: ``parallelism`` is not positive.
-    """
-    if parallelism < 1:
-        raise ValueError(f"parallelism must be at least 1 (got {parallelism})")
-    base, extra = divmod(len(states), parallelism)
-    runs: list[list[bytes]] = []
-    start = 0
-    for subtask in range(parallelism):
-        size = base + (1 if subtask < extra else 0)
-        runs.append(list(states[start : start + size]))
-        start += size
-    return runs

@@ -43,6 +43,7 @@ from sinkv2.runtime import (
     CommitRetryPolicy,
     CommitStatus,
     CoordinatorState,
+    EpochNeed,
     EpochStatus,
     SqliteCommitStateStore,
     WriterStageOutput,
@@ -496,3 +497,76 @@ def test_a_run_without_a_checkpoint_id_does_not_warn_about_the_store(sink, store
     caplog.set_level("WARNING", logger="sinkv2.coordinator")
     assert run(sink, store, DATA).store_warning is None
     assert not caplog.records
+
+
+# --- the epoch procedure, asked ------------------------------------------------------------------
+
+
+def test_the_success_path_is_a_with_block_that_finishes_the_job(sink, store):
+    with coordinator(sink, store) as job:
+        assert job.recovery.cleaned_jobs == ()
+        result = job.run_epoch(writer_stage(sink, DATA), checkpoint_id=3, recovery=job.recovery)
+    assert result.status is CommitStatus.COMMITTED
+    assert job.state is CoordinatorState.CLOSED
+    assert sink.visible() == ALL
+    assert sink.staged() == []
+    with store.acquire("orders", job_id="inspect") as lease:
+        assert lease.unfinished_jobs() == []  # finished, not only closed
+
+
+def test_a_with_block_that_raises_only_closes_and_the_next_run_cleans_up(sink, store):
+    with pytest.raises(Crash), coordinator(sink, store, crash_at="writers-finished") as job:
+        job.run_epoch(writer_stage(sink, DATA), checkpoint_id=3, recovery=job.recovery)
+    assert job.state is CoordinatorState.CLOSED
+    with store.acquire("orders", job_id="inspect") as lease:
+        assert lease.unfinished_jobs() == [job.job_id]
+    assert run(sink, store, [[9]], checkpoint_id=4).cleaned_jobs == (job.job_id,)
+
+
+def test_recovery_is_only_known_once_opened(sink, store):
+    with pytest.raises(IllegalLifecycleError, match="not open yet"):
+        _ = coordinator(sink, store).recovery
+
+
+def test_plan_epoch_says_what_an_epoch_needs_and_settle_finishes_it(sink, store):
+    run(sink, store, DATA, checkpoint_id=7)
+    with coordinator(sink, store) as job:
+        assert job.plan_epoch(None, recovery=job.recovery).need is EpochNeed.WRITE
+        assert job.plan_epoch(8, recovery=job.recovery).need is EpochNeed.WRITE
+        committed = job.plan_epoch(7, recovery=job.recovery)
+        assert committed.need is EpochNeed.NOTHING
+        assert job.settle(committed).status is CommitStatus.ALREADY_COMMITTED
+        with pytest.raises(IllegalLifecycleError, match="writing it again"):
+            job.write_epoch(committed, lambda: pytest.fail("no writer may run"))
+        with pytest.raises(IllegalLifecycleError, match="cannot be settled"):
+            job.settle(job.plan_epoch(8, recovery=job.recovery))
+    assert sink.visible() == ALL
+
+
+def test_a_pending_checkpoint_needs_a_recommit_which_writes_nothing(sink, store):
+    with coordinator(sink, store) as job:
+        written = job.write_epoch(
+            job.plan_checkpoint(6), lambda: writer_stage(sink, [[6]])(job.job_id, 6)
+        )
+        assert written.plan.need is EpochNeed.WRITE
+        plan = job.plan_checkpoint(6)  # recorded Pending, not committed yet
+        assert plan.need is EpochNeed.RECOMMIT
+        result = job.settle(plan)
+    assert result.status is CommitStatus.RECOMMITTED
+    assert result.records_written == 0
+    assert sink.visible() == [6]
+
+
+def test_a_job_planned_under_a_fencing_token_is_refused_once_anyone_took_the_sink_id(sink, store):
+    planner = coordinator(sink, store)
+    planner.open()
+    token = planner.lease.fencing_token
+    planner.close()
+    committer = coordinator(sink, store, planned_fencing_token=token)
+    committer.open()  # nobody in between
+    committer.close()
+    store.acquire("orders", job_id="interloper").release()
+    late = coordinator(sink, store, planned_fencing_token=token + 1)
+    with pytest.raises(ConcurrentCommitError, match="another run took the sink id"):
+        late.open()
+    assert late.state is CoordinatorState.NEW

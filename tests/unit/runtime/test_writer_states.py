@@ -144,31 +144,6 @@ def test_count_and_referenced_attempts_cover_only_subtasks_with_states():
 # --- redistribution ------------------------------------------------------------------------------
 
 
-@given(states=st.lists(st.binary(max_size=4), max_size=30), parallelism=st.integers(1, 9))
-def test_redistribute_hands_out_every_state_once_in_order_in_contiguous_runs(states, parallelism):
-    runs = redistribute(states, parallelism)
-    assert len(runs) == parallelism
-    assert [s for run in runs for s in run] == states  # each once, in order, contiguous
-    base, extra = divmod(len(states), parallelism)
-    assert [len(run) for run in runs] == [base + 1] * extra + [base] * (parallelism - extra)
-
-
-@pytest.mark.parametrize(
-    ("total", "parallelism", "sizes"),
-    [(7, 4, [2, 2, 2, 1]), (10, 3, [4, 3, 3]), (2, 4, [1, 1, 0, 0]), (0, 2, [0, 0]), (5, 1, [5])],
-)
-def test_redistribute_makes_the_first_runs_one_longer(total, parallelism, sizes):
-    assert [len(run) for run in redistribute([bytes([i]) for i in range(total)], parallelism)] == (
-        sizes
-    )
-
-
-@pytest.mark.parametrize("parallelism", [0, -1])
-def test_redistribute_refuses_a_parallelism_below_one(parallelism):
-    with pytest.raises(ValueError, match=rf"at least 1 \(got {parallelism}\)"):
-        redistribute([b"a"], parallelism)
-
-
 @given(states=writer_states(subtask_ids=True), data=st.data())
 def test_at_the_same_parallelism_each_subtask_gets_its_own_states_back(states, data):
     shuffled = data.draw(st.permutations(states.subtasks))
@@ -208,6 +183,46 @@ def test_subtasks_missing_from_the_record_restore_nothing():
     )
     assert drained.redistribute(3) == [[], [b"x"], []]
     assert drained.redistribute(2) == [[b"x"], []]
+
+
+def test_by_subtask_id_each_writer_restores_what_is_recorded_under_its_id():
+    recorded = WriterStates(
+        state_name="s",
+        number_of_subtasks=2,
+        subtasks=(
+            SubtaskStates(subtask_id=1, attempt_token="t1", states=(b"b",)),
+            SubtaskStates(subtask_id=0, attempt_token="t0", states=(b"a",)),
+            SubtaskStates(subtask_id=0, attempt_token="t2", states=(b"c",)),  # carried to 0
+        ),
+    )
+    assert [recorded.restore_by_subtask_id(i) for i in range(4)] == [(b"a", b"c"), (b"b",), (), ()]
+
+
+def test_with_carried_records_the_states_no_writer_restored_under_i_mod_n():
+    restored = WriterStates(
+        state_name="s",
+        number_of_subtasks=5,
+        subtasks=tuple(
+            SubtaskStates(subtask_id=i, attempt_token=f"old{i}", states=(bytes([i]),) * (i != 3))
+            for i in range(5)
+        ),
+    )
+    own = WriterStates(
+        state_name="s",
+        number_of_subtasks=2,
+        subtasks=(
+            SubtaskStates(subtask_id=0, attempt_token="new0", states=(b"x",)),
+            SubtaskStates(subtask_id=1, attempt_token="new1", states=(b"y",)),
+        ),
+    )
+    merged = own.with_carried(restored)
+    assert merged.subtasks[:2] == own.subtasks
+    assert [(s.subtask_id, s.attempt_token, s.states) for s in merged.subtasks[2:]] == [
+        (0, "old2", (b"\x02",)),
+        (0, "old4", (b"\x04",)),  # subtask 3 had no states: nothing to carry
+    ]
+    assert merged.by_subtask() == [[b"x", b"\x02", b"\x04"], [b"y"]]
+    assert own.with_carried(attrs.evolve(restored, subtasks=restored.subtasks[:2])) is own
 
 
 # --- readable before any writer starts -----------------------------------------------------------
