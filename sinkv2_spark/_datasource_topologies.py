@@ -31,7 +31,7 @@ from sinkv2.runtime.committables import (
     COMMITTABLE_SCHEMA,
     LocalCommittableStream,
 )
-from sinkv2_spark._engine import check_unique_names  # apply()'s rule, one copy
+from sinkv2_spark._engine import schema_to_arrow  # apply()'s rule, one copy
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -143,20 +143,4 @@ def planned_arrow_schema(schema: StructType) -> pa.Schema:
         SinkConfigurationError: Two columns share a name, or a column has a type
             Arrow cannot carry; the message names it.
     """
-    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
-
-    check_unique_names(list(schema.names), case_sensitive=True)
-    try:
-        return to_arrow_schema(schema, timezone="UTC")
-    except Exception as error:  # pyspark raises its own error classes here
-        column = ""
-        for field in schema.fields:
-            try:
-                to_arrow_schema(type(schema)([field]), timezone="UTC")
-            except Exception:  # noqa: BLE001  # the first field that fails is the one to name
-                column = f"column {field.name!r} of type {field.dataType.simpleString()}: "
-                break
-        raise SinkConfigurationError(
-            f"the DataFrame's schema cannot be written through Arrow: {column}{error}. Cast "
-            "or drop that column (sinkv2 moves rows to Python writers as Arrow)"
-        ) from error
+    return schema_to_arrow(schema, timezone="UTC", case_sensitive=True)

@@ -44,6 +44,7 @@ from sinkv2_spark.committables import committable_stream_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = [
     "SparkCommittableStreams",
@@ -51,6 +52,7 @@ __all__ = [
     "arrow_schema",
     "describe_jobs",
     "pre_write",
+    "schema_to_arrow",
 ]
 
 logger = logging.getLogger("sinkv2.spark")
@@ -140,12 +142,25 @@ def arrow_schema(df: DataFrame) -> pa.Schema:
             writers refuse both), or a column has a type Arrow cannot carry; the
             message names the column.
     """
+    spark = df.sparkSession
+    return schema_to_arrow(
+        df.schema,
+        timezone=spark.conf.get("spark.sql.session.timeZone"),
+        case_sensitive=spark.conf.get("spark.sql.caseSensitive") == "true",
+    )
+
+
+def schema_to_arrow(schema: StructType, *, timezone: str | None, case_sensitive: bool) -> pa.Schema:
+    """``schema``'s rows as Arrow, the one check every door runs on a Spark schema.
+
+    Raises:
+        SinkConfigurationError: Two columns share a name (``case_sensitive``
+            decides whether case alone makes them differ), or a column has a type
+            Arrow cannot carry; the message names the column.
+    """
     from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
 
-    spark = df.sparkSession
-    schema = df.schema
-    check_unique_names(schema.names, spark.conf.get("spark.sql.caseSensitive") == "true")
-    timezone = spark.conf.get("spark.sql.session.timeZone")
+    check_unique_names(list(schema.names), case_sensitive)
     try:
         return to_arrow_schema(schema, timezone=timezone)
     except Exception as error:  # pyspark raises its own error classes here
