@@ -47,8 +47,8 @@ from sinkv2.runtime import (
     SinkResult,
     SqliteCommitStateStore,
     StageListener,
+    drain_writer_states,
 )
-from sinkv2_spark._drain import drain_on_driver
 from sinkv2_spark._engine import (
     SparkCommittableStreams,
     arrow_schema,
@@ -465,7 +465,7 @@ def start_stream(
         )
         handle._runner = runner
         handle._drain = lambda: runner.drain(
-            lambda job_id, restore: drain_on_driver(sink, capabilities, job_id, restore)
+            lambda job_id, restore: drain_writer_states(sink, capabilities, job_id, restore)
         )
         writer = df.writeStream.foreachBatch(
             _MicroBatches(handle, runner, sink, capabilities, sink_id)
