@@ -60,11 +60,13 @@ logger = logging.getLogger("sinkv2.spark")
 _MANY_TASKS: Final = 64
 _FEW_ROWS_PER_TASK: Final = 10_000
 
-_WRITER_DDL: Final = (
-    "kind string, checkpoint_id long, subtask_id int, number_of_subtasks int, "
-    "attempt_token string, index int, serializer_version int, payload binary, "
-    "records long, metrics binary"
+_DDL_TYPE_NAMES: Final = {pa.string(): "string", pa.int64(): "long", pa.int32(): "int"} | {
+    pa.binary(): "binary"
+}
+_WRITER_DDL: Final = ", ".join(
+    f"{field.name} {_DDL_TYPE_NAMES[field.type]}" for field in WRITER_OUTPUT_SCHEMA
 )
+"""`WRITER_OUTPUT_SCHEMA` as the DDL ``mapInArrow`` takes: one spelling, the other derived."""
 
 
 def describe_jobs(spark: SparkSession, description: str) -> None:
