@@ -32,6 +32,7 @@ from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import Restore, SubtaskStates, WriterStageOutput, WriterStates
 from sinkv2.runtime.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
 from sinkv2_spark._connect import CONNECT_PARALLELISM, is_connect, with_parallelism
+from sinkv2_spark._ddl import ddl_of
 from sinkv2_spark._failure import decode_failure
 from sinkv2_spark._writer_stage import (
     KIND_COMMITTABLE,
@@ -60,12 +61,7 @@ logger = logging.getLogger("sinkv2.spark")
 _MANY_TASKS: Final = 64
 _FEW_ROWS_PER_TASK: Final = 10_000
 
-_DDL_TYPE_NAMES: Final = {pa.string(): "string", pa.int64(): "long", pa.int32(): "int"} | {
-    pa.binary(): "binary"
-}
-_WRITER_DDL: Final = ", ".join(
-    f"{field.name} {_DDL_TYPE_NAMES[field.type]}" for field in WRITER_OUTPUT_SCHEMA
-)
+_WRITER_DDL: Final = ddl_of(WRITER_OUTPUT_SCHEMA)
 """`WRITER_OUTPUT_SCHEMA` as the DDL ``mapInArrow`` takes: one spelling, the other derived."""
 
 

@@ -43,6 +43,7 @@ from sinkv2.runtime.committables import (
     aggregate_table,
     map_batch,
 )
+from sinkv2_spark._ddl import ddl_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,10 +58,8 @@ __all__ = [
 A = TypeVar("A")
 B = TypeVar("B")
 
-_SPARK_DDL: Final = (
-    "checkpoint_id long, subtask_id int, number_of_subtasks int, "
-    "serializer_version int, payload binary, lineage array<string>"
-)
+_SPARK_DDL: Final = ddl_of(COMMITTABLE_SCHEMA)
+"""`COMMITTABLE_SCHEMA` as the DDL ``mapInArrow`` takes: one spelling, the other derived."""
 
 
 @overload
