@@ -97,7 +97,40 @@ def list_sinks(store: OperatorStore) -> Report:
         headers = ["SINK ID", "PENDING", "ABORTED", "COMMITTED", "LAST COMMITTED"]
         headers += ["UPDATED (UTC)", "JOBS", "HELD BY"]
         text = f"{location}\n\n{table(headers, rows)}"
-    return Report(text=text, data={"store": location, "sinks": sinks})
+    sources, source_rows = _list_sources(store)
+    if source_rows:
+        headers = ["SOURCE ID", "EPOCHS", "LATEST EPOCH", "LAST ACKNOWLEDGED", "RECORDED (UTC)"]
+        text += f"\n\n{table(headers, source_rows)}"
+    return Report(text=text, data={"store": location, "sinks": sinks, "sources": sources})
+
+
+def _list_sources(store: OperatorStore) -> tuple[list[dict[str, Any]], list[list[str]]]:
+    """Every source id of the store: its epochs, the latest, the last acknowledged."""
+    sources, rows = [], []
+    for source_id in store.source_ids():
+        records = store.source_epochs(source_id)
+        latest = max((r.epoch for r in records), default=None)
+        acknowledged = max((r.epoch for r in records if r.acknowledged), default=None)
+        recorded = max((r.created_at for r in records), default=None)
+        sources.append(
+            {
+                "source_id": source_id,
+                "epochs": len(records),
+                "latest_epoch": latest,
+                "last_acknowledged_epoch": acknowledged,
+                "last_recorded": iso_json(recorded),
+            }
+        )
+        rows.append(
+            [
+                source_id,
+                str(len(records)),
+                "-" if latest is None else str(latest),
+                "-" if acknowledged is None else str(acknowledged),
+                iso(recorded),
+            ]
+        )
+    return sources, rows
 
 
 def _epoch_data(record: EpochRecord) -> dict[str, Any]:

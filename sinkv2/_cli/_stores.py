@@ -21,6 +21,7 @@ from sinkv2.runtime import (
     EpochRecord,
     EpochStatus,
     PostgresCommitStateStore,
+    SourceEpochRecord,
     SqliteCommitStateStore,
     default_state_store_path,
 )
@@ -70,6 +71,14 @@ class OperatorStore(CommitStateStore, Protocol):
 
     def sink_ids(self) -> list[str]:
         """Every sink id the store has a record of, sorted."""
+        ...
+
+    def source_ids(self) -> list[str]:
+        """Every source id the store has a record of, sorted."""
+        ...
+
+    def source_epochs(self, source_id: str) -> list[SourceEpochRecord]:
+        """The epoch records of ``source_id``, by epoch."""
         ...
 
     def epochs(self, sink_id: str, *statuses: EpochStatus) -> list[EpochRecord]:

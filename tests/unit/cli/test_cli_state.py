@@ -450,3 +450,25 @@ def test_importing_sinkv2_loads_no_cli():
     code = "import sys, sinkv2, sinkv2.runtime; print([m for m in sys.modules if '_cli' in m])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_list_shows_source_ids_with_their_latest_and_acknowledged_epochs(capsys, location):
+    store = open_store(location)
+    with store.acquire_source("orders-cdc", job_id="reader-1") as lease:
+        for epoch in range(3):
+            lease.record_epoch(epoch, enumerator_checkpoint=b"e", assignment=b"a")
+        lease.mark_acknowledged(1)
+    code, out, err = run(capsys, "state", "list", location)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("SOURCE ID"))
+    assert lines[header + 1].split()[:4] == ["orders-cdc", "3", "2", "1"]
+    data = run_json(capsys, "state", "list", location)
+    (source,) = data["sources"]
+    assert source["source_id"] == "orders-cdc"
+    assert (source["epochs"], source["latest_epoch"], source["last_acknowledged_epoch"]) == (
+        3,
+        2,
+        1,
+    )
+    assert [s["sink_id"] for s in data["sinks"]] == ["clicks", "orders"]  # sinks unchanged
