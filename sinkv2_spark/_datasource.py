@@ -69,7 +69,12 @@ from sinkv2_spark._datasource_topologies import (
     planned_arrow_schema,
 )
 from sinkv2_spark._preflight import check_shippable
-from sinkv2_spark._source_read import BoundedSourceReader, door_reader, door_schema
+from sinkv2_spark._source_read import (
+    BoundedSourceReader,
+    door_reader,
+    door_source,
+    source_schema,
+)
 from sinkv2_spark._writer_stage import WriterTask
 
 if TYPE_CHECKING:
@@ -127,6 +132,9 @@ class SinkV2DataSource(DataSource):
     _shipped = False
     """Whether this instance was unpickled: Spark's streaming commit runner gets it so."""
 
+    _read_source: Any = None
+    """The source `schema` made for a read; pickled with the instance into `reader`."""
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Spark's planner builds the data source from its options; its streaming
         # commit runner unpickles one. streamWriter() tells the two apart by this.
@@ -175,7 +183,8 @@ class SinkV2DataSource(DataSource):
             SinkConfigurationError: No ``source`` option (``format("sinkv2")`` reads
                 a FLIP-27 source), or a bad one.
         """
-        return door_schema(self.options)
+        self._read_source = door_source(self.options)  # travels to reader(), made once
+        return source_schema(self._read_source)
 
     def reader(self, schema: StructType) -> BoundedSourceReader:
         """Plan a batch read of a bounded FLIP-27 source (see `sinkv2_spark.from_source`).
@@ -185,7 +194,7 @@ class SinkV2DataSource(DataSource):
                 source's.
             NotImplementedError: The source is unbounded (streams come next).
         """
-        return door_reader(self.options, schema)
+        return door_reader(self.options, schema, self._read_source)
 
 
 @final

@@ -178,11 +178,8 @@ def load_factory(
     target = short_names.get(spec.lower(), spec)
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
-        known = (
-            f"a reference {option}'s short name ({', '.join(sorted(short_names))}) or "
-            if (short_names)
-            else ""
-        )
+        names = ", ".join(sorted(short_names))
+        known = f"a reference {option}'s short name ({names}) or " if short_names else ""
         raise SinkConfigurationError(
             f"the '{option}' option must be {known}'module:callable' (got {spec!r}); e.g. "
             f"'my_package.{option}s:make_orders_{option}'"

@@ -39,8 +39,9 @@ __all__ = [
     "BoundedSourceReader",
     "SplitSlice",
     "door_reader",
-    "door_schema",
+    "door_source",
     "from_source",
+    "source_schema",
 ]
 
 SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {}
@@ -253,19 +254,25 @@ def door_source(options: Mapping[str, str]) -> Any:
     return source
 
 
-def door_schema(options: Mapping[str, str]) -> StructType:
-    """The Spark schema of the source the options name (its produced type)."""
-    return _spark_schema(door_source(options))[0]
+def source_schema(source: Any) -> StructType:
+    """The Spark schema of ``source``'s produced type."""
+    return _spark_schema(source)[0]
 
 
-def door_reader(options: Mapping[str, str], schema: StructType) -> BoundedSourceReader:
+def door_reader(
+    options: Mapping[str, str], schema: StructType, source: Any | None = None
+) -> BoundedSourceReader:
     """Spark's batch reader for ``spark.read.format("sinkv2").option("source", ...)``.
+
+    ``source`` is the one `door_source` already made for the same options (when
+    Spark asked for the schema first), so the factory runs once per read.
 
     Raises:
         SinkConfigurationError: A bad option, or a ``.schema(...)`` the user gave
             that is not the source's.
     """
-    source = door_source(options)
+    if source is None:
+        source = door_source(options)
     spark_schema, arrow_schema = _spark_schema(source)
     if schema != spark_schema:
         raise SinkConfigurationError(
