@@ -17,6 +17,7 @@ implement a `SplitReader` and get a `SourceReader` with a fetcher thread.
 from sinkv2._public import publish as _publish
 from sinkv2.source._boundedness import Boundedness, InputStatus
 from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
+from sinkv2.source._end_positions import SplitCut, SupportsEndPositions
 from sinkv2.source._enumerator import SplitEnumerator
 from sinkv2.source._errors import SourceContractError, SourceDefinitionError, SourceReaderError
 from sinkv2.source._event import SourceEvent
@@ -46,9 +47,11 @@ __all__ = [
     "SourceReaderContext",
     "SourceReaderError",
     "SourceSplit",
+    "SplitCut",
     "SplitEnumerator",
     "SplitEnumeratorContext",
     "SplitsAssignment",
+    "SupportsEndPositions",
     "check_enumerator",
     "check_reader",
     "inspect_source",
