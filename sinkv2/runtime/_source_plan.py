@@ -37,7 +37,13 @@ from sinkv2.source import (
     check_enumerator,
 )
 
-__all__ = ["DEFAULT_PLANNING_TIMEOUT_S", "BoundedPlan", "plan_bounded_read", "split_id_of"]
+__all__ = [
+    "DEFAULT_PLANNING_TIMEOUT_S",
+    "BoundedPlan",
+    "PlanningContext",
+    "plan_bounded_read",
+    "split_id_of",
+]
 
 R = TypeVar("R")
 
@@ -97,8 +103,13 @@ class _Timer:
         return (self.due, self.order) < (other.due, other.order)
 
 
-class _PlanningContext:
-    """The enumerator's context while planning: every subtask registered, nothing read yet."""
+class PlanningContext:
+    """The enumerator's context on the driver: every subtask registered, nothing read yet.
+
+    A bounded plan keeps everything assigned in `assigned`; a stream's coordinator
+    takes what was assigned (and sent) since it last looked with `take_assigned`
+    and `take_events`.
+    """
 
     def __init__(self, parallelism: int, metrics: MetricGroup) -> None:
         self._parallelism = parallelism
@@ -175,6 +186,25 @@ class _PlanningContext:
     def metric_group(self) -> MetricGroup:
         return self._metrics
 
+    def take_assigned(self) -> list[list[Any]]:
+        """Per subtask, the splits assigned since the last call."""
+        taken = self.assigned
+        self.assigned = [[] for _ in range(self._parallelism)]
+        return taken
+
+    def take_events(self) -> list[list[SourceEvent]]:
+        """Per subtask, the events sent since the last call."""
+        taken = self.events
+        self.events = [[] for _ in range(self._parallelism)]
+        return taken
+
+    def run_all_timers(self) -> None:
+        """Run every timer once now, due or not (a discovery that must happen now)."""
+        for timer in list(self.timers):
+            timer.due = time.monotonic()
+        heapq.heapify(self.timers)
+        self.run_due(wait=False)
+
     def run_due(self, *, wait: bool) -> bool:
         """Run queued runnables and due timers; with ``wait``, sleep until the next is due."""
         ran = False
@@ -231,7 +261,7 @@ def plan_bounded_read(
     if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
         raise ValueError(f"parallelism must be a positive int (got {parallelism!r})")
     _check_bounded(source)
-    context = _PlanningContext(parallelism, InMemoryMetricGroup())
+    context = PlanningContext(parallelism, InMemoryMetricGroup())
     enumerator = source.create_enumerator(context)
     check_enumerator(enumerator)
     deadline = time.monotonic() + timeout_s
@@ -250,7 +280,7 @@ def plan_bounded_read(
     return BoundedPlan(parallelism, framed, tuple(tuple(e) for e in context.events))
 
 
-def _pump(enumerator: Any, context: _PlanningContext, deadline: float, timeout_s: float) -> None:
+def _pump(enumerator: Any, context: PlanningContext, deadline: float, timeout_s: float) -> None:
     """Ask for splits round-robin until every subtask heard "no more splits"."""
     while len(context.no_more) < context.current_parallelism():
         before = len(context.split_ids), len(context.no_more)

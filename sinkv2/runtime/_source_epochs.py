@@ -1,0 +1,476 @@
+"""The source coordinator: a FLIP-27 source read as a stream of epochs, replayable exactly.
+
+A micro-batch engine (Spark's ``DataSourceStreamReader``) fixes the end of every
+micro-batch on the driver, keeps nothing but a small offset per micro-batch, and
+after a crash replays a micro-batch from its logged offsets without asking the
+source again. So the split enumerator lives on the driver, for the whole run, and
+each micro-batch is an *epoch* decided there and written down before the engine
+logs its offset (``shared/research/flip27-sources.md`` section 3.3):
+
+- epoch 0 is the enumerator's first checkpoint, recorded once: the initial offset
+  is the same on every call and every run;
+- epoch ``e + 1`` is planned from epoch ``e``: the splits carried over are cut at
+  their end positions (`SupportsEndPositions`), subtasks with nothing left ask the
+  enumerator for more, within the read limit; what each subtask reads, the
+  enumerator's checkpoint and the splits carried on are recorded as one
+  `SourceEpochRecord` (write-once) and only then is the offset returned;
+- a micro-batch's tasks load the record of its end epoch and read exactly it, so a
+  replay reads the same rows;
+- the engine asking for the epoch after ``e`` proves the micro-batch ending at ``e``
+  is committed: ``notify_checkpoint_complete(e)`` fires then (or on the engine's
+  own late commit, whichever comes first), once, and the epochs below ``e`` are
+  pruned.
+
+The offset is a `SourceOffset` (``_source_slices``): a source id and an epoch, O(1)
+however long the history. Engine-neutral: no pyspark here.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import uuid
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+import msgpack
+
+from sinkv2._metrics import InMemoryMetricGroup
+from sinkv2._serialization import SimpleVersionedSerialization
+from sinkv2._text import describe, short_repr
+from sinkv2.errors import CommitStateError, SinkConfigurationError
+from sinkv2.runtime._source_plan import PlanningContext, split_id_of
+from sinkv2.runtime._source_slices import EpochSlice, ReadLimit, check_streamable
+from sinkv2.runtime._source_store import FIRST_SOURCE_EPOCH, SourceLease, SourceStateStore
+from sinkv2.source import SourceContractError, SplitCut, SupportsEndPositions, check_enumerator
+
+__all__ = ["MAX_SPLITS_PER_EPOCH", "SourceEpochCoordinator"]
+
+MAX_SPLITS_PER_EPOCH: Final = 100_000
+"""At most this many splits are admitted into one epoch; the rest wait for the next."""
+
+
+@attrs.define
+class _State:
+    """The driver's live view of the source at one epoch."""
+
+    epoch: int
+    enumerator: Any
+    context: PlanningContext
+    carried: list[list[Any]]  # per subtask: splits assigned and not finished, with positions
+
+
+def _frame(serializer: Any, value: Any) -> bytes:
+    return SimpleVersionedSerialization.write_version_and_serialize(serializer, value)
+
+
+def _unframe(serializer: Any, data: bytes) -> Any:
+    return SimpleVersionedSerialization.read_version_and_deserialize(serializer, data)
+
+
+def _default_job_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class SourceEpochCoordinator:
+    """One source id's epochs for one run of a streaming query, on the driver.
+
+    Holds the source id's lease from the first call until `close`: a second query
+    on the same source id is refused (`ConcurrentCommitError`) before it plans.
+    Calls come from one thread, in the engine's order; the methods map onto
+    Spark's ``initialOffset``, ``latestOffset``, ``partitions``, ``commit``,
+    ``prepareForTriggerAvailableNow`` and ``stop``.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        store: SourceStateStore,
+        source_id: str,
+        *,
+        parallelism: int,
+        job_id: str | None = None,
+    ) -> None:
+        if not isinstance(source_id, str) or not source_id.strip():
+            raise SinkConfigurationError(
+                f"a streaming read needs a source_id: a non-empty str naming the source's "
+                f"position history (got {describe(source_id)})"
+            )
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise SinkConfigurationError(
+                f"parallelism must be a positive int (got {describe(parallelism)})"
+            )
+        check_streamable(source)
+        self._source = source
+        self._store = store
+        self.source_id = source_id
+        self.parallelism = parallelism
+        self._job_id = job_id or _default_job_id()
+        self._lease: SourceLease | None = None
+        self._state: _State | None = None
+        self._frozen = False  # available-now: no discovery, ends fixed at the start
+        self._targets: dict[str, object] = {}
+        self._slices: tuple[int, list[EpochSlice]] | None = None
+        self._split_serializer = source.get_split_serializer()
+        self._checkpoint_serializer = source.get_enumerator_checkpoint_serializer()
+        self._cuts = isinstance(source, SupportsEndPositions)
+
+    # -- the engine's calls ---------------------------------------------------------
+
+    def initial_epoch(self) -> int:
+        """Epoch 0, recorded once: the same initial offset on every call and every run.
+
+        Raises:
+            CommitStateError: The source id has later epochs but no epoch 0 (an
+                earlier query read it, and its early epochs are pruned), while the
+                engine starts without a checkpoint.
+        """
+        lease = self._lease_now()
+        if lease.get(FIRST_SOURCE_EPOCH) is not None:
+            return FIRST_SOURCE_EPOCH
+        latest = lease.latest()
+        if latest is not None:
+            raise CommitStateError(
+                f"source id {self.source_id!r} was read before, up to epoch {latest.epoch} "
+                f"(job {latest.job_id}), and this query starts without a checkpoint: a new "
+                "checkpoint location cannot go on from a history Spark does not know. Restart "
+                "from the checkpoint location that read it, or read under a new source_id, or "
+                f"forget the old history first: `sinkv2 state forget-source {self.source_id}`"
+            )
+        state = self._start_fresh()
+        self._record(FIRST_SOURCE_EPOCH, state, slices=[])
+        self._state = state
+        return FIRST_SOURCE_EPOCH
+
+    def next_epoch(self, start: int, limit: ReadLimit) -> int:
+        """Plan the epoch after ``start`` within ``limit``; ``start`` when nothing is new.
+
+        ``start`` being asked proves every epoch up to it is committed by the
+        engine: it is acknowledged first (`acknowledge`) and older epochs pruned.
+        """
+        lease = self._lease_now()
+        if lease.get(start + 1) is not None:  # planned before a crash, never logged
+            self._state = None
+            return start + 1
+        state = self._state_at(start)
+        self.acknowledge(start)
+        lease.prune(start)
+        if not self._frozen:
+            state.context.run_due(wait=False)
+        slices = self._plan(state, limit)
+        if not slices:
+            return start
+        self._record(start + 1, state, slices=slices)
+        state.epoch = start + 1
+        self._slices = (start + 1, slices)
+        return start + 1
+
+    def slices(self, epoch: int) -> list[EpochSlice]:
+        """What each subtask reads in ``epoch``, exactly as it was planned.
+
+        Raises:
+            CommitStateError: The store has no record of ``epoch`` (lost or pruned)
+                although the engine logged it.
+        """
+        if self._slices is not None and self._slices[0] == epoch:
+            return self._slices[1]
+        record = self._lease_now().get(epoch)
+        if record is None:
+            raise self._missing(epoch)
+        decoded = msgpack.unpackb(record.assignment)
+        slices = [
+            EpochSlice(epoch, subtask, decoded["parallelism"], tuple(splits), records, tuple(evs))
+            for subtask, splits, records, evs in decoded["slices"]
+        ]
+        self._slices = (epoch, slices)
+        return slices
+
+    def acknowledge(self, epoch: int) -> None:
+        """The engine committed ``epoch``: fire ``notify_checkpoint_complete`` once.
+
+        Marked in the store first, then notified: across a crash between the two a
+        notification can be missed, never doubled; as in Flink, a later epoch's
+        notification covers the earlier ones.
+        """
+        if epoch <= FIRST_SOURCE_EPOCH:
+            return
+        lease = self._lease_now()
+        record = lease.get(epoch)
+        if record is None or record.acknowledged:
+            return
+        state = self._state if self._state is not None else self._state_at(epoch)
+        if lease.mark_acknowledged(epoch):
+            notify = getattr(state.enumerator, "notify_checkpoint_complete", None)
+            if callable(notify):
+                notify(epoch)
+
+    def prepare_available_now(self) -> None:
+        """Fix what "available now" is: discover once, then fix every split's end.
+
+        Later epochs read up to those ends (within the read limit) and discover
+        nothing new, so an available-now run ends once they are read.
+        """
+        self._frozen = True
+        if self._state is not None:
+            self._state.context.run_all_timers()
+
+    def close(self) -> None:
+        """Close the enumerator and release the source id."""
+        try:
+            if self._state is not None:
+                self._state.enumerator.close()
+        finally:
+            self._state = None
+            if self._lease is not None:
+                lease, self._lease = self._lease, None
+                lease.release()
+
+    # -- state ----------------------------------------------------------------------
+
+    def _lease_now(self) -> SourceLease:
+        if self._lease is None:
+            self._lease = self._store.acquire_source(self.source_id, job_id=self._job_id)
+        return self._lease
+
+    def _missing(self, epoch: int) -> CommitStateError:
+        return CommitStateError(
+            f"the state store has no record of epoch {epoch} of source id {self.source_id!r}, "
+            "which the query's checkpoint logged: the store is not the one this checkpoint "
+            "was written with (another state_store, or its file was deleted), or the source "
+            "id's history was forgotten. Point state_store at the original store, or start "
+            "from a new checkpoint location under a new source_id; nothing is read from "
+            "scratch silently"
+        )
+
+    def _context(self) -> PlanningContext:
+        return PlanningContext(self.parallelism, InMemoryMetricGroup())
+
+    def _start_fresh(self) -> _State:
+        context = self._context()
+        enumerator = self._source.create_enumerator(context)
+        check_enumerator(enumerator)
+        enumerator.start()
+        for subtask in range(self.parallelism):
+            enumerator.add_reader(subtask)
+        context.run_due(wait=False)
+        state = _State(FIRST_SOURCE_EPOCH, enumerator, context, self._empty())
+        self._take_assigned(state)
+        return state
+
+    def _empty(self) -> list[list[Any]]:
+        return [[] for _ in range(self.parallelism)]
+
+    def _state_at(self, epoch: int) -> _State:
+        if self._state is not None and self._state.epoch == epoch:
+            return self._state
+        record = self._lease_now().get(epoch)
+        if record is None:
+            raise self._missing(epoch)
+        if self._state is not None:
+            self._state.enumerator.close()
+            self._state = None
+        checkpoint = _unframe(self._checkpoint_serializer, record.enumerator_checkpoint)
+        context = self._context()
+        enumerator = self._source.restore_enumerator(context, checkpoint)
+        check_enumerator(enumerator)
+        enumerator.start()
+        for subtask in range(self.parallelism):
+            enumerator.add_reader(subtask)
+        carried = self._empty()
+        if record.end_positions is not None:
+            kept = msgpack.unpackb(record.end_positions)
+            flat = [
+                _unframe(self._split_serializer, framed)
+                for subtask in kept["carried"]
+                for framed in subtask
+            ]
+            if kept["parallelism"] == self.parallelism:
+                carried = [
+                    [_unframe(self._split_serializer, f) for f in subtask]
+                    for subtask in kept["carried"]
+                ]
+                context.no_more.update(kept["no_more"])
+            else:  # rescaled: positions are per split, so deal them round-robin
+                for index, split in enumerate(flat):
+                    carried[index % self.parallelism].append(split)
+        state = _State(epoch, enumerator, context, carried)
+        context.run_due(wait=False)
+        self._take_assigned(state)
+        self._state = state
+        return state
+
+    def _take_assigned(self, state: _State) -> None:
+        for subtask, splits in enumerate(state.context.take_assigned()):
+            state.carried[subtask].extend(splits)
+
+    # -- planning -------------------------------------------------------------------
+
+    def _plan(self, state: _State, limit: ReadLimit) -> list[EpochSlice]:
+        budget = _Budget(limit)
+        reads: list[list[tuple[bytes, int | None]]] = self._empty()
+        self._admit(state, reads, budget)
+        for _ in range(MAX_SPLITS_PER_EPOCH):
+            if budget.spent():
+                break
+            idle = [
+                subtask
+                for subtask in range(self.parallelism)
+                if not state.carried[subtask] and subtask not in state.context.no_more
+            ]
+            if not idle:
+                break
+            for subtask in idle:
+                state.enumerator.handle_split_request(subtask, None)
+                state.context.run_due(wait=False)
+            before = sum(len(part) for part in state.carried)
+            self._take_assigned(state)
+            if sum(len(part) for part in state.carried) == before:
+                break
+            self._admit(state, reads, budget)
+        events = state.context.take_events()
+        slices = []
+        for subtask in range(self.parallelism):
+            if not reads[subtask] and not events[subtask]:
+                continue
+            counts = [records for _, records in reads[subtask]]
+            total = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+            slices.append(
+                EpochSlice(
+                    state.epoch + 1,
+                    subtask,
+                    self.parallelism,
+                    tuple(framed for framed, _ in reads[subtask]),
+                    total,
+                    tuple(pickle.dumps(event) for event in events[subtask]),
+                )
+            )
+        return slices
+
+    def _admit(
+        self, state: _State, reads: list[list[tuple[bytes, int | None]]], budget: _Budget
+    ) -> None:
+        """Move what the budget allows from the carried splits into this epoch's reads."""
+        pending = [(subtask, split) for subtask, part in enumerate(state.carried) for split in part]
+        if not pending or budget.spent():
+            return
+        ends = self._ends([split for _, split in pending])
+        kept = self._empty()
+        for (subtask, split), end in zip(pending, ends, strict=True):
+            if budget.spent():
+                kept[subtask].append(split)
+                continue
+            if end is None:  # ends by itself: read whole
+                reads[subtask].append((_frame(self._split_serializer, split), None))
+                budget.take(None)
+                continue
+            cut = self._cut(split, end, budget.records_left)
+            if cut.read is not None:
+                reads[subtask].append((_frame(self._split_serializer, cut.read), cut.records))
+                budget.take(cut.records)
+            if cut.rest is not None:
+                kept[subtask].append(cut.rest)
+        state.carried = kept
+
+    def _ends(self, splits: list[Any]) -> Sequence[object | None]:
+        if not self._cuts:
+            return [None] * len(splits)
+        if self._frozen:
+            missing = [s for s in splits if split_id_of(s, "end_positions") not in self._targets]
+            if missing:
+                for split, end in zip(missing, self._ask_ends(missing), strict=True):
+                    self._targets[split_id_of(split, "end_positions")] = end
+            return [self._targets[split_id_of(s, "end_positions")] for s in splits]
+        return self._ask_ends(splits)
+
+    def _ask_ends(self, splits: list[Any]) -> Sequence[object | None]:
+        ends = self._source.end_positions(splits)
+        if not isinstance(ends, Sequence) or len(ends) != len(splits):
+            raise SourceContractError(
+                f"end_positions() of {describe(self._source)} returned {short_repr(ends)} for "
+                f"{len(splits)} split(s); return one position (or None) per split, in order",
+                method="end_positions",
+            )
+        return ends
+
+    def _cut(self, split: Any, end: object, max_records: int | None) -> SplitCut[Any]:
+        cut = self._source.cut_split(split, end, max_records)
+        split_id = split_id_of(split, "cut_split")
+        if not isinstance(cut, SplitCut):
+            raise SourceContractError(
+                f"cut_split() of split {split_id!r} returned {describe(cut)}; return a "
+                "sinkv2.source.SplitCut",
+                method="cut_split",
+                split_id=split_id,
+            )
+        told = "an untold number" if cut.records is None else str(cut.records)
+        over = (
+            cut.records is None or cut.records > max_records if max_records is not None else False
+        )
+        if cut.read is not None and over:
+            raise SourceContractError(
+                f"cut_split() of split {split_id!r} was asked for at most {max_records} "
+                f"record(s) and cut {told}; when max_records is given, cut no more and tell "
+                "SplitCut.records",
+                method="cut_split",
+                split_id=split_id,
+            )
+        return cut
+
+    def _record(self, epoch: int, state: _State, *, slices: list[EpochSlice]) -> None:
+        checkpoint = state.enumerator.snapshot_state(epoch)
+        assignment = msgpack.packb(
+            {
+                "parallelism": self.parallelism,
+                "slices": [
+                    [piece.subtask, list(piece.splits), piece.records, list(piece.events)]
+                    for piece in slices
+                ],
+            }
+        )
+        carried = msgpack.packb(
+            {
+                "parallelism": self.parallelism,
+                "carried": [
+                    [_frame(self._split_serializer, split) for split in part]
+                    for part in state.carried
+                ],
+                "no_more": sorted(state.context.no_more),
+            }
+        )
+        self._lease_now().record_epoch(
+            epoch,
+            enumerator_checkpoint=_frame(self._checkpoint_serializer, checkpoint),
+            assignment=assignment,
+            end_positions=carried,
+        )
+
+
+@attrs.define
+class _Budget:
+    """What is left of one epoch's read limit."""
+
+    limit: ReadLimit
+    records: int = 0
+    splits: int = 0
+
+    @property
+    def records_left(self) -> int | None:
+        if self.limit.max_records is None:
+            return None
+        return max(self.limit.max_records - self.records, 0)
+
+    def spent(self) -> bool:
+        """Whether the epoch may admit no more reads."""
+        if self.splits >= MAX_SPLITS_PER_EPOCH:
+            return True
+        if self.splits == 0:
+            return False  # at least one read per epoch
+        if self.limit.max_splits is not None and self.splits >= self.limit.max_splits:
+            return True
+        return self.limit.max_records is not None and self.records >= self.limit.max_records
+
+    def take(self, records: int | None) -> None:
+        self.splits += 1
+        self.records += records or 0
