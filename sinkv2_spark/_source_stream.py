@@ -1,0 +1,152 @@
+"""A FLIP-27 source as Spark's ``DataSourceStreamReader``: epochs recorded, replays exact.
+
+Spark keeps one offset per micro-batch and nothing else for a Python source; it
+fixes a micro-batch's end on the driver (``latestOffset``), plans its tasks from the
+logged offsets (``partitions``) - again, without asking first, when it replays a
+micro-batch after a crash - and runs every task with a reader pickled once per
+query run. So this reader only translates: the source coordinator
+(`SourceEpochCoordinator`, one per query run, in Spark's long-lived streaming source
+runner) decides and records each epoch, the offset points at it, ``partitions``
+loads it, and each task reads its `EpochSlice` to the stop positions. The
+coordinator is made on first use, in the process that plans: never in the user's
+driver, never in a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.streaming.datasource import ReadLimit as SparkReadLimit
+
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import (
+    EpochSlice,
+    ReadLimit,
+    SourceEpochCoordinator,
+    SourceOffset,
+    SourceStateStore,
+    read_epoch_slice,
+)
+
+if TYPE_CHECKING:
+    import pyarrow
+
+__all__ = ["EpochPartition", "SourceStreamReader", "read_limit"]
+
+
+class EpochPartition(InputPartition):
+    """One subtask's share of one epoch, as Spark ships it to a task."""
+
+    def __init__(self, piece: EpochSlice) -> None:
+        super().__init__(piece.subtask)
+        self.piece = piece
+
+
+def read_limit(max_records: int | None, max_splits: int | None) -> SparkReadLimit:
+    """Spark's default read limit for the ``maxRecordsPerTrigger``/``maxSplitsPerTrigger`` options.
+
+    Raises:
+        SinkConfigurationError: Both are set: Spark passes one limit to a Python source.
+    """
+    if max_records is not None and max_splits is not None:
+        raise SinkConfigurationError(
+            f"maxRecordsPerTrigger ({max_records}) and maxSplitsPerTrigger ({max_splits}) were "
+            "both set; Spark hands a Python source one read limit, so set one of them"
+        )
+    if max_records is not None:
+        return ReadMaxRows(max_records)
+    if max_splits is not None:
+        return ReadMaxFiles(max_splits)
+    return ReadAllAvailable()
+
+
+def _limit(limit: SparkReadLimit) -> ReadLimit:
+    if isinstance(limit, ReadMaxRows):
+        return ReadLimit(max_records=limit.max_rows)
+    if isinstance(limit, ReadMaxFiles):
+        return ReadLimit(max_splits=limit.max_files)
+    return ReadLimit()
+
+
+class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Spark's stream reader over a FLIP-27 source, with positions recorded per epoch."""
+
+    def __init__(
+        self,
+        source: Any,
+        arrow_schema: pyarrow.Schema,
+        *,
+        source_id: str,
+        store: SourceStateStore,
+        parallelism: int,
+        batch_rows: int,
+        max_records: int | None = None,
+        max_splits: int | None = None,
+    ) -> None:
+        self._source = source
+        self._arrow_schema = arrow_schema
+        self._source_id = source_id
+        self._store = store
+        self._parallelism = parallelism
+        self._batch_rows = batch_rows
+        self._default_limit = read_limit(max_records, max_splits)
+        self._coordinator: SourceEpochCoordinator | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_coordinator"] = None  # a lease belongs to the process that took it
+        return state
+
+    def _coordinate(self) -> SourceEpochCoordinator:
+        if self._coordinator is None:
+            self._coordinator = SourceEpochCoordinator(
+                self._source, self._store, self._source_id, parallelism=self._parallelism
+            )
+        return self._coordinator
+
+    def _epoch(self, offset: dict[str, Any]) -> int:
+        return SourceOffset.from_dict(offset, source_id=self._source_id).epoch
+
+    def _offset(self, epoch: int) -> dict[str, Any]:
+        return SourceOffset(self._source_id, epoch).to_dict()
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802  # Spark's name
+        return self._offset(self._coordinate().initial_epoch())
+
+    def getDefaultReadLimit(self) -> SparkReadLimit:  # noqa: N802  # Spark's name
+        return self._default_limit
+
+    def latestOffset(self, start: dict[str, Any], limit: SparkReadLimit) -> dict[str, Any]:  # noqa: N802
+        epoch = self._coordinate().next_epoch(self._epoch(start), _limit(limit))
+        return self._offset(epoch)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802  # Spark's name
+        self._coordinate().prepare_available_now()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        self._epoch(start)  # the checkpoint's offsets are ours, for this source id
+        slices = self._coordinate().slices(self._epoch(end))
+        return [EpochPartition(piece) for piece in slices]
+
+    def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:
+        if not isinstance(partition, EpochPartition):
+            return
+        yield from read_epoch_slice(
+            self._source, self._arrow_schema, partition.piece, batch_rows=self._batch_rows
+        )
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._coordinate().acknowledge(self._epoch(end))
+
+    def stop(self) -> None:
+        if self._coordinator is not None:
+            coordinator, self._coordinator = self._coordinator, None
+            coordinator.close()
