@@ -118,17 +118,17 @@ class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _offset(self, epoch: int) -> dict[str, Any]:
         return SourceOffset(self._source_id, epoch).to_dict()
 
-    def initialOffset(self) -> dict[str, Any]:  # noqa: N802  # Spark's name
+    def initialOffset(self) -> dict[str, Any]:  # Spark's name
         return self._offset(self._coordinate().initial_epoch())
 
-    def getDefaultReadLimit(self) -> SparkReadLimit:  # noqa: N802  # Spark's name
+    def getDefaultReadLimit(self) -> SparkReadLimit:  # Spark's name
         return self._default_limit
 
-    def latestOffset(self, start: dict[str, Any], limit: SparkReadLimit) -> dict[str, Any]:  # noqa: N802
+    def latestOffset(self, start: dict[str, Any], limit: SparkReadLimit) -> dict[str, Any]:
         epoch = self._coordinate().next_epoch(self._epoch(start), _limit(limit))
         return self._offset(epoch)
 
-    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802  # Spark's name
+    def prepareForTriggerAvailableNow(self) -> None:  # Spark's name
         self._coordinate().prepare_available_now()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
