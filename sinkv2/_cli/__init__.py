@@ -7,6 +7,7 @@ line on stderr, no traceback), 2 bad usage.
 - ``_stores``: the store a location names, and the operator queries used;
 - ``_inspect``: ``list`` and ``show``, read-only;
 - ``_repair``: ``abort`` and ``release``, under the sink id's lease;
+- ``_sources``: ``show-source`` and ``forget-source``, a source id's epochs;
 - ``_sinks``: the sink behind a sink id, for its serializer and abort hook;
 - ``_render``: plain text and JSON.
 """
@@ -23,6 +24,7 @@ from sinkv2._cli._inspect import list_sinks, show_sink
 from sinkv2._cli._parser import build_parser
 from sinkv2._cli._render import Report, to_json
 from sinkv2._cli._repair import abort_epoch, release_sink
+from sinkv2._cli._sources import forget_source, show_source
 from sinkv2._cli._stores import open_store
 from sinkv2.errors import SinkV2Error
 
@@ -56,6 +58,10 @@ def _run(args: argparse.Namespace) -> Report:
         return list_sinks(store)
     if args.action == "show":
         return show_sink(store, args.sink_id, epoch=args.epoch, sink_spec=args.sink)
+    if args.action == "show-source":
+        return show_source(store, args.source_id)
+    if args.action == "forget-source":
+        return forget_source(store, args.source_id)
     if args.action == "abort":
         return abort_epoch(
             store,

@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of ``sinkv2``'s arguments."""
     parser = argparse.ArgumentParser(
         prog="sinkv2",
-        description="Inspect and repair what sinkv2 records about sinks.",
+        description="Inspect and repair what sinkv2 records about sinks and sources.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     state = commands.add_parser(
@@ -129,4 +129,26 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="end the session of a driver on another host that you know is gone",
     )
+    show_source = actions.add_parser(
+        "show-source",
+        help="one source id's epochs: acknowledged, split reads, splits carried on",
+        description=(
+            "One source id's epochs, as a streaming read recorded them, read without taking "
+            "anything. Without STORE, the store apply() uses by default."
+        ),
+    )
+    _common(show_source, default_store=True)
+    show_source.add_argument("source_id", metavar="SOURCE_ID", help="the source id")
+
+    forget = actions.add_parser(
+        "forget-source",
+        help="delete a source id's epochs, so that a new query reads it from the start",
+        description=(
+            "Delete every epoch a streaming read recorded under SOURCE_ID. Refused while a "
+            "query reads it. A query restarted from a checkpoint location that read those "
+            "epochs then fails clearly: start it from a new checkpoint location."
+        ),
+    )
+    _common(forget)
+    forget.add_argument("source_id", metavar="SOURCE_ID", help="the source id")
     return parser

@@ -22,6 +22,7 @@ from sinkv2.runtime import (
     EpochStatus,
     PostgresCommitStateStore,
     SourceEpochRecord,
+    SourceStateStore,
     SqliteCommitStateStore,
     default_state_store_path,
 )
@@ -62,10 +63,11 @@ class HolderInfo(Protocol):
         ...
 
 
-class OperatorStore(CommitStateStore, Protocol):
+class OperatorStore(CommitStateStore, SourceStateStore, Protocol):
     """A store that answers an operator's questions without acquiring anything.
 
-    Required: `acquire` (the contract) and the read-only queries below; both
+    Required: `acquire` and `acquire_source` (the contracts) and the read-only
+    queries below; both
     `SqliteCommitStateStore` and `PostgresCommitStateStore` have them.
     """
 

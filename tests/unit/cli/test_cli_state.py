@@ -14,7 +14,8 @@ import pytest
 from conftest import HOST, open_store, populate
 
 from sinkv2._cli import main
-from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
+from sinkv2.runtime import EpochStatus, ReadLimit, SourceEpochCoordinator, SqliteCommitStateStore
+from sinkv2.source.lib import NumberSequenceSource
 
 SINK = "cli_sink:make_sink"
 
@@ -472,3 +473,50 @@ def test_list_shows_source_ids_with_their_latest_and_acknowledged_epochs(capsys,
         1,
     )
     assert [s["sink_id"] for s in data["sinks"]] == ["clicks", "orders"]  # sinks unchanged
+
+
+def _read_numbers(store, source_id, epochs):
+    """A streaming read of 1..60 in ``epochs`` epochs, one split each, left unacknowledged."""
+    coord = SourceEpochCoordinator(
+        NumberSequenceSource(1, 60), store, source_id, parallelism=epochs
+    )
+    start = coord.initial_epoch()
+    for _ in range(epochs):
+        start = coord.next_epoch(start, ReadLimit(max_splits=1))
+    return coord
+
+
+def test_show_source_lists_a_streaming_reads_epochs(capsys, location):
+    coord = _read_numbers(open_store(location), "numbers", 3)
+    coord.close()
+    code, out, err = run(capsys, "state", "show-source", location, "numbers")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("EPOCH"))
+    assert [line.split()[:4] for line in lines[header + 1 :]] == [
+        ["2", "yes", "1", "1"],
+        ["3", "no", "1", "0"],
+    ]
+    data = run_json(capsys, "state", "show-source", location, "numbers")
+    assert [(e["epoch"], e["acknowledged"], e["split_reads"]) for e in data["epochs"]] == [
+        (2, True, 1),
+        (3, False, 1),
+    ]
+    code, out, err = run(capsys, "state", "show-source", location, "nope")
+    assert code == 1
+    assert "no record of source id 'nope'" in err
+    assert "'numbers'" in err
+
+
+def test_forget_source_is_refused_while_a_query_reads_it_then_forgets_every_epoch(capsys, location):
+    store = open_store(location)
+    coord = _read_numbers(store, "numbers", 2)
+    code, _out, err = run(capsys, "state", "forget-source", location, "numbers")
+    assert code == 1
+    assert "refusing to forget source 'numbers'" in err
+    coord.close()
+    data = run_json(capsys, "state", "forget-source", location, "numbers")
+    assert data["forgotten"] == 2
+    fresh = SourceEpochCoordinator(NumberSequenceSource(1, 60), store, "numbers", parallelism=2)
+    assert fresh.initial_epoch() == 0  # read from the start again
+    fresh.close()
