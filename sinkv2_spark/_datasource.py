@@ -73,8 +73,10 @@ from sinkv2_spark._source_read import (
     BoundedSourceReader,
     door_reader,
     door_source,
+    door_stream_reader,
     source_schema,
 )
+from sinkv2_spark._source_stream import SourceStreamReader
 from sinkv2_spark._writer_stage import WriterTask
 
 if TYPE_CHECKING:
@@ -195,6 +197,15 @@ class SinkV2DataSource(DataSource):
             NotImplementedError: The source is unbounded (streams come next).
         """
         return door_reader(self.options, schema, self._read_source)
+
+    def streamReader(self, schema: StructType) -> SourceStreamReader:  # Spark's name
+        """Plan a streaming read of a FLIP-27 source, positions recorded per epoch.
+
+        Raises:
+            SinkConfigurationError: No ``source_id``, or a bad option.
+            SourceContractError: An unbounded source without ``SupportsEndPositions``.
+        """
+        return door_stream_reader(self.options, schema, self._read_source)
 
 
 @final

@@ -1,12 +1,18 @@
-"""`from_source`: a bounded FLIP-27 source read by Spark as a DataFrame (Flink's ``fromSource``).
+"""`from_source`: a FLIP-27 source read by Spark as a DataFrame (Flink's ``fromSource``).
 
-Spark's Python data source API plans a batch read once, on the driver (``partitions()``
-in a planner process), and runs one task per partition with a reader pickled once. So
-the enumerator runs to "no more splits" while planning (`plan_bounded_read`), each
-reader subtask with splits becomes one partition carrying its framed splits, and each
-task reads its splits to their end with a fresh reader (`read_subtask`), as Arrow
-batches in Spark's Arrow schema of the source's produced type. A failed task reads its
-partition again from its start: splits are read whole or not at all.
+A bounded source reads as a batch DataFrame. Spark's Python data source API plans a
+batch read once, on the driver (``partitions()`` in a planner process), and runs one
+task per partition with a reader pickled once. So the enumerator runs to "no more
+splits" while planning (`plan_bounded_read`), each reader subtask with splits becomes
+one partition carrying its framed splits, and each task reads its splits to their end
+with a fresh reader (`read_subtask`), as Arrow batches in Spark's Arrow schema of the
+source's produced type. A failed task reads its partition again from its start:
+splits are read whole or not at all.
+
+A stream (an unbounded source, or ``streaming=True``) reads through
+`SourceStreamReader`: each micro-batch is an epoch recorded under the ``source_id``
+in the commit state store before Spark logs its offset, so a replay reads the same
+rows.
 """
 
 from __future__ import annotations
@@ -14,19 +20,22 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import (
     DEFAULT_BATCH_ROWS,
+    SourceStateStore,
+    check_streamable,
     plan_bounded_read,
     read_subtask,
 )
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
-from sinkv2_spark._datasource_options import load_factory
+from sinkv2_spark._datasource_options import load_factory, open_store
+from sinkv2_spark._source_stream import SourceStreamReader
 
 if TYPE_CHECKING:
     import pyarrow
@@ -40,15 +49,25 @@ __all__ = [
     "SplitSlice",
     "door_reader",
     "door_source",
+    "door_stream_reader",
     "from_source",
     "source_schema",
+    "source_store",
 ]
 
 SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {}
 """Reference sources by short name (none yet: the reference sources come next)."""
 
-SOURCE_DOOR_OPTIONS: Final = ("source", "source_id", "parallelism", "batch_rows")
-"""The read door's own options; every other one goes to the source's factory."""
+SOURCE_DOOR_OPTIONS: Final = (
+    "source",
+    "source_id",
+    "parallelism",
+    "batch_rows",
+    "state_store",
+    "maxrecordspertrigger",
+    "maxsplitspertrigger",
+)
+"""The read door's own options (lower-cased, as Spark passes them); the rest go to the factory."""
 
 _NAMES: Final = itertools.count()
 
@@ -143,25 +162,37 @@ def from_source(
     streaming: bool | None = None,
     parallelism: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    state_store: SourceStateStore | str | None = None,
+    max_records_per_trigger: int | None = None,
+    max_splits_per_trigger: int | None = None,
 ) -> DataFrame:
     """A DataFrame of everything ``source`` produces (Flink's ``env.fromSource``).
 
     Args:
         spark: The session to read with.
         source: A FLIP-27 `Source` (checked with `inspect_source` first).
-        source_id: The name of the source's position history; required for streams,
-            unused for a bounded batch read.
-        streaming: ``None`` (default) reads a BOUNDED source as a batch DataFrame;
-            ``True`` asks for a streaming DataFrame (not available yet: raises).
+        source_id: The name of the source's position history: required for a
+            stream (the same in every run of the query), unused for a batch read.
+        streaming: ``None`` (default): a batch DataFrame for a BOUNDED source, a
+            streaming one for an unbounded source; ``True``: a stream either way;
+            ``False``: a batch read (BOUNDED sources only).
         parallelism: Reader subtasks to plan for (default: Spark's default
             parallelism); each subtask with splits is one Spark task.
         batch_rows: Rows per Arrow batch when the reader emits rows.
+        state_store: A stream's store of epoch records: a `SourceStateStore`, a
+            SQLite path or ``postgresql://`` URL; default: ``apply()``'s store.
+        max_records_per_trigger: A stream's admission limit: at most this many
+            records per micro-batch, cut from splits with end positions
+            (`sinkv2.source.SupportsEndPositions`).
+        max_splits_per_trigger: A stream's admission limit: at most this many
+            split reads per micro-batch. Set one of the two limits at most.
 
     Raises:
         SourceDefinitionError: ``source`` lacks a FLIP-27 method.
-        NotImplementedError: A streaming read, or an unbounded source (the stream
-            reader, with positions checkpointed per epoch, is not built yet).
-        ValueError: ``parallelism`` or ``batch_rows`` is not a positive int.
+        SourceContractError: A stream of an unbounded source that does not
+            implement `SupportsEndPositions`.
+        SinkConfigurationError: A stream without a ``source_id``, or both limits.
+        ValueError: A batch read of an unbounded source, or a bad number.
     """
     if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
         raise ValueError(
@@ -169,20 +200,45 @@ def from_source(
         )
     inspect_source(source)
     boundedness = source.get_boundedness()
-    if streaming or boundedness is not Boundedness.BOUNDED:
-        raise NotImplementedError(
-            f"from_source() reads BOUNDED sources as batch DataFrames; {describe(source)} is "
-            f"{boundedness.name}{' and streaming=True was asked' if streaming else ''}. Streaming "
-            "reads (positions checkpointed per epoch under a source_id) are not available yet"
+    stream = streaming if streaming is not None else boundedness is not Boundedness.BOUNDED
+    if not stream and boundedness is not Boundedness.BOUNDED:
+        raise ValueError(
+            f"from_source(): {describe(source)} is {boundedness.name}, and streaming=False asks "
+            "for a batch read, which needs a BOUNDED source; read it as a stream "
+            "(streaming=True, with a source_id)"
         )
-    for name, value in (("parallelism", parallelism), ("batch_rows", batch_rows)):
+    for name, value in (
+        ("parallelism", parallelism),
+        ("batch_rows", batch_rows),
+        ("max_records_per_trigger", max_records_per_trigger),
+        ("max_splits_per_trigger", max_splits_per_trigger),
+    ):
         bad = isinstance(value, bool) or not isinstance(value, int) or value < 1
         if value is not None and bad:
             raise ValueError(f"from_source(): {name} must be a positive int (got {value!r})")
     spark_schema, arrow_schema = _spark_schema(source)
-    reader = BoundedSourceReader(
-        source, arrow_schema, parallelism or _default_parallelism(spark), batch_rows
-    )
+    reader: BoundedSourceReader | SourceStreamReader
+    if stream:
+        if source_id is None:
+            raise SinkConfigurationError(
+                "from_source(): a streaming read needs source_id=...: the name under which "
+                "its split positions are recorded, the same in every run of the query"
+            )
+        check_streamable(source)
+        reader = SourceStreamReader(
+            source,
+            arrow_schema,
+            source_id=source_id,
+            store=source_store(state_store),
+            parallelism=parallelism or _default_parallelism(spark),
+            batch_rows=batch_rows,
+            max_records=max_records_per_trigger,
+            max_splits=max_splits_per_trigger,
+        )
+    else:
+        reader = BoundedSourceReader(
+            source, arrow_schema, parallelism or _default_parallelism(spark), batch_rows
+        )
     name = f"sinkv2_source_{os.getpid()}_{next(_NAMES)}"
 
     class _OneSource(DataSource):
@@ -196,10 +252,36 @@ def from_source(
             return spark_schema
 
         def reader(self, schema: StructType) -> BoundedSourceReader:
+            assert isinstance(reader, BoundedSourceReader)
+            return reader
+
+        def streamReader(self, schema: StructType) -> SourceStreamReader:  # Spark's name
+            assert isinstance(reader, SourceStreamReader)
             return reader
 
     spark.dataSource.register(_OneSource)
+    if stream:
+        return spark.readStream.format(name).load()
     return spark.read.format(name).load()
+
+
+def source_store(location: SourceStateStore | str | None) -> SourceStateStore:
+    """The store of a stream's epoch records: given, or named like the sinks' ``state_store``.
+
+    Raises:
+        SinkConfigurationError: The location is empty, or the object keeps no
+            source epochs.
+    """
+    store: object = (
+        open_store(location) if location is None or isinstance(location, str) else location
+    )
+    if not callable(getattr(store, "acquire_source", None)):
+        raise SinkConfigurationError(
+            f"state_store {describe(store)} keeps no source epochs (it has no acquire_source); "
+            "pass a SQLite path, a postgresql:// URL, or a SqliteCommitStateStore / "
+            "PostgresCommitStateStore"
+        )
+    return cast("SourceStateStore", store)
 
 
 def _positive(options: Mapping[str, str], name: str) -> int | None:
@@ -245,12 +327,6 @@ def door_source(options: Mapping[str, str]) -> Any:
             "source's factory as keyword arguments (Spark lower-cases their names)"
         ) from error
     inspect_source(source)
-    if source.get_boundedness() is not Boundedness.BOUNDED:
-        raise NotImplementedError(
-            f"spark.read.format('sinkv2') reads BOUNDED sources; {spec!r} made "
-            f"{describe(source)}, which is {source.get_boundedness().name}. Streaming reads "
-            "(positions checkpointed per epoch under a source_id) are not available yet"
-        )
     return source
 
 
@@ -273,13 +349,57 @@ def door_reader(
     """
     if source is None:
         source = door_source(options)
-    spark_schema, arrow_schema = _spark_schema(source)
-    if schema != spark_schema:
+    if source.get_boundedness() is not Boundedness.BOUNDED:
         raise SinkConfigurationError(
-            "the schema given to spark.read.format('sinkv2').schema(...) is "
-            f"{schema.simpleString()}; the source produces {spark_schema.simpleString()}. "
-            "Leave .schema(...) out: the source's get_produced_type() is the schema"
+            f"spark.read.format('sinkv2') reads BOUNDED sources; {options.get('source')!r} "
+            f"made {describe(source)}, which is {source.get_boundedness().name}. Read it as a "
+            "stream: spark.readStream.format('sinkv2') with .option('source_id', ...)"
         )
+    arrow_schema = _checked_schema(source, schema, "read")
     parallelism = _positive(options, "parallelism") or max(os.cpu_count() or 1, 1)
     batch_rows = _positive(options, "batch_rows") or DEFAULT_BATCH_ROWS
     return BoundedSourceReader(source, arrow_schema, parallelism, batch_rows)
+
+
+def _checked_schema(source: Any, schema: StructType, door: str) -> pyarrow.Schema:
+    spark_schema, arrow_schema = _spark_schema(source)
+    if schema != spark_schema:
+        raise SinkConfigurationError(
+            f"the schema given to spark.{door}.format('sinkv2').schema(...) is "
+            f"{schema.simpleString()}; the source produces {spark_schema.simpleString()}. "
+            "Leave .schema(...) out: the source's get_produced_type() is the schema"
+        )
+    return arrow_schema
+
+
+def door_stream_reader(
+    options: Mapping[str, str], schema: StructType, source: Any | None = None
+) -> SourceStreamReader:
+    """Spark's stream reader for ``spark.readStream.format("sinkv2").option("source", ...)``.
+
+    Raises:
+        SinkConfigurationError: No ``source_id``, a bad option, both limits, or a
+            ``.schema(...)`` that is not the source's.
+        SourceContractError: An unbounded source without `SupportsEndPositions`.
+    """
+    if source is None:
+        source = door_source(options)
+    source_id = (options.get("source_id") or "").strip()
+    if not source_id:
+        raise SinkConfigurationError(
+            "spark.readStream.format('sinkv2') needs .option('source_id', ...): the name under "
+            "which the source's split positions are recorded, the same in every run of the "
+            "query (as a checkpoint location is)"
+        )
+    check_streamable(source)
+    arrow_schema = _checked_schema(source, schema, "readStream")
+    return SourceStreamReader(
+        source,
+        arrow_schema,
+        source_id=source_id,
+        store=source_store(options.get("state_store")),
+        parallelism=_positive(options, "parallelism") or max(os.cpu_count() or 1, 1),
+        batch_rows=_positive(options, "batch_rows") or DEFAULT_BATCH_ROWS,
+        max_records=_positive(options, "maxRecordsPerTrigger"),
+        max_splits=_positive(options, "maxSplitsPerTrigger"),
+    )

@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import types as T
 from pyspark.sql.utils import PythonException
 
-from sinkv2.source import SourceDefinitionError
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.source import SourceContractError, SourceDefinitionError
 from sinkv2.source.lib import DataGeneratorSource, NumberSequenceSource
 from sinkv2_spark import from_source
 
@@ -73,11 +74,37 @@ def test_a_source_without_data_is_an_empty_frame(spark):
     assert df.columns == ["value"]
 
 
-def test_an_unbounded_source_or_a_stream_is_refused_until_streams_exist(spark):
-    with pytest.raises(NotImplementedError, match="CONTINUOUS_UNBOUNDED"):
-        from_source(spark, NumberSequenceSource(0, None))
-    with pytest.raises(NotImplementedError, match="streaming=True was asked"):
+def test_an_unbounded_source_without_end_positions_is_refused_for_a_stream(spark):
+    with pytest.raises(SourceContractError, match="SupportsEndPositions"):
+        from_source(spark, NumberSequenceSource(0, None), source_id="unbounded")
+    with pytest.raises(ValueError, match="streaming=False asks for a batch read"):
+        from_source(spark, NumberSequenceSource(0, None), streaming=False)
+    with pytest.raises(SinkConfigurationError, match="needs source_id"):
         from_source(spark, NumberSequenceSource(0, 9), streaming=True)
+
+
+def test_a_bounded_source_streams_split_by_split_and_ends_under_available_now(spark, tmp_path):
+    df = from_source(
+        spark,
+        NumberSequenceSource(1, 1_000, num_splits=4),
+        source_id="numbers",
+        streaming=True,
+        parallelism=2,
+        state_store=str(tmp_path / "state.sqlite"),
+        max_splits_per_trigger=1,
+    )
+    assert df.isStreaming
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [250] * 4
+    got = sorted(r.value for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert got == list(range(1, 1_001))
 
 
 def test_a_non_source_is_named_before_spark_runs(spark):
