@@ -157,8 +157,7 @@ class SourceEpochCoordinator:
         state = self._state_at(start)
         self.acknowledge(start)
         lease.prune(start)
-        if not self._frozen:
-            state.context.run_due(wait=False)
+        state.context.run_due(wait=False, timers=not self._frozen)
         slices = self._plan(state, limit)
         if not slices:
             return start
@@ -323,7 +322,7 @@ class SourceEpochCoordinator:
                 break
             for subtask in idle:
                 state.enumerator.handle_split_request(subtask, None)
-                state.context.run_due(wait=False)
+                state.context.run_due(wait=False, timers=not self._frozen)
             before = sum(len(part) for part in state.carried)
             self._take_assigned(state)
             if sum(len(part) for part in state.carried) == before:

@@ -205,12 +205,18 @@ class PlanningContext:
         heapq.heapify(self.timers)
         self.run_due(wait=False)
 
-    def run_due(self, *, wait: bool) -> bool:
-        """Run queued runnables and due timers; with ``wait``, sleep until the next is due."""
+    def run_due(self, *, wait: bool, timers: bool = True) -> bool:
+        """Run queued runnables and due timers; with ``wait``, sleep until the next is due.
+
+        ``timers=False`` runs only the queued runnables: an available-now read
+        discovers nothing after its start.
+        """
         ran = False
         while self.queued:
             self.queued.popleft()()
             ran = True
+        if not timers:
+            return ran
         if wait and self.timers and not ran:
             time.sleep(max(self.timers[0].due - time.monotonic(), 0))
         while self.timers and self.timers[0].due <= time.monotonic():
