@@ -309,6 +309,7 @@ class SourceEpochCoordinator:
     def _plan(self, state: _State, limit: ReadLimit) -> list[EpochSlice]:
         budget = _Budget(limit)
         reads: list[list[tuple[bytes, int | None]]] = self._empty()
+        self._take_assigned(state)  # pushed by the enumerator on its own (a discovery timer)
         self._admit(state, reads, budget)
         for _ in range(MAX_SPLITS_PER_EPOCH):
             if budget.spent():

@@ -6,7 +6,9 @@ failure; the readers' ``numRecordsIn``), then random schedules chosen by
 hypothesis: checkpoints, reader failures and restores with another parallelism at
 random points. After each, the committed records are checked as Flink's
 ``CollectIteratorAssert`` checks them. A failure names the case, its schedule, the
-problem and the engine's last steps.
+problem and the engine's last steps. A source with `SupportsEndPositions` also has
+its cuts checked (``_source_end_check``): deterministic, counted, and covering
+exactly up to the end position.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sinkv2._pickling import find_unpicklable
 from sinkv2._text import describe
 from sinkv2.source import Boundedness, SourceContractError, inspect_source
 from sinkv2.testing._settings import resolve_examples
+from sinkv2.testing._source_end_check import check_end_positions
 from sinkv2.testing._source_engine import (
     EmittedRecord,
     EngineStep,
@@ -265,6 +268,11 @@ def check_source(
 ) -> None:
     """Check that a FLIP-27 source reads every record once (or at least once) through anything.
 
+    A source that implements `sinkv2.source.SupportsEndPositions` also has its cuts
+    checked on the splits a short run leaves: the same split and end give the same
+    cut, a cut's read part ends at its stop with the records it told, and read and
+    rest meet exactly at the end position, capped by ``max_records`` or not.
+
     Args:
         source_factory: Makes a new source holding the same data each time.
         expected: A bounded source's records, each split's in its order (a record is a
@@ -315,6 +323,7 @@ def check_source(
     )
     for plan in _fixed_plans(max_parallelism):
         _carry_out(source_factory, plan, want)
+    check_end_positions(source_factory, split_records)
 
     @settings(
         max_examples=resolve_examples(max_examples),
