@@ -133,12 +133,6 @@ def test_rescaled_runs_lose_and_repeat_nothing(logs, tmp_path, parallelisms):
     assert all(len(rows) <= 17 for run in runs for rows in run.rows.values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in SourceEpochCoordinator._plan: under available-now, an idle subtask's split "
-    "request runs the enumerator's due timers (context.run_due), so a file discovered during "
-    "the run is read and a run may never end while files keep coming",
-)
 def test_available_now_reads_the_ends_fixed_at_its_start(logs, tmp_path):
     store = SqliteCommitStateStore(tmp_path / "state.sqlite")
     append(logs, "a.log", range(30))
