@@ -26,7 +26,7 @@ from sinkv2.runtime import (
 )
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
-from sinkv2_spark._datasource_options import load_factory
+from sinkv2_spark._rules.options import load_factory
 
 if TYPE_CHECKING:
     import pyarrow
