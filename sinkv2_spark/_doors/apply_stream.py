@@ -16,8 +16,10 @@ The commit state store defaults to ``<checkpoint_location>/sinkv2/commit_state.s
 next to Spark's own checkpoint, so the two are kept, moved and deleted together.
 
 Over 450 lines because the query handle mirrors Spark's ``StreamingQuery`` name for
-name (about half the module) next to the one ``foreachBatch`` function and the
-checkpoint-location checks it needs; the epoch procedure itself is the runtime's.
+name (about half the module) next to the one ``foreachBatch`` function that drives it;
+the two share the handle's private state (its locks, runner and drain), so splitting
+them would only move that sharing across a module line. The epoch procedure itself is
+the runtime's; the checkpoint-location claim is ``sinkv2_spark._rules``'.
 """
 
 from __future__ import annotations
