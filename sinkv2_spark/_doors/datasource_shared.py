@@ -1,6 +1,6 @@
 """What both data-source doors (batch and stream) share, used openly by each.
 
-The batch door (``_datasource``) and the streaming door (``_datasource_stream``)
+The batch door (``datasource``) and the streaming door (``datasource_stream``)
 check a sink's pre-write topology the same way, turn their writer tasks' rows into
 ``apply()``'s writer-stage output the same way, and fence their commit against a
 run that took the sink id meanwhile the same way; the rules live here once.

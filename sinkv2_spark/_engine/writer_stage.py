@@ -120,7 +120,7 @@ class SparkWriterStage:
     ) -> WriterStageOutput:
         describe_jobs(self._source.sparkSession, f"sinkv2 {self._sink_id}: writers")
         if is_connect(self._source):
-            if checkpoint:  # _translator refuses streaming DataFrames of Connect sessions
+            if checkpoint:  # the apply door refuses streaming DataFrames of Connect sessions
                 raise RuntimeError(
                     "a stream's writer stage ran on Spark Connect; this is a bug in sinkv2, "
                     "please report it"
