@@ -314,7 +314,7 @@ def child_commit_overhead(epochs: int = 40) -> None:
         # The coordinator's job bookkeeping alone: acquire, record the job, recover (nothing
         # to do), finish (clean up, forget the job), release - no Spark job at all.
         from sinkv2.runtime import CommitCoordinator
-        from sinkv2_spark._engine import SparkCommittableStreams
+        from sinkv2_spark._engine.committable_streams import SparkCommittableStreams
 
         bookkeeping = []
         for _ in range(epochs):

@@ -9,10 +9,10 @@ helpers are in ``sinkv2_spark.committables``. What a run returns (`SinkResult`,
 """
 
 from sinkv2.text import publish as _publish
-from sinkv2_spark._datasource import register
-from sinkv2_spark._source_read import from_source
-from sinkv2_spark._streaming import SinkStreamingQuery
-from sinkv2_spark._translator import SinkTopologyTranslator
+from sinkv2_spark._doors.apply import SinkTopologyTranslator
+from sinkv2_spark._doors.apply_stream import SinkStreamingQuery
+from sinkv2_spark._doors.datasource import register
+from sinkv2_spark._doors.source_read import from_source
 
 __all__ = [
     "SinkStreamingQuery",

@@ -43,7 +43,7 @@ from sinkv2.runtime.committables import (
     aggregate_table,
     map_batch,
 )
-from sinkv2_spark._ddl import ddl_of
+from sinkv2_spark._engine.ddl import ddl_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

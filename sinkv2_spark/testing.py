@@ -30,9 +30,9 @@ from sinkv2 import DeliveryGuarantee, SinkCapabilities, WriterInitContext, inspe
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import CommitRetryPolicy, SqliteCommitStateStore
 from sinkv2.testing import Multiset, SinkUnderTest, resolve_examples
-from sinkv2_spark._connect import master, number_of_partitions
-from sinkv2_spark._native_faults import with_failing_input
-from sinkv2_spark._translator import SinkTopologyTranslator
+from sinkv2_spark._doors.apply import SinkTopologyTranslator
+from sinkv2_spark._engine.connect import master, number_of_partitions
+from sinkv2_spark._engine.native_faults import with_failing_input
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

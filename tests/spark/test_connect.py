@@ -13,7 +13,7 @@ from sinkv2 import END_OF_INPUT
 from sinkv2.errors import SinkConfigurationError, SinkWriterError
 from sinkv2.runtime import CommitStatus, EpochStatus, SqliteCommitStateStore
 from sinkv2_spark import register
-from sinkv2_spark._connect import is_connect, number_of_partitions
+from sinkv2_spark._engine.connect import is_connect, number_of_partitions
 from sinkv2_spark.testing import check_sink_on_spark
 from tests.spark import datasource_sinks
 from tests.spark.recording_sink import RecordingSink, TopologySink

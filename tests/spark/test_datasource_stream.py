@@ -529,7 +529,7 @@ def test_a_checkpoint_location_from_the_session_conf_is_refused(door, tmp_path):
 
 def test_a_remote_checkpoint_location_needs_a_state_store(door, tmp_path):
     from sinkv2.errors import SinkConfigurationError
-    from sinkv2_spark._datasource_stream_options import parse_stream_options
+    from sinkv2_spark._doors.datasource_stream_options import parse_stream_options
 
     options = {"sink": "files", "path": str(tmp_path), "sink_id": "x"}
     with pytest.raises(SinkConfigurationError, match=r"set \.option\('state_store'"):
@@ -561,7 +561,7 @@ def test_a_commit_without_every_task_s_message_is_refused():
     continuous commit without failing the query, so this is checked without Spark.
     """
     from sinkv2.errors import SinkConfigurationError
-    from sinkv2_spark._datasource_stream import StreamWriter
+    from sinkv2_spark._doors.datasource_stream import StreamWriter
 
     writer = StreamWriter({}, None, None)
     with pytest.raises(SinkConfigurationError, match="the continuous trigger"):

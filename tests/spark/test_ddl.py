@@ -7,8 +7,8 @@ import pytest
 from pyspark.sql.types import _parse_datatype_string
 
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._ddl import ddl_of
-from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA
+from sinkv2_spark._engine.ddl import ddl_of
+from sinkv2_spark._engine.writer_task import WRITER_OUTPUT_SCHEMA
 
 
 @pytest.mark.parametrize("schema", [COMMITTABLE_SCHEMA, WRITER_OUTPUT_SCHEMA])

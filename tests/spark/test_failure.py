@@ -3,7 +3,7 @@
 import pytest
 
 from sinkv2.errors import SinkWriterError
-from sinkv2_spark._failure import MAX_TRACEBACK_CHARS, decode_failure, encode_failure
+from sinkv2_spark._engine.failure import MAX_TRACEBACK_CHARS, decode_failure, encode_failure
 from tests.spark.recording_sink import RecordingSink
 
 
@@ -19,7 +19,7 @@ def test_a_multi_line_message_and_its_traceback_survive_spark_s_text():
     failure = encode_failure(subtask_id=3, position=17, message=f"boom: {cause}", cause=cause)
     spark_text = (
         "Traceback (most recent call last):\n  File ...\n"
-        f"sinkv2_spark._failure.WriterFailure: {failure}\n"
+        f"sinkv2_spark._engine.failure.WriterFailure: {failure}\n"
         "\tat org.apache.spark.api.python.BasePythonRunner...\n"
     )
     error = decode_failure(spark_text)

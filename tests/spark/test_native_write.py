@@ -235,7 +235,7 @@ def test_rows_and_tasks_are_counted_for_every_format(spark, translator, tmp_path
 def test_parquet_counts_read_data_files_only(tmp_path):  # type: ignore[no-untyped-def]
     import pyarrow as pa
 
-    from sinkv2_spark._native_write import parquet_counts
+    from sinkv2_spark._engine.native_write import parquet_counts
 
     def parquet(relative: str, rows: int) -> None:
         path = tmp_path / "epoch" / relative

@@ -2,8 +2,12 @@
 
 Imports go one way (``reference_sinks`` -> ``sinkv2_spark`` -> ``sinkv2``), no
 package imports another package's private module (a ``_name`` anywhere in the
-dotted path), and the reference sinks' modules import each other without cycles
-(``TYPE_CHECKING`` imports included: a cycle there is still a tangle to read).
+dotted path), no module imports another module's private name (inside one package
+too), and every package's modules import each other without cycles (``TYPE_CHECKING``
+and function-level imports included: a cycle there is still a tangle to read).
+Imports are absolute, so these checks see them all. Inside ``sinkv2_spark`` the
+layers go one way too: the doors use the shared rules and the engine, the rules use
+the engine, the engine uses neither; and a module over 450 lines says why at its top.
 """
 
 from __future__ import annotations
@@ -30,12 +34,9 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.lineno, node.module))
-            # `from pkg import _private` names a private module too.
-            found += [
-                (node.lineno, f"{node.module}.{alias.name}")
-                for alias in node.names
-                if alias.name.startswith("_") and not alias.name.startswith("__")
-            ]
+            # `from pkg import name` may name a module (`_private` or not): count it too,
+            # so an edge to a submodule is seen whichever way it is imported.
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
     return found
 
 
@@ -46,6 +47,17 @@ def package_files(package: str) -> list[Path]:
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package of the three (not a name inside one)."""
+    path = ROOT / Path(*dotted.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def names_private_thing(dotted: str) -> bool:
+    """A private module, or a private name (``from pkg import _name``)."""
+    return is_module(dotted) or dotted.rsplit(".", 1)[-1].startswith("_")
 
 
 def is_private(module: str) -> bool:
@@ -63,7 +75,7 @@ def test_imports_go_one_way_and_never_into_another_packages_private_module(packa
             where = f"{path.relative_to(ROOT)}:{line} imports {module}"
             if top not in MAY_IMPORT[package]:
                 wrong.append(f"{where} (against the direction of imports)")
-            elif top != package and is_private(module):
+            elif top != package and is_private(module) and names_private_thing(module):
                 wrong.append(f"{where} (a private module of {top}; use its public name)")
     assert not wrong, "\n".join(wrong)
 
@@ -139,3 +151,57 @@ def is_private_module_name(module: str, name: str) -> bool:
 def test_no_module_imports_another_modules_private_names(package):
     found = private_names_from_other_modules(package)
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_imports_are_absolute(package):
+    relative = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in package_files(package)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        if isinstance(node, ast.ImportFrom) and node.level
+    ]
+    assert not relative, "relative imports (write them absolute): " + ", ".join(relative)
+
+
+# sinkv2_spark's folders, lowest first: each may import only the ones before it.
+SPARK_LAYERS = ("sinkv2_spark._engine", "sinkv2_spark._rules", "sinkv2_spark._doors")
+
+
+def test_sinkv2_spark_layers_go_one_way():
+    wrong = []
+    for path in package_files("sinkv2_spark"):
+        importer = module_name(path)
+        layer = next((i for i, top in enumerate(SPARK_LAYERS) if is_in(importer, top)), None)
+        if layer is None:
+            continue
+        for line, module in imported_modules(path):
+            above = [top for top in SPARK_LAYERS[layer + 1 :] if is_in(module, top)]
+            if above:
+                wrong.append(
+                    f"{path.relative_to(ROOT)}:{line} imports {module}: "
+                    f"{SPARK_LAYERS[layer]} may not import {above[0]}"
+                )
+    assert not wrong, "\n".join(wrong)
+
+
+def is_in(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+LONG_MODULE_LINES = 450
+SAYS_WHY = "Over 450 lines because"
+
+
+def test_sinkv2_spark_modules_over_450_lines_say_why():
+    unexplained = []
+    for path in package_files("sinkv2_spark"):
+        text = path.read_text(encoding="utf-8")
+        docstring = ast.get_docstring(ast.parse(text, str(path))) or ""
+        lines = text.count("\n")
+        if lines > LONG_MODULE_LINES and SAYS_WHY not in " ".join(docstring.split()):
+            unexplained.append(f"{path.relative_to(ROOT)} ({lines} lines)")
+    assert not unexplained, (
+        f"split these by idea, or say why they are long ({SAYS_WHY!r} in the module "
+        "docstring): " + ", ".join(unexplained)
+    )

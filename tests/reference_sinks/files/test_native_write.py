@@ -120,7 +120,7 @@ def test_a_write_that_fails_commits_nothing_and_leaves_no_staging(spark, transla
 
 def test_the_next_run_removes_what_a_dead_jobs_native_write_left(spark, translator, tmp_path):
     from sinkv2.runtime import CommitCoordinator
-    from sinkv2_spark._engine import SparkCommittableStreams
+    from sinkv2_spark._engine.committable_streams import SparkCommittableStreams
 
     out = tmp_path / "out"
     sink = native(out, partition_by=["key"])

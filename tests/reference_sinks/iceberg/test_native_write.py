@@ -279,7 +279,7 @@ def test_a_dead_jobs_native_directory_goes_and_committed_files_stay(spark, trans
     assert not glob.glob(f"{native}/**/.*.crc", recursive=True)  # the clean-up removed them
 
     from sinkv2.runtime import CommitCoordinator
-    from sinkv2_spark._engine import SparkCommittableStreams
+    from sinkv2_spark._engine.committable_streams import SparkCommittableStreams
 
     dead = CommitCoordinator(
         sink,

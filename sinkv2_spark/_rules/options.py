@@ -28,7 +28,7 @@ import attrs
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import CommitStateStore, PostgresCommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
-from sinkv2_spark._translator import (  # apply()'s own rules, one copy
+from sinkv2_spark._rules.arguments import (  # apply()'s own rules, one copy
     check_checkpoint_id,
     check_sink_id,
 )

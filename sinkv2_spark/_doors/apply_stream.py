@@ -16,24 +16,21 @@ The commit state store defaults to ``<checkpoint_location>/sinkv2/commit_state.s
 next to Spark's own checkpoint, so the two are kept, moved and deleted together.
 
 Over 450 lines because the query handle mirrors Spark's ``StreamingQuery`` name for
-name (about half the module) next to the one ``foreachBatch`` function and the
-checkpoint-location checks it needs; the epoch procedure itself is the runtime's.
+name (about half the module) next to the one ``foreachBatch`` function that drives it;
+the two share the handle's private state (its locks, runner and drain), so splitting
+them would only move that sharing across a module line. The epoch procedure itself is
+the runtime's; the checkpoint-location claim is ``sinkv2_spark._rules``'.
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import logging
-import os
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, final
-from urllib.parse import urlparse
 
 from sinkv2 import SinkCapabilities
 from sinkv2.errors import SinkConfigurationError
@@ -49,12 +46,10 @@ from sinkv2.runtime import (
     StageListener,
     drain_writer_states,
 )
-from sinkv2_spark._engine import (
-    SparkCommittableStreams,
-    arrow_schema,
-    pre_write,
-)
-from sinkv2_spark._native_write import stream_writer_stage
+from sinkv2_spark._engine.committable_streams import SparkCommittableStreams, pre_write
+from sinkv2_spark._engine.native_write import stream_writer_stage
+from sinkv2_spark._engine.schema import arrow_schema
+from sinkv2_spark._rules.checkpoint_location import STATE_DIR, claim_location, local_path, query_id
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -67,8 +62,6 @@ logger = logging.getLogger("sinkv2.spark")
 RECENT_RESULTS: Final = 100
 """How many `SinkResult`s a `SinkStreamingQuery` keeps (the oldest are dropped)."""
 
-STATE_DIR: Final = "sinkv2"
-_BINDING_FILE: Final = "sink.json"
 _TRIGGERS: Final = ("processingTime", "once", "availableNow", "continuous")
 _NOT_REPLAYABLE: Final = re.compile(r"TextSocket|(?i:format: socket\b)")
 """Spark's socket source in a logical plan: by its class, or unresolved by its short
@@ -517,66 +510,6 @@ def _check_trigger(trigger: object) -> dict[str, Any]:
             "commit exactly once; use {'processingTime': ...} or {'availableNow': True}"
         )
     return dict(trigger)
-
-
-def local_path(location: str) -> Path | None:
-    parsed = urlparse(location)
-    if parsed.scheme in {"", "file"} and not (parsed.scheme == "" and parsed.netloc):
-        path = parsed.path if parsed.scheme == "file" else location
-        return Path(os.path.abspath(os.path.expanduser(path)))
-    if len(parsed.scheme) == 1:  # a Windows drive letter
-        return Path(os.path.abspath(location))
-    return None
-
-
-def claim_location(local: Path, sink_id: str) -> None:
-    """Refuse a checkpoint location that another sink id's stream uses."""
-    marker = local / STATE_DIR / _BINDING_FILE
-    if marker.exists():
-        try:
-            claimed = json.loads(marker.read_text())["sink_id"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise SinkConfigurationError(
-                f"{str(marker)!r} does not read ({error}); it names the sink id that uses the "
-                "checkpoint location. Restore it, or use a new checkpoint location"
-            ) from error
-        if claimed != sink_id:
-            raise SinkConfigurationError(
-                f"the checkpoint location {str(local)!r} belongs to the stream of sink id "
-                f"{claimed!r}, not {sink_id!r}; Spark's offsets there would make this query "
-                "skip or replay the other one's input. Give each query its own checkpoint "
-                "location"
-            )
-        return
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    temporary = marker.with_suffix(f".{uuid.uuid4().hex}.tmp")
-    temporary.write_text(json.dumps({"sink_id": sink_id}))
-    os.replace(temporary, marker)
-
-
-def query_id(local: Path) -> str:
-    """Spark's query id for the checkpoint location, written first by us on a new one.
-
-    Spark keeps the id in ``<checkpoint>/metadata`` and reuses it on every restart;
-    a new one means a new query (the checkpoint was reset), whose micro-batch ids
-    start again at 0. Binding the sink id to it refuses such a reset, which would
-    otherwise take the new query's batches for committed ones.
-    """
-    metadata = local / "metadata"
-    if metadata.exists():
-        try:
-            return str(json.loads(metadata.read_text().splitlines()[0])["id"])
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
-            raise SinkConfigurationError(
-                f"Spark's checkpoint metadata {str(metadata)!r} does not read ({error}); "
-                "restore the checkpoint location, or start over with a new one and a new sink id"
-            ) from error
-    new_id = str(uuid.uuid4())
-    local.mkdir(parents=True, exist_ok=True)
-    temporary = local / f".metadata.{uuid.uuid4().hex}.tmp"
-    temporary.write_text(json.dumps({"id": new_id}) + "\n")
-    os.replace(temporary, metadata)
-    return new_id
 
 
 def _warn_if_not_replayable(df: DataFrame, sink_id: str, capabilities: SinkCapabilities) -> None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
-from sinkv2_spark._writer_stage import KIND_SUBTASK, WRITER_OUTPUT_SCHEMA
+from sinkv2_spark._engine.writer_task import KIND_SUBTASK, WRITER_OUTPUT_SCHEMA
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

@@ -1,6 +1,6 @@
 """What both data-source doors (batch and stream) share, used openly by each.
 
-The batch door (``_datasource``) and the streaming door (``_datasource_stream``)
+The batch door (``datasource``) and the streaming door (``datasource_stream``)
 check a sink's pre-write topology the same way, turn their writer tasks' rows into
 ``apply()``'s writer-stage output the same way, and fence their commit against a
 run that took the sink id meanwhile the same way; the rules live here once.
@@ -16,9 +16,9 @@ import pyarrow as pa
 from sinkv2 import SinkCapabilities
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import WriterStageOutput
-from sinkv2_spark._datasource_topologies import PlannedInput
-from sinkv2_spark._engine import split_by_subtask
-from sinkv2_spark._writer_stage import WRITER_OUTPUT_SCHEMA
+from sinkv2_spark._doors.datasource_topologies import PlannedInput
+from sinkv2_spark._engine.writer_stage import split_by_subtask
+from sinkv2_spark._engine.writer_task import WRITER_OUTPUT_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -31,7 +31,7 @@ from sinkv2.runtime.committables import (
     COMMITTABLE_SCHEMA,
     LocalCommittableStream,
 )
-from sinkv2_spark._engine import schema_to_arrow  # apply()'s rule, one copy
+from sinkv2_spark._engine.schema import schema_to_arrow  # apply()'s rule, one copy
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

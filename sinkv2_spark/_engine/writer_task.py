@@ -36,7 +36,7 @@ from sinkv2.runtime import (
     SubtaskSnapshot,
     WriterSubtask,
 )
-from sinkv2_spark._failure import WriterFailure, encode_failure
+from sinkv2_spark._engine.failure import WriterFailure, encode_failure
 
 __all__ = [
     "KIND_COMMITTABLE",

@@ -1,21 +1,16 @@
-"""Spark as an engine of the commit coordinator: its writer stage and committable streams.
+"""The writer stage on the driver: ``mapInArrow(WriterTask).toArrow()``, one task per subtask.
 
-The coordinator (`sinkv2.runtime.CommitCoordinator`) owns the epoch protocol; this
-module supplies what only Spark knows:
+`SparkWriterStage` is the `sinkv2.runtime.WriterStage` the commit coordinator runs
+for an epoch: one task per partition (= subtask), running
+`sinkv2_spark._engine.writer_task.WriterTask`. The plan is executed once; Spark keeps
+the first successful attempt's output per partition. Only committables, states and
+per-subtask counters reach the driver; rows never do. (On Spark Connect, without
+py4j: see ``sinkv2_spark._engine.connect``.) `split_by_subtask` reads the tasks' rows
+back into committables and writer states.
 
-- `pre_write` and `arrow_schema`: the sink's pre-write topology (a lazy plan) and
-  the Arrow schema writers get (``get_input_schema()``);
-- `SparkWriterStage`: ``mapInArrow(WriterTask).toArrow()`` with one task per
-  partition (= subtask). The plan is executed once; Spark keeps
-  the first successful attempt's output per partition. Only committables, states
-  and per-subtask counters reach the driver; rows never do. (On Spark Connect,
-  without py4j: see ``sinkv2_spark._connect``.)
-- `SparkCommittableStreams`: a committable table as a ``pyspark.sql.DataFrame`` for
-  pre- and post-commit topologies, and back.
-
-Over 450 lines because these three are one seam (the `WriterStage` and
-`CommittableStreams` an engine hands the coordinator); issue 21 item 5 moves the
-engine's parts (writer stage, native write, drain) into a folder of their own.
+The Arrow schema writers get is ``sinkv2_spark._engine.schema``; the committable
+streams of the pre- and post-commit topologies are
+``sinkv2_spark._engine.committable_streams``.
 """
 
 from __future__ import annotations
@@ -28,33 +23,23 @@ import msgpack
 import pyarrow as pa
 
 from sinkv2 import SinkCapabilities
-from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import Restore, SubtaskStates, WriterStageOutput, WriterStates
-from sinkv2.runtime.committables import COMMITTABLE_COLUMNS, COMMITTABLE_SCHEMA
-from sinkv2_spark._connect import CONNECT_PARALLELISM, is_connect, with_parallelism
-from sinkv2_spark._ddl import ddl_of
-from sinkv2_spark._failure import decode_failure
-from sinkv2_spark._writer_stage import (
+from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
+from sinkv2_spark._engine.connect import CONNECT_PARALLELISM, is_connect, with_parallelism
+from sinkv2_spark._engine.ddl import ddl_of
+from sinkv2_spark._engine.failure import decode_failure
+from sinkv2_spark._engine.writer_task import (
     KIND_COMMITTABLE,
     KIND_STATE,
     KIND_SUBTASK,
     WRITER_OUTPUT_SCHEMA,
     WriterTask,
 )
-from sinkv2_spark.committables import committable_stream_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
-__all__ = [
-    "SparkCommittableStreams",
-    "SparkWriterStage",
-    "arrow_schema",
-    "describe_jobs",
-    "pre_write",
-    "schema_to_arrow",
-]
+__all__ = ["SparkWriterStage", "describe_jobs", "split_by_subtask"]
 
 logger = logging.getLogger("sinkv2.spark")
 
@@ -73,128 +58,6 @@ def describe_jobs(spark: SparkSession, description: str) -> None:
         return
 
 
-@final
-class SparkCommittableStreams:
-    """Committable tables as DataFrames in `COMMITTABLE_SCHEMA`, and back."""
-
-    def __init__(self, spark: SparkSession, sink_id: str) -> None:
-        self._spark = spark
-        self._sink_id = sink_id
-
-    def to_stream(self, table: pa.Table) -> DataFrame:
-        """``table`` as a DataFrame (an empty one with the schema if it has no rows)."""
-        describe_jobs(self._spark, f"sinkv2 {self._sink_id}: committable topology")
-        if table.num_rows:
-            return self._spark.createDataFrame(table)
-        return self._spark.createDataFrame([], committable_stream_ddl())
-
-    def to_table(self, stream: object, *, produced_by: str) -> pa.Table:
-        """The committable columns of ``stream``, collected to the driver.
-
-        Raises:
-            SinkConfigurationError: ``stream`` is not a DataFrame or lacks columns.
-        """
-        from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
-
-        if not isinstance(stream, DataFrame):
-            raise SinkConfigurationError(
-                f"{produced_by} must return the committable DataFrame (got "
-                f"{type(stream).__name__}); return the stream it received, transformed"
-            )
-        missing = [c for c in COMMITTABLE_COLUMNS if c not in stream.columns]
-        if missing:
-            raise SinkConfigurationError(
-                f"{produced_by} returned a DataFrame without the committable columns "
-                f"{missing}; keep every column of the committable schema "
-                "(sinkv2_spark.committables.COMMITTABLE_SCHEMA), e.g. by using its helpers"
-            )
-        return stream.select(*COMMITTABLE_COLUMNS).toArrow().cast(COMMITTABLE_SCHEMA)
-
-
-def pre_write(df: DataFrame, sink: Any, capabilities: SinkCapabilities) -> DataFrame:
-    """``df`` through the sink's pre-write topology (a lazy plan; no Spark job runs).
-
-    Raises:
-        SinkConfigurationError: The topology returned something other than a DataFrame.
-    """
-    if not capabilities.pre_write_topology:
-        return df
-    from pyspark.sql import DataFrame  # noqa: PLC0415  # pyspark loads only when used
-
-    result = sink.add_pre_write_topology(df)
-    if not isinstance(result, DataFrame):
-        raise SinkConfigurationError(
-            f"{capabilities.sink_type}.add_pre_write_topology() must return a "
-            f"pyspark.sql.DataFrame (got {type(result).__name__}); return the "
-            "transformed input, e.g. input.repartition(8, 'key')"
-        )
-    return result
-
-
-def arrow_schema(df: DataFrame) -> pa.Schema:
-    """The Arrow schema of the batches ``mapInArrow`` hands writers for ``df``.
-
-    Raises:
-        SinkConfigurationError: Two columns share a name (or, unless
-            ``spark.sql.caseSensitive`` is on, differ only in case: Spark's own
-            writers refuse both), or a column has a type Arrow cannot carry; the
-            message names the column.
-    """
-    spark = df.sparkSession
-    return schema_to_arrow(
-        df.schema,
-        timezone=spark.conf.get("spark.sql.session.timeZone"),
-        case_sensitive=spark.conf.get("spark.sql.caseSensitive") == "true",
-    )
-
-
-def schema_to_arrow(schema: StructType, *, timezone: str | None, case_sensitive: bool) -> pa.Schema:
-    """``schema``'s rows as Arrow, the one check every door runs on a Spark schema.
-
-    Raises:
-        SinkConfigurationError: Two columns share a name (``case_sensitive``
-            decides whether case alone makes them differ), or a column has a type
-            Arrow cannot carry; the message names the column.
-    """
-    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
-
-    check_unique_names(list(schema.names), case_sensitive)
-    try:
-        return to_arrow_schema(schema, timezone=timezone)
-    except Exception as error:  # pyspark raises its own error classes here
-        column = ""
-        for field in schema.fields:
-            try:
-                to_arrow_schema(type(schema)([field]), timezone=timezone)
-            except Exception:  # noqa: BLE001  # the first field that fails is the one to name
-                column = f"column {field.name!r} of type {field.dataType.simpleString()}: "
-                break
-        raise SinkConfigurationError(
-            f"the DataFrame's schema cannot be written through Arrow: {column}{error}. Cast "
-            "or drop that column (sinkv2 moves rows to Python writers as Arrow)"
-        ) from error
-
-
-def check_unique_names(names: list[str], case_sensitive: bool) -> None:
-    seen: dict[str, str] = {}
-    for name in names:
-        key = name if case_sensitive else name.lower()
-        if key in seen:
-            same = "twice" if seen[key] == name else f"as {seen[key]!r} and {name!r}"
-            hint = (
-                ""
-                if case_sensitive or seen[key] == name
-                else " (spark.sql.caseSensitive is off, so names that differ only in case "
-                "are one name; turn it on to keep both)"
-            )
-            raise SinkConfigurationError(
-                f"the DataFrame has a column named {name!r} {same}{hint}; writers get rows "
-                "keyed by column name, and Spark's own writers refuse this too. Rename one "
-                "of them, e.g. with df.toDF(*names) or df.withColumnsRenamed({...})"
-            )
-        seen[key] = name
-
-
 def _needs_positional_names(names: list[str]) -> bool:
     """Whether ``mapInArrow`` would fail to resolve a column of ``names`` by its name.
 
@@ -209,7 +72,8 @@ class SparkWriterStage:
     """The writer stage of one batch epoch over ``source``: a `sinkv2.runtime.WriterStage`.
 
     Args:
-        source: The input after the sink's pre-write topology (see `pre_write`).
+        source: The input after the sink's pre-write topology
+            (``committable_streams.pre_write``).
         sink: The sink.
         capabilities: What ``inspect_sink`` found.
         sink_id: Names the Spark jobs.
@@ -256,7 +120,7 @@ class SparkWriterStage:
     ) -> WriterStageOutput:
         describe_jobs(self._source.sparkSession, f"sinkv2 {self._sink_id}: writers")
         if is_connect(self._source):
-            if checkpoint:  # _translator refuses streaming DataFrames of Connect sessions
+            if checkpoint:  # the apply door refuses streaming DataFrames of Connect sessions
                 raise RuntimeError(
                     "a stream's writer stage ran on Spark Connect; this is a bug in sinkv2, "
                     "please report it"
@@ -308,7 +172,7 @@ class SparkWriterStage:
     def _run_on_connect(self, job_id: str, checkpoint_id: int) -> WriterStageOutput:
         """A batch run's writers on Spark Connect: one execution, parallelism learnt after.
 
-        See ``sinkv2_spark._connect``: the plan runs once, in the ``toArrow()``
+        See ``sinkv2_spark._engine.connect``: the plan runs once, in the ``toArrow()``
         request; writers cannot know the parallelism, and the driver counts it
         from their subtask rows.
         """

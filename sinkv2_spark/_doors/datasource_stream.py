@@ -63,11 +63,15 @@ from sinkv2.runtime import (
     WriterStates,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._datasource_shared import check_pre_write, writer_stage_output
-from sinkv2_spark._datasource_stream_options import StreamOptions, parse_stream_options
-from sinkv2_spark._datasource_topologies import LocalStreams, dataframe_needed, planned_arrow_schema
-from sinkv2_spark._preflight import check_shippable
-from sinkv2_spark._writer_stage import WriterTask
+from sinkv2_spark._doors.datasource_shared import check_pre_write, writer_stage_output
+from sinkv2_spark._doors.datasource_stream_options import StreamOptions, parse_stream_options
+from sinkv2_spark._doors.datasource_topologies import (
+    LocalStreams,
+    dataframe_needed,
+    planned_arrow_schema,
+)
+from sinkv2_spark._engine.writer_task import WriterTask
+from sinkv2_spark._rules.preflight import check_shippable
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

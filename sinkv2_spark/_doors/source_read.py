@@ -34,8 +34,8 @@ from sinkv2.runtime import (
 )
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
-from sinkv2_spark._datasource_options import load_factory, open_store
-from sinkv2_spark._source_stream import SourceStreamReader
+from sinkv2_spark._doors.source_stream import SourceStreamReader
+from sinkv2_spark._rules.options import load_factory, open_store
 
 if TYPE_CHECKING:
     import pyarrow

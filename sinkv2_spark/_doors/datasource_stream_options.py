@@ -31,14 +31,14 @@ from sinkv2 import DeliveryGuarantee, SinkCapabilities, inspect_sink
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import CommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
-from sinkv2_spark._datasource_options import make_sink, open_store, required_sink_id, sink_spec
-from sinkv2_spark._streaming import (  # apply()'s streaming rules, one copy
+from sinkv2_spark._rules.arguments import check_guarantee
+from sinkv2_spark._rules.checkpoint_location import (  # apply()'s streaming rules, one copy
     STATE_DIR,
     claim_location,
     local_path,
     query_id,
 )
-from sinkv2_spark._translator import check_guarantee
+from sinkv2_spark._rules.options import make_sink, open_store, required_sink_id, sink_spec
 
 __all__ = ["STREAM_DOOR_OPTIONS", "StageHook", "StreamOptions", "parse_stream_options"]
 

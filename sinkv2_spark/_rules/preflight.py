@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sinkv2 import SinkCapabilities
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.text import find_unpicklable, short_repr
-from sinkv2_spark._connect import application_id
+from sinkv2_spark._engine.connect import application_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator

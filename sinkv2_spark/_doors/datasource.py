@@ -26,7 +26,7 @@ commit coordinator let commit; other attempts' side effects are removed by the
 sink's ``clean_up_attempts`` with the winners' tokens, as in ``apply()``.
 
 Streaming writes (``df.writeStream.format("sinkv2")``) are planned and committed
-per micro-batch by `sinkv2_spark._datasource_stream`, on the same coordinator.
+per micro-batch by `sinkv2_spark._doors.datasource_stream`, on the same coordinator.
 
 Between planning and commit the sink id is not held: no process of ours lives
 that long. The job is recorded, so a driver that dies leaves nothing the next
@@ -61,23 +61,23 @@ from sinkv2.runtime import (
     WriterStageOutput,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._datasource_options import parse_options
-from sinkv2_spark._datasource_shared import check_pre_write, writer_stage_output
-from sinkv2_spark._datasource_topologies import (
+from sinkv2_spark._doors.datasource_shared import check_pre_write, writer_stage_output
+from sinkv2_spark._doors.datasource_topologies import (
     LocalStreams,
     dataframe_needed,
     planned_arrow_schema,
 )
-from sinkv2_spark._preflight import check_shippable
-from sinkv2_spark._source_read import (
+from sinkv2_spark._doors.source_read import (
     BoundedSourceReader,
     door_reader,
     door_source,
     door_stream_reader,
     source_schema,
 )
-from sinkv2_spark._source_stream import SourceStreamReader
-from sinkv2_spark._writer_stage import WriterTask
+from sinkv2_spark._doors.source_stream import SourceStreamReader
+from sinkv2_spark._engine.writer_task import WriterTask
+from sinkv2_spark._rules.options import parse_options
+from sinkv2_spark._rules.preflight import check_shippable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -128,7 +128,7 @@ class SinkV2DataSource(DataSource):
     itself refuses ``"errorifexists"`` (its default) and ``"ignore"``.
 
     ``df.writeStream.format("sinkv2")`` takes ``checkpointLocation`` instead of
-    ``checkpoint_id``; see `sinkv2_spark._datasource_stream`.
+    ``checkpoint_id``; see `sinkv2_spark._doors.datasource_stream`.
     """
 
     _shipped = False
@@ -172,9 +172,9 @@ class SinkV2DataSource(DataSource):
 
         Raises:
             SinkConfigurationError, SinkDefinitionError, ConcurrentCommitError,
-            CommitError: see `sinkv2_spark._datasource_stream.stream_writer`.
+            CommitError: see `sinkv2_spark._doors.datasource_stream.stream_writer`.
         """
-        from sinkv2_spark._datasource_stream import stream_writer  # noqa: PLC0415  # imports this module
+        from sinkv2_spark._doors.datasource_stream import stream_writer  # noqa: PLC0415  # imports this module
 
         return stream_writer(self.options, schema, overwrite, planning=not self._shipped)
 

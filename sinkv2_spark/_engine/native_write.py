@@ -56,7 +56,8 @@ from sinkv2.runtime import (
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
 from sinkv2.text import describe
-from sinkv2_spark._engine import SparkWriterStage, arrow_schema, describe_jobs
+from sinkv2_spark._engine.schema import arrow_schema
+from sinkv2_spark._engine.writer_stage import SparkWriterStage, describe_jobs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -10,16 +10,17 @@ driven by the engine-neutral `sinkv2.runtime.CommitCoordinator`::
                               Committed
     coordinator.finish()      remove everything the job staged, forget the job
 
-This module holds only the Spark-facing checks; the Spark engine is ``_engine``.
+This module holds only the Spark-facing checks; the Spark engine is ``sinkv2_spark._engine``,
+the argument rules every door shares are ``sinkv2_spark._rules.arguments``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, final, overload
+from typing import TYPE_CHECKING, Any, final, overload
 
-from sinkv2 import END_OF_INPUT, DeliveryGuarantee, SinkCapabilities, inspect_sink
+from sinkv2 import DeliveryGuarantee, inspect_sink
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CommitCoordinator,
@@ -29,46 +30,17 @@ from sinkv2.runtime import (
     SqliteCommitStateStore,
     StageListener,
 )
-from sinkv2_spark._connect import is_connect
-from sinkv2_spark._engine import SparkCommittableStreams, pre_write
-from sinkv2_spark._native_write import batch_writer_stage
-from sinkv2_spark._preflight import check_loadable, check_shippable
-from sinkv2_spark._streaming import SinkStreamingQuery, start_stream
+from sinkv2_spark._doors.apply_stream import SinkStreamingQuery, start_stream
+from sinkv2_spark._engine.committable_streams import SparkCommittableStreams, pre_write
+from sinkv2_spark._engine.connect import is_connect
+from sinkv2_spark._engine.native_write import batch_writer_stage
+from sinkv2_spark._rules.arguments import check_checkpoint_id, check_guarantee, check_sink_id
+from sinkv2_spark._rules.preflight import check_loadable, check_shippable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = ["SinkTopologyTranslator", "StageListener"]
-
-_MAX_CHECKPOINT_ID: Final = END_OF_INPUT - 1
-
-
-def check_checkpoint_id(checkpoint_id: object) -> int | None:
-    if checkpoint_id is None:
-        return None
-    if (
-        not isinstance(checkpoint_id, int)
-        or isinstance(checkpoint_id, bool)
-        or not 1 <= checkpoint_id <= _MAX_CHECKPOINT_ID
-    ):
-        raise SinkConfigurationError(
-            f"checkpoint_id must be a positive int below END_OF_INPUT (got {checkpoint_id!r} "
-            f"of type {type(checkpoint_id).__name__}); use a number that identifies this "
-            "run's data, such as a batch number, or leave it out"
-        )
-    return checkpoint_id
-
-
-def check_sink_id(sink_id: object, sink: object) -> str:
-    if sink_id is None:
-        cls = type(sink)
-        return f"{cls.__module__}.{cls.__qualname__}"
-    if not isinstance(sink_id, str) or not sink_id.strip():
-        raise SinkConfigurationError(
-            f"sink_id must be a non-empty str (got {sink_id!r} of type "
-            f"{type(sink_id).__name__}); name the destination, e.g. 'orders-parquet'"
-        )
-    return sink_id
 
 
 def _check_dataframe(df: object, *, streaming: bool = False) -> DataFrame:
@@ -92,29 +64,6 @@ def _check_dataframe(df: object, *, streaming: bool = False) -> DataFrame:
             "without a JVM handle); build it with a SparkSession's own methods"
         )
     return df
-
-
-def check_guarantee(guarantee: object, capabilities: SinkCapabilities) -> None:
-    if guarantee is None:
-        return
-    if not isinstance(guarantee, DeliveryGuarantee):
-        raise SinkConfigurationError(
-            f"guarantee must be a DeliveryGuarantee (got {guarantee!r}); e.g. "
-            "guarantee=DeliveryGuarantee.EXACTLY_ONCE"
-        )
-    order = [
-        DeliveryGuarantee.NONE,
-        DeliveryGuarantee.AT_LEAST_ONCE,
-        DeliveryGuarantee.EXACTLY_ONCE,
-    ]
-    offered = capabilities.delivery_guarantee
-    if order.index(guarantee) > order.index(offered):
-        raise SinkConfigurationError(
-            f"{capabilities.sink_type} cannot give {guarantee.name}: without a committer "
-            "(SupportsCommitter) its writers make data visible as they write, so a replayed "
-            f"micro-batch is written twice; it gives {offered.name} at best. Use a sink "
-            "with a committer, or ask for a weaker guarantee"
-        )
 
 
 @final
