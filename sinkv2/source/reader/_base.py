@@ -11,6 +11,11 @@ record emitted.
 One difference from Flink, for Python's per-call cost: a `poll_next` call emits
 every record of the current split in the current fetch, not one record. A
 checkpoint still falls between two calls, so it sees exactly what was emitted.
+The call that emits a fetch's last records also finishes the fetch (reports the
+splits that ended with it) and returns the status after it, as Flink's contract
+asks: ``NOTHING_AVAILABLE`` if the queue is empty while the fetcher still works.
+So a fetch of one split costs one `poll_next`, one `is_available` and, on the
+fetcher's side, one `ElementQueue.put`.
 """
 
 from __future__ import annotations
