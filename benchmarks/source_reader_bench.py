@@ -23,6 +23,7 @@ how far the fetcher runs ahead and the peak Arrow memory.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -238,6 +239,7 @@ def throughput(args: argparse.Namespace) -> None:
         rows = args.rows if arrow else args.rows // 10
         with tempfile.TemporaryDirectory(prefix="sinkv2-source-bench-") as directory:
             files = write_files(Path(directory), rows, args.splits)
+            load_before = os.getloadavg()[0]
             results: dict[str, list[float]] = {"framework": [], "bare": []}
             cpu: dict[str, list[float]] = {"framework": [], "bare": []}
             for run in (framework, bare):
@@ -249,6 +251,7 @@ def throughput(args: argparse.Namespace) -> None:
                     cpu[name].append(time.process_time() - started)
                     assert counted == rows, (name, counted, rows)
                     results[name].append(rows / elapsed)
+            load_after = os.getloadavg()[0]
         fw = statistics.median(results["framework"])
         base = statistics.median(results["bare"])
         # Each round's two runs are next to each other in time, so their ratio sees
@@ -263,7 +266,9 @@ def throughput(args: argparse.Namespace) -> None:
             f"{path:>24}: {rows:>10,} rows  framework {fw:>12,.0f} rows/s  "
             f"bare generator {base:>12,.0f} rows/s  framework/bare {fw / base:.3f} "
             f"(median of the rounds' ratios {paired:.3f}; {args.rounds} interleaved rounds; "
-            f"process CPU s framework {fw_cpu:.3f}, bare {base_cpu:.3f})"
+            f"process CPU s framework {fw_cpu:.3f}, bare {base_cpu:.3f}, "
+            f"framework/bare {fw_cpu / base_cpu:.3f}; load average {load_before:.1f} -> "
+            f"{load_after:.1f})"
         )
 
 

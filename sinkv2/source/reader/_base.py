@@ -11,6 +11,11 @@ record emitted.
 One difference from Flink, for Python's per-call cost: a `poll_next` call emits
 every record of the current split in the current fetch, not one record. A
 checkpoint still falls between two calls, so it sees exactly what was emitted.
+The call that emits a fetch's last records also finishes the fetch (reports the
+splits that ended with it) and returns the status after it, as Flink's contract
+asks: ``NOTHING_AVAILABLE`` if the queue is empty while the fetcher still works.
+So a fetch of one split costs one `poll_next`, one `is_available` and, on the
+fetcher's side, one `ElementQueue.put`.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ DEFAULT_ELEMENT_QUEUE_CAPACITY = 2
 """Fetches the hand-over queue holds (Flink's ``source.reader.element.queue.capacity``)."""
 
 NUM_RECORDS_IN = "numRecordsIn"
+
+_NO_RECORD = object()  # what a split's last record is before any was emitted
 
 
 class _CountingOutput(Generic[T]):
@@ -141,8 +148,14 @@ class SourceReaderBase(
     def poll_next(self, output: ReaderOutput[T]) -> InputStatus:
         """Emit the current split's records of the current fetch; see `SourceReader.poll_next`.
 
-        A call that emitted returns ``MORE_AVAILABLE`` (as Flink's does): the next
-        call finds out whether the queue holds more.
+        A call that emitted returns the status after it, as Flink's contract says:
+        ``MORE_AVAILABLE`` while the fetch holds more splits or the queue holds a
+        fetch, or when the fetcher may have ended (the next call tells);
+        ``NOTHING_AVAILABLE`` when the queue is empty and the fetcher plainly still
+        works (the caller waits on `is_available`, which a fetch, an error or the
+        fetcher turning idle completes). A fetch whose last records were emitted is
+        finished in the same call (its finished splits dropped and reported): one
+        call per fetch of one split, the hot path of the Arrow path.
         """
         while True:
             fetch = self._fetch
@@ -154,13 +167,18 @@ class SourceReaderBase(
                     # (or an end) signalled since is seen here or wakes the caller later.
                     self._fetchers.check_errors()
                     return self._finished_or_available_later()
-            split = self._split
-            if split is not None:
-                emitted = self._emit_split_records(fetch, split)
-                self._split = None  # its records in this fetch are out: move on next
+            split = self._split or self._move_to_next_split(fetch, output)
+            if split is None:  # the fetch is done and finished: poll the next one
+                continue
+            emitted = self._emit_split_records(fetch, split)
+            # This split's records in this fetch are out: move on now.
+            if self._move_to_next_split(fetch, output) is not None:
                 if emitted:
                     return InputStatus.MORE_AVAILABLE
-            self._move_to_next_split(fetch, output)
+            elif emitted:
+                if self._queue.is_empty() and self._fetchers.busy():
+                    return InputStatus.NOTHING_AVAILABLE
+                return InputStatus.MORE_AVAILABLE
 
     def _emit_split_records(
         self, fetch: RecordsWithSplitIds[E], split: _SplitContext[T, SplitStateT]
@@ -176,18 +194,21 @@ class SourceReaderBase(
         assert split_output is not None  # set when the split became current
         state = split.state
         rows = split_output.rows
-        emitted = False
+        record: object = _NO_RECORD
         for record in records:
             emit(record, split_output, state)
-            emitted = True
-        self._records_in.inc(split_output.rows - rows)
-        return emitted
+        if split_output.rows != rows:
+            self._records_in.inc(split_output.rows - rows)
+        return record is not _NO_RECORD
 
-    def _move_to_next_split(self, fetch: RecordsWithSplitIds[E], output: ReaderOutput[T]) -> None:
+    def _move_to_next_split(
+        self, fetch: RecordsWithSplitIds[E], output: ReaderOutput[T]
+    ) -> _SplitContext[T, SplitStateT] | None:
+        """Make the fetch's next split current; ``None`` when none is left (fetch finished)."""
         split_id = fetch.next_split()
         if split_id is None:
             self._finish_fetch(fetch, output)
-            return
+            return None
         split = self._states.get(split_id)
         if split is None:
             raise SourceContractError(
@@ -200,6 +221,7 @@ class SourceReaderBase(
         if split.output is None:
             split.output = _CountingOutput(output.create_output_for_split(split_id))
         self._split = split
+        return split
 
     def _finish_fetch(self, fetch: RecordsWithSplitIds[E], output: ReaderOutput[T]) -> None:
         finished: dict[str, SplitStateT] = {}

@@ -124,9 +124,6 @@ class _SplitFetcher(Generic[E, SplitT]):
                 self._queue.forget_wake_up(self._index)
         return True
 
-    def _interrupted(self) -> bool:
-        return self._woken or bool(self._changes) or self._closed
-
     def _woken_up(self) -> bool:
         return self._woken
 
@@ -140,14 +137,16 @@ class _SplitFetcher(Generic[E, SplitT]):
         the next check here sees them. A fetch that a wake-up kept from being handed
         over stays in ``_pending`` and goes first next time: none is lost or fetched twice.
         """
-        reader, queue, index = self._reader, self._queue, self._index
-        while not self._interrupted() and (self._assigned or self._pending is not None):
+        fetch, put, index = self._reader.fetch, self._queue.put, self._index
+        while not (self._woken or self._changes or self._closed) and (
+            self._assigned or self._pending is not None
+        ):
             pending = self._pending
             if pending is None:
-                pending = self._pending = reader.fetch()
-                if self._woken_up():
+                pending = self._pending = fetch()
+                if self._woken_up():  # a method: the flag changes under the loop's feet
                     return
-            if not queue.put(index, pending):
+            if not put(index, pending):
                 return
             self._pending = None
             finished = pending.finished_splits()
@@ -209,6 +208,15 @@ class SingleThreadFetcherManager(Generic[E, SplitT]):
             raise SourceReaderError(
                 f"the split fetcher failed: {type(error).__name__}: {error}"
             ) from error
+
+    def busy(self) -> bool:
+        """Whether the fetcher plainly still works (a fetch or a split in hand); no lock taken.
+
+        A ``True`` that is out of date is safe for a caller that then waits on the
+        queue's availability: a fetcher that turns idle after working notifies it.
+        """
+        fetcher = self._fetcher
+        return fetcher is not None and (fetcher._fetching or bool(fetcher._assigned))
 
     def maybe_shutdown_finished_fetchers(self) -> bool:
         """Stop the fetcher if it has no splits and nothing to do; whether none is left."""

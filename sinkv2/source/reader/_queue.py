@@ -19,7 +19,15 @@ import _thread
 import collections
 import concurrent.futures
 import threading
-from typing import Generic, TypeVar, final
+from collections.abc import Callable
+from concurrent.futures._base import (
+    CANCELLED,
+    CANCELLED_AND_NOTIFIED,
+    FINISHED,
+    PENDING,
+    RUNNING,
+)
+from typing import Any, Generic, TypeVar, final
 
 __all__ = ["AvailabilityFuture", "ElementQueue", "done_future"]
 
@@ -40,34 +48,107 @@ def done_future() -> concurrent.futures.Future[None]:
     return _DONE
 
 
+# A Future's states (its private attribute ``_state``, which the condition-free paths set).
+_CANCELLED_STATES = (CANCELLED, CANCELLED_AND_NOTIFIED)
+_DONE_STATES = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
+_MAKING_CONDITIONS = _thread.allocate_lock()
+
+
 @final
 class AvailabilityFuture(concurrent.futures.Future[None]):
     """The future `ElementQueue.availability` hands out: a `concurrent.futures.Future`.
 
     It works with everything a ``Future`` works with (``concurrent.futures.wait``,
-    callbacks, ``cancel``); only `result` is faster: a reader that blocks on it waits
-    on a bare lock, released once the future is complete (or cancelled).
+    callbacks, ``cancel``, ``repr``); what the hand-over uses costs less. A reader
+    that blocks in `result` waits on a bare lock, released once the future is
+    complete (or cancelled, or failed), so it wakes up once. And the
+    ``threading.Condition`` every ``Future`` has is made only when something other
+    than `complete`, `result` and `done` asks for it (``wait``, a callback,
+    ``cancel``): a fetch handed over costs two bare locks, not a condition over a
+    reentrant lock and a notification. The condition, once made, is over the bare
+    lock `complete` takes, so the two paths exclude each other.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._signal = _thread.allocate_lock()
+    def __init__(self) -> None:  # not Future.__init__, which makes the condition at once
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiters = []
+        self._done_callbacks: list[Callable[[concurrent.futures.Future[None]], object]] = []
+        self._mutex = _thread.allocate_lock()  # the condition's lock, once there is one
+        self._signal = _thread.allocate_lock()  # held until the future is done
         self._signal.acquire()
 
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for an attribute never set: the condition, made on first use.
+        if name != "_condition":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        with _MAKING_CONDITIONS:
+            condition = self.__dict__.get("_condition")
+            if condition is None:
+                condition = self.__dict__["_condition"] = threading.Condition(self._mutex)
+        return condition
+
     def complete(self) -> None:
-        """Complete with ``None``, then release a waiting `result`; nothing if cancelled."""
-        try:
-            self.set_result(None)
-        except concurrent.futures.InvalidStateError:  # cancelled: cancel released it
-            return
+        """Complete with ``None`` and release a waiting `result`; nothing if already done."""
+        self._finish(None)
+
+    def set_result(self, result: None) -> None:
+        """See ``concurrent.futures.Future.set_result``; also releases a waiting `result`.
+
+        Raises:
+            concurrent.futures.InvalidStateError: The future is already done.
+        """
+        if not self._finish(None):
+            raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """See ``concurrent.futures.Future.set_exception``; also releases a waiting `result`.
+
+        Raises:
+            concurrent.futures.InvalidStateError: The future is already done.
+        """
+        if not self._finish(exception):
+            raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+
+    def _finish(self, exception: BaseException | None) -> bool:
+        with self._mutex:
+            if self._state in _DONE_STATES:
+                return False
+            self._exception = exception
+            self._state = FINISHED
+            condition = self.__dict__.get("_condition")
+            if condition is not None:
+                condition.notify_all()
+            for waiter in self._waiters:
+                if exception is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
         self._signal.release()
+        if self._done_callbacks:
+            self._invoke_callbacks()
+        return True
+
+    def done(self) -> bool:
+        """See ``concurrent.futures.Future.done`` (one read, no lock)."""
+        return self._state in _DONE_STATES
 
     def cancel(self) -> bool:
         """See ``concurrent.futures.Future.cancel``; also releases a waiting `result`."""
-        cancelled = super().cancel()
-        if cancelled:
-            self._signal.release()
-        return cancelled
+        with self._mutex:
+            state = self._state
+            if state in _CANCELLED_STATES:
+                return True
+            if state in (RUNNING, FINISHED):
+                return False
+            self._state = CANCELLED
+            condition = self.__dict__.get("_condition")
+            if condition is not None:
+                condition.notify_all()
+        self._signal.release()
+        self._invoke_callbacks()
+        return True
 
     def result(self, timeout: float | None = None) -> None:
         """``None`` once available; see ``concurrent.futures.Future.result``.
@@ -77,15 +158,11 @@ class AvailabilityFuture(concurrent.futures.Future[None]):
             concurrent.futures.CancelledError: The future was cancelled.
         """
         signal = self._signal
-        if not signal.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
-            return super().result(0)  # raises TimeoutError unless completed just now
-        signal.release()  # leave it released: every later call returns at once
-        return super().result(0)
-
-    def set_exception(self, exception: BaseException | None) -> None:
-        """See ``concurrent.futures.Future.set_exception``; also releases a waiting `result`."""
-        super().set_exception(exception)
-        self._signal.release()
+        if signal.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+            signal.release()  # leave it released: every later call returns at once
+            if self._state == FINISHED and self._exception is None:
+                return None
+        return super().result(0)  # raises: timed out, cancelled or failed
 
 
 @final

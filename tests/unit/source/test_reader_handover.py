@@ -364,3 +364,164 @@ def test_any_interleaving_emits_every_record_once_with_exact_snapshots(  # noqa:
     assert sorted(output.released) == sorted(split.id for split in splits)
     assert reader.snapshot_state(2) == []
     reader.close()
+
+
+# --- one poll_next per fetch: the status after the call, finished splits in the same call ----
+
+
+class Gated(ListSplitReader):
+    """Fetches as a list split reader, but each fetch after the first waits for its gate."""
+
+    def __init__(self, per_fetch: int) -> None:
+        super().__init__(per_fetch=per_fetch)
+        self.gate = threading.Semaphore(0)
+        self.waiting = threading.Event()
+        self.woken = False
+
+    def fetch(self) -> RecordsBySplits[Any]:
+        if self.fetches:
+            self.waiting.set()
+            while not self.gate.acquire(timeout=0.01):
+                if self.woken:
+                    self.woken = False
+                    return RecordsBySplits({})
+            self.waiting.clear()
+        return super().fetch()
+
+    def wake_up(self) -> None:
+        self.woken = True
+
+
+def test_a_call_that_emits_a_whole_fetch_says_nothing_is_available_while_the_fetcher_works():
+    split_reader = Gated(per_fetch=2)
+    reader = Reader(lambda: split_reader)
+    output = Output()
+    reader.add_splits([ListSplit("s0", (0, 1, 2, 3))])
+    assert split_reader.waiting.wait(WAIT)  # the first fetch is queued, the second waits
+    # One call emits the first fetch and, with the queue empty and the fetcher at
+    # work, says so: the caller waits on is_available instead of polling again.
+    assert reader.poll_next(output) is InputStatus.NOTHING_AVAILABLE
+    assert output.by_split == {"s0": [0, 1]}
+    future = reader.is_available()
+    assert not future.done()
+    split_reader.gate.release()
+    future.result(WAIT)
+    # The second fetch holds s0's last records and says s0 ended: one call emits
+    # them and reports s0 finished (it leaves the snapshot in the same call).
+    assert reader.poll_next(output) in (InputStatus.NOTHING_AVAILABLE, InputStatus.MORE_AVAILABLE)
+    assert output.by_split == {"s0": [0, 1, 2, 3]}
+    assert reader.finished == ["s0"]
+    assert output.released == ["s0"]
+    assert reader.snapshot_state(1) == []
+    reader.notify_no_more_splits()
+    read_to_the_end(reader, output)
+    assert output.by_split == {"s0": [0, 1, 2, 3]}
+    reader.close()
+
+
+def test_a_split_that_ends_with_its_last_records_is_reported_by_the_call_that_emits_them():
+    fetches = [ByHand({"a": [1, 2]}, ["a"]), ByHand({"b": [3]}, ())]
+    to_hand_out = list(fetches)
+
+    class HandReader(ListSplitReader):
+        def fetch(self) -> Any:
+            return to_hand_out.pop(0) if to_hand_out else RecordsBySplits({}, ["b"])
+
+    reader = Reader(HandReader)
+    output = Output()
+    reader.add_splits([ListSplit("a", ()), ListSplit("b", ())])
+    deadline = time.monotonic() + WAIT
+    status = InputStatus.NOTHING_AVAILABLE
+    while not output.by_split and time.monotonic() < deadline:
+        status = reader.poll_next(output)
+        if status is InputStatus.NOTHING_AVAILABLE and not output.by_split:
+            _await(reader)
+    assert output.by_split == {"a": [1, 2]}
+    assert reader.finished == ["a"]  # in the call that emitted its last records
+    assert output.released == ["a"]
+    assert [split.id for split in reader.snapshot_state(1)] == ["b"]
+    assert fetches[0].recycled
+    assert status in (InputStatus.MORE_AVAILABLE, InputStatus.NOTHING_AVAILABLE)
+    reader.notify_no_more_splits()
+    read_to_the_end(reader, output)
+    assert output.by_split == {"a": [1, 2], "b": [3]}
+    assert sorted(reader.finished) == ["a", "b"]
+    reader.close()
+
+
+# --- the availability future's condition, made only when asked for --------------------------
+
+
+def test_the_availability_future_is_a_complete_future_before_and_after_its_condition_exists():
+    plain = AvailabilityFuture()
+    assert "_condition" not in vars(plain)  # none made for the hand-over's own calls
+    assert not plain.done()
+    plain.complete()
+    assert plain.done()
+    assert plain.result(0) is None
+    assert "_condition" not in vars(plain)
+    plain.complete()  # a second completion does nothing
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        plain.set_result(None)
+    assert "finished" in repr(plain)
+    assert not plain.cancel()
+    assert not plain.cancelled()
+
+    watched = AvailabilityFuture()
+    assert "pending" in repr(watched)  # repr takes the condition: made now
+    assert "_condition" in vars(watched)
+    assert watched.cancel()
+    assert watched.cancel()  # again: still cancelled, the waiter released once
+    with pytest.raises(concurrent.futures.CancelledError):
+        watched.result(0)
+    watched.complete()  # the queue completing it later does no harm
+    assert watched.cancelled()
+
+    failed = AvailabilityFuture()
+    failed.set_exception(OSError("gone"))
+    with pytest.raises(concurrent.futures.InvalidStateError):
+        failed.set_exception(OSError("again"))
+    assert isinstance(failed.exception(0), OSError)
+    called: list[Any] = []
+    failed.add_done_callback(called.append)  # done already: called at once
+    assert called == [failed]
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(
+    watchers=st.lists(st.sampled_from(["wait", "as_completed", "result", "callback"]), max_size=4),
+    pause=st.sampled_from([0.0, 0.0005, 0.002]),
+)
+def test_every_watcher_of_an_availability_future_sees_a_completion_that_races_it(
+    watchers: list[str], pause: float
+) -> None:
+    """Threads that make the condition (wait, as_completed) race the condition-free complete."""
+    future = AvailabilityFuture()
+    seen: list[str] = []
+    called = threading.Event()
+
+    def watch(how: str) -> None:
+        if how == "wait":
+            done, _ = concurrent.futures.wait([future], WAIT)
+            assert done == {future}
+        elif how == "as_completed":
+            assert list(concurrent.futures.as_completed([future], WAIT)) == [future]
+        elif how == "result":
+            assert future.result(WAIT) is None
+        seen.append(how)
+
+    threads = []
+    for how in watchers:
+        if how == "callback":
+            future.add_done_callback(lambda _: called.set())
+            seen.append(how)
+            continue
+        threads.append(threading.Thread(target=watch, args=(how,)))
+        threads[-1].start()
+    time.sleep(pause)
+    future.complete()
+    for thread in threads:
+        thread.join(WAIT)
+    assert sorted(seen) == sorted(watchers)
+    if "callback" in watchers:
+        assert called.wait(WAIT)

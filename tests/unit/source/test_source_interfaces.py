@@ -46,6 +46,8 @@ EXTENSIONS = {
     "SourceContractError",
     "SourceDefinitionError",
     "SourceReaderError",
+    "SplitCut",
+    "SupportsEndPositions",
     "check_enumerator",
     "check_reader",
     "inspect_source",
