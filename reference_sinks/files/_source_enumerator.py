@@ -1,0 +1,237 @@
+"""The `FileSource` enumerator: Flink's static and continuous file split enumerators in one.
+
+Bounded (Flink's ``StaticFileSplitEnumerator``): the splits of a listing made when
+the job starts are handed out one per split request; a request when none is left
+is answered with "no more splits".
+
+Continuous (Flink's ``ContinuousFileSplitEnumerator``): every ``interval`` a
+``call_async`` lists the directory again; a file becomes splits once, and its path
+joins the processed-paths set of the checkpoint, so it is never read twice, across
+restarts too. Requests are never answered with "no more splits": a reader without
+a split waits until a file arrives. Two rules keep it from reading what is not
+finished or growing without bound:
+
+- **Half-written files.** Besides the hidden names (see ``_source_listing``), a
+  file is read only once it is *stable*: seen by two consecutive listings with the
+  same size and modification time. A file still being written is picked up one
+  interval after its last change; a writer that pauses for longer than the
+  interval between writes must write under a hidden name and rename when done
+  (what FileSink, Spark and Flink's writers do).
+- **Discovery cut-off** (``max_file_age``, Spark's ``maxFileAge``): a file modified
+  more than ``max_file_age`` before the newest file seen so far is ignored, and
+  processed paths older than that are dropped from the set. The set then holds
+  only files modified within ``max_file_age`` of the newest one: its bound.
+
+With a clean-up (``archive_dir`` or delete), readers report split ends with a
+`SplitsFinished` event; a file whose every split was reported before checkpoint
+``c`` is archived or deleted when ``c`` completes, never earlier. Reports from a
+reader that fails before the next checkpoint are forgotten (its splits are read
+again and reported again).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import final
+
+import pyarrow.fs as pafs
+
+from reference_sinks.files._source_listing import FileStatus
+from reference_sinks.files._source_split import (
+    FileEnumeratorState,
+    FileSourceSplit,
+    FilesToClean,
+    OpenFile,
+    SplitsFinished,
+)
+from sinkv2.source import SourceEvent, SplitEnumeratorContext
+
+__all__ = ["Cleaner", "Discovery", "FileSplitEnumerator", "make_cleaner"]
+
+Lister = Callable[[], list[FileStatus]]
+Splitter = Callable[[FileStatus], list[FileSourceSplit]]
+Cleaner = Callable[[str], None]
+
+
+@final
+class Discovery:
+    """What a continuous enumerator needs to discover: how to list, how often, what to keep."""
+
+    def __init__(
+        self, lister: Lister, splitter: Splitter, interval_ms: int, max_file_age_ns: int | None
+    ) -> None:
+        self.lister = lister
+        self.splitter = splitter
+        self.interval_ms = interval_ms
+        self.max_file_age_ns = max_file_age_ns
+
+
+@final
+class FileSplitEnumerator:
+    """Hands out file splits; see the module docstring.
+
+    Args:
+        context: The enumerator's context.
+        state: Where to start: a listing's splits, or a checkpoint.
+        discovery: How to discover new files; ``None`` for a bounded source.
+        cleaner: Archives or deletes a processed file; ``None`` for no clean-up.
+    """
+
+    def __init__(
+        self,
+        context: SplitEnumeratorContext[FileSourceSplit],
+        state: FileEnumeratorState,
+        *,
+        discovery: Discovery | None,
+        cleaner: Cleaner | None,
+    ) -> None:
+        self._context = context
+        self._discovery = discovery
+        self._cleaner = cleaner
+        self._remaining = collections.deque(state.remaining)
+        self._processed = dict(state.processed)
+        self._newest_ns = state.newest_mtime_ns
+        self._open = {f.path: set(f.split_ids) for f in state.open_files}
+        self._to_clean = list(state.to_clean)
+        self._awaiting: dict[int, str | None] = {}
+        self._seen: dict[str, tuple[int, int]] = {}  # path -> (size, mtime) at the last tick
+        self._finished: dict[int, list[str]] = collections.defaultdict(list)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Continuous: list the directory now and every interval."""
+        if self._discovery is not None:
+            period = self._discovery.interval_ms
+            self._context.call_async(self._discovery.lister, self._on_listed, 0, period)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # --- discovery ---------------------------------------------------------------------------
+
+    def _on_listed(self, listed: list[FileStatus] | None, error: BaseException | None) -> None:
+        if error is not None:
+            raise RuntimeError(f"FileSource could not list its directory: {error}") from error
+        assert listed is not None and self._discovery is not None
+        discovery = self._discovery
+        for status in listed:
+            self._newest_ns = max(self._newest_ns, status.mtime_ns)
+        cutoff = self._cutoff()
+        seen = {}
+        for status in listed:
+            if status.path in self._processed or status.mtime_ns < cutoff:
+                continue
+            sighting = (status.size, status.mtime_ns)
+            if self._seen.get(status.path) != sighting:  # new, or changed: not stable yet
+                seen[status.path] = sighting
+                continue
+            self._processed[status.path] = status.mtime_ns
+            splits = discovery.splitter(status)
+            self._remaining.extend(splits)
+            if self._cleaner is not None:
+                self._open[status.path] = {split.id for split in splits}
+        self._seen = seen
+        if discovery.max_file_age_ns is not None:
+            self._processed = {p: t for p, t in self._processed.items() if t >= cutoff}
+        self._assign_pending()
+
+    def _cutoff(self) -> int:
+        age = None if self._discovery is None else self._discovery.max_file_age_ns
+        return -1 if age is None else self._newest_ns - age
+
+    # --- assignment --------------------------------------------------------------------------
+
+    def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
+        """Assign the next split; bounded and none left: no more splits."""
+        if self._discovery is None and not self._remaining:
+            self._context.signal_no_more_splits(subtask_id)
+            return
+        self._awaiting[subtask_id] = requester_hostname
+        self._assign_pending()
+
+    def _assign_pending(self) -> None:
+        registered = self._context.registered_readers()
+        for subtask in list(self._awaiting):
+            if not self._remaining:
+                return
+            if subtask in registered:
+                del self._awaiting[subtask]
+                self._context.assign_split(self._remaining.popleft(), subtask)
+
+    def add_splits_back(self, splits: list[FileSourceSplit], subtask_id: int) -> None:
+        """A failed reader's splits go first to the next requests."""
+        self._remaining.extendleft(reversed(splits))
+        self._forget_reports(subtask_id)
+        self._assign_pending()
+
+    def add_reader(self, subtask_id: int) -> None:
+        """A reader (re)registered: reports of an earlier reader of its subtask are void."""
+        self._forget_reports(subtask_id)
+        self._awaiting.pop(subtask_id, None)
+
+    # --- clean-up ----------------------------------------------------------------------------
+
+    def handle_source_event(self, subtask_id: int, source_event: SourceEvent) -> None:
+        """Readers report finished splits (with a clean-up)."""
+        if isinstance(source_event, SplitsFinished) and self._cleaner is not None:
+            self._finished[subtask_id].extend(source_event.split_ids)
+
+    def _forget_reports(self, subtask_id: int) -> None:
+        self._finished.pop(subtask_id, None)
+
+    def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
+        """The splits not assigned, the processed paths, and the clean-up's files."""
+        if self._cleaner is not None:
+            done = self._files_read()
+            if done:
+                self._to_clean.append(FilesToClean(checkpoint_id, tuple(done)))
+        return FileEnumeratorState(
+            remaining=tuple(self._remaining),
+            processed=tuple(sorted(self._processed.items())),
+            newest_mtime_ns=self._newest_ns,
+            open_files=tuple(OpenFile(p, tuple(sorted(ids))) for p, ids in sorted(self._open.items())),
+            to_clean=tuple(self._to_clean),
+        )
+
+    def _files_read(self) -> list[str]:
+        """Files whose last splits were reported since the previous snapshot."""
+        reported = {split_id for ids in self._finished.values() for split_id in ids}
+        self._finished.clear()
+        done = []
+        for path, ids in list(self._open.items()):
+            ids -= reported
+            if not ids:
+                done.append(path)
+                del self._open[path]
+        return sorted(done)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Clean the files read before checkpoint ``checkpoint_id`` (or an earlier one)."""
+        if self._cleaner is None:
+            return
+        due = [entry for entry in self._to_clean if entry.checkpoint_id <= checkpoint_id]
+        self._to_clean = [entry for entry in self._to_clean if entry.checkpoint_id > checkpoint_id]
+        for entry in due:
+            for path in entry.paths:
+                self._cleaner(path)
+
+
+def make_cleaner(
+    fs: pafs.FileSystem, root: str, archive_dir: str | None
+) -> Cleaner:
+    """Deletes a file, or moves it to ``archive_dir`` keeping its path below ``root``."""
+
+    def clean(path: str) -> None:
+        try:
+            if archive_dir is None:
+                fs.delete_file(path)
+                return
+            target = f"{archive_dir.rstrip('/')}/{path[len(root):].lstrip('/')}"
+            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+            fs.move(path, target)
+        except FileNotFoundError:  # cleaned before a restart that replayed the notification
+            return
+
+    return clean

@@ -1,0 +1,304 @@
+"""Reading a `FileSource` split as Arrow batches: Parquet, JSON lines, CSV.
+
+Types, as Spark's readers give them for the same files:
+
+- Parquet: the file's own types (FileSink's and Spark's files read back as written).
+  Columns of the schema a file lacks are nulls (a column added later, as Spark's
+  ``mergeSchema`` reads it); a column of another type is cast, or the read fails
+  naming the file and the column.
+- JSON lines with a schema given: the values as FileSink writes them (its type table)
+  are read back: decimals from their digit strings or numbers, dates and timestamps
+  from ISO 8601 strings, binaries from base64 strings. Nested decimals, dates,
+  timestamps and binaries are read as pyarrow parses them.
+- JSON lines inferred from the first file: Spark's inference (``inferTimestamp``
+  off): numbers are ``int64`` or ``double``, ISO dates and timestamps stay
+  strings, a column of nulls only is a string.
+- CSV: every column a string (Spark's default, ``inferSchema`` off), an empty field
+  null; with `CsvOptions.infer_schema`, pyarrow's inference on the first file.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Final, Literal, final
+
+import attrs
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.fs as pafs
+import pyarrow.json as pjson
+import pyarrow.parquet as pq
+
+from reference_sinks._arrow_types import rebuild_type
+from reference_sinks.files._source_split import FileSourceSplit
+from sinkv2.errors import CorruptDataError, SinkConfigurationError
+from sinkv2.text import describe
+
+__all__ = ["SOURCE_FORMATS", "CsvOptions", "SourceFormat", "infer_schema", "read_split"]
+
+SourceFormat = Literal["parquet", "jsonl", "csv"]
+SOURCE_FORMATS: Final = ("parquet", "jsonl", "csv")
+
+_BLOCK_BYTES: Final = 8 << 20
+
+
+def _one_char(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or len(value) != 1:
+        raise SinkConfigurationError(
+            f"CsvOptions.{attribute.name} must be a one-character str (got {describe(value)})"
+        )
+
+
+def _boolean(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise SinkConfigurationError(
+            f"CsvOptions.{attribute.name} must be a bool (got {describe(value)}); pass True or False"
+        )
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CsvOptions:
+    """How `FileSource` reads CSV files.
+
+    Attributes:
+        header: The first line of each file names the columns (Spark's ``header``;
+            Spark's default is ``False``, most files have one). Without it the
+            columns are ``_c0``, ``_c1``, ... as Spark names them.
+        delimiter: The field separator (Spark's ``sep``).
+        quote_char: The quote character (Spark's ``quote``).
+        infer_schema: Infer types from the first file (pyarrow's rules); ``False``
+            (Spark's default): every column is a string.
+    """
+
+    header: bool = attrs.field(default=True, validator=_boolean)
+    delimiter: str = attrs.field(default=",", validator=_one_char)
+    quote_char: str = attrs.field(default='"', validator=_one_char)
+    infer_schema: bool = attrs.field(default=False, validator=_boolean)
+
+
+def _failed(path: str, what: str, error: Exception) -> CorruptDataError:
+    return CorruptDataError(
+        f"FileSource cannot read {path!r} as {what}: {type(error).__name__}: {error}. Fix or "
+        "move the file (a file that does not parse is never skipped silently), or give a "
+        "schema= that matches it"
+    )
+
+
+# --- schemas --------------------------------------------------------------------------------
+
+
+def _spark_json_leaf(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind) or pa.types.is_null(kind):
+        return pa.string()
+    return kind
+
+
+def infer_schema(
+    fs: pafs.FileSystem, path: str, file_format: SourceFormat, csv: CsvOptions
+) -> pa.Schema:
+    """The data columns of the file at ``path``, as the module docstring says.
+
+    Raises:
+        CorruptDataError: The file does not parse.
+    """
+    try:
+        if file_format == "parquet":
+            with fs.open_input_file(path) as handle:
+                return pq.read_schema(handle).remove_metadata()
+        with fs.open_input_stream(path, compression="detect") as stream:
+            if file_format == "jsonl":
+                read = pjson.open_json(stream, read_options=pjson.ReadOptions(_BLOCK_BYTES))
+                fields = [
+                    f.with_type(rebuild_type(f.type, _spark_json_leaf)) for f in read.schema
+                ]
+                return pa.schema(fields)
+            found = pcsv.open_csv(stream, **_csv_arguments(csv, None)).schema
+            if not csv.header:  # Spark's names for unnamed columns
+                found = pa.schema([(f"_c{i}", kind) for i, kind in enumerate(found.types)])
+            if csv.infer_schema:
+                return found
+            return pa.schema([(name, pa.string()) for name in found.names])
+    except (pa.ArrowInvalid, OSError) as error:
+        raise _failed(path, file_format, error) from error
+
+
+def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, object]:
+    """pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed."""
+    names = None if csv.header or schema is None else schema.names
+    read = pcsv.ReadOptions(
+        block_size=_BLOCK_BYTES,
+        column_names=names,
+        autogenerate_column_names=not csv.header and names is None,
+    )
+    parse = pcsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote_char)
+    convert = pcsv.ConvertOptions(
+        column_types=None if schema is None else dict(zip(schema.names, schema.types, strict=True)),
+        strings_can_be_null=True,
+        null_values=[""],
+        quoted_strings_can_be_null=False,
+    )
+    return {"read_options": read, "parse_options": parse, "convert_options": convert}
+
+
+# --- conforming a batch to the schema --------------------------------------------------------
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBatch:
+    """``batch`` with exactly ``schema``'s columns: missing ones null, others cast."""
+    if batch.schema.equals(schema):
+        return batch
+    columns = []
+    for field in schema:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            columns.append(pa.nulls(batch.num_rows, field.type))
+            continue
+        column = batch.column(index)
+        if not column.type.equals(field.type):
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                raise CorruptDataError(
+                    f"FileSource: column {field.name!r} of {path!r} holds {column.type} values "
+                    f"that do not convert to the source's {field.type} ({error}); give a "
+                    "schema= of the files' types, or read these files with a source of their own"
+                ) from error
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+# --- Parquet --------------------------------------------------------------------------------
+
+
+def _parquet(
+    fs: pafs.FileSystem, split: FileSourceSplit, schema: pa.Schema, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    with fs.open_input_file(split.path) as handle:
+        try:
+            parquet = pq.ParquetFile(handle)
+        except (pa.ArrowInvalid, OSError) as error:
+            raise _failed(split.path, "Parquet", error) from error
+        metadata = parquet.metadata
+        groups = (
+            list(split.row_groups)
+            if split.row_groups is not None
+            else list(range(metadata.num_row_groups))
+        )
+        skip = split.records_read
+        while groups and metadata.row_group(groups[0]).num_rows <= skip:
+            skip -= metadata.row_group(groups.pop(0)).num_rows
+        if not groups:
+            return
+        present = set(parquet.schema_arrow.names)
+        names = [name for name in schema.names if name in present]
+        for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=names):
+            if skip:
+                if batch.num_rows <= skip:
+                    skip -= batch.num_rows
+                    continue
+                batch = batch.slice(skip)
+                skip = 0
+            yield _conform(batch, schema, split.path)
+
+
+# --- JSON lines -----------------------------------------------------------------------------
+
+
+def _needs_text(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_decimal(kind)
+        or pa.types.is_date(kind)
+        or pa.types.is_timestamp(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _from_text(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        values = [None if text is None else base64.b64decode(text) for text in column.to_pylist()]
+        return pa.array(values, kind)
+    if pa.types.is_timestamp(kind) and kind.tz is None:
+        return column.cast(pa.timestamp(kind.unit, "UTC")).cast(kind)  # no offset written
+    return column.cast(kind)
+
+
+def _jsonl(
+    fs: pafs.FileSystem, split: FileSourceSplit, schema: pa.Schema, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    textual = [field.name for field in schema if _needs_text(field.type)]
+    parse_schema = pa.schema(
+        [field.with_type(pa.string()) if field.name in textual else field for field in schema]
+    )
+    options = pjson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior="ignore")
+    try:
+        with fs.open_input_stream(split.path, compression="detect") as stream:
+            table = pjson.read_json(
+                stream, read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES), parse_options=options
+            )
+    except (pa.ArrowInvalid, OSError) as error:
+        raise _failed(split.path, "JSON lines", error) from error
+    table = table.slice(split.records_read)
+    for name in textual:
+        index = table.schema.get_field_index(name)
+        kind = schema.field(name).type
+        try:
+            converted = _from_text(table.column(name).combine_chunks(), kind)
+        except (pa.ArrowInvalid, ValueError) as error:
+            raise CorruptDataError(
+                f"FileSource: column {name!r} of {split.path!r} holds a value that is not a "
+                f"{kind} ({error}); fix the file, or give a schema= with a string column"
+            ) from error
+        table = table.set_column(index, schema.field(name), converted)
+    for batch in table.to_batches(max_chunksize=batch_rows):
+        yield _conform(batch, schema, split.path)
+
+
+# --- CSV ------------------------------------------------------------------------------------
+
+
+def _csv(
+    fs: pafs.FileSystem,
+    split: FileSourceSplit,
+    schema: pa.Schema,
+    csv: CsvOptions,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    skip = split.records_read
+    with fs.open_input_stream(split.path, compression="detect") as stream:
+        try:
+            reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
+            for batch in reader:
+                if skip:
+                    if batch.num_rows <= skip:
+                        skip -= batch.num_rows
+                        continue
+                    batch = batch.slice(skip)
+                    skip = 0
+                for start in range(0, batch.num_rows, batch_rows):
+                    yield _conform(batch.slice(start, batch_rows), schema, split.path)
+        except pa.ArrowInvalid as error:
+            raise _failed(split.path, "CSV", error) from error
+
+
+def read_split(
+    fs: pafs.FileSystem,
+    split: FileSourceSplit,
+    schema: pa.Schema,
+    file_format: SourceFormat,
+    csv: CsvOptions,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """The records of ``split`` after its position, as batches of ``schema`` (data columns).
+
+    Raises:
+        CorruptDataError: The file does not parse, or a value does not convert;
+            the message names the file (and the column).
+    """
+    if file_format == "parquet":
+        return _parquet(fs, split, schema, batch_rows)
+    if file_format == "jsonl":
+        return _jsonl(fs, split, schema, batch_rows)
+    return _csv(fs, split, schema, csv, batch_rows)
