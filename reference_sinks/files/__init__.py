@@ -15,7 +15,7 @@ from reference_sinks.files._config import CompactionPolicy, FileFormat, RollingP
 from reference_sinks.files._paths import HIVE_DEFAULT_PARTITION, escape_path_name
 from reference_sinks.files._sink import FileSink
 from reference_sinks.files._source import FileSource
-from reference_sinks.files._source_formats import CsvOptions
+from reference_sinks.files._source_formats import CsvOptions, FileReadError
 from reference_sinks.files._source_split import FileEnumeratorState, FileSourceSplit
 from reference_sinks.files._writer import FileWriter
 from sinkv2.text import publish as _publish
@@ -26,6 +26,7 @@ __all__ = [
     "CsvOptions",
     "FileEnumeratorState",
     "FileFormat",
+    "FileReadError",
     "FileSink",
     "FileSource",
     "FileSourceSplit",

@@ -151,7 +151,7 @@ class FileSource:
     Raises:
         SinkConfigurationError: A bad argument, named; an empty directory without a
             ``schema``.
-        CorruptDataError: The first file, read for the schema, does not parse.
+        FileReadError: The first file, read for the schema, does not parse.
     """
 
     def __init__(

@@ -32,15 +32,39 @@ import pyarrow.parquet as pq
 
 from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.files._source_split import FileSourceSplit
-from sinkv2.errors import CorruptDataError, SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.text import describe
 
-__all__ = ["SOURCE_FORMATS", "CsvOptions", "SourceFormat", "infer_schema", "read_split"]
+__all__ = [
+    "SOURCE_FORMATS",
+    "CsvOptions",
+    "FileReadError",
+    "SourceFormat",
+    "infer_schema",
+    "read_split",
+]
 
 SourceFormat = Literal["parquet", "jsonl", "csv"]
 SOURCE_FORMATS: Final = ("parquet", "jsonl", "csv")
 
 _BLOCK_BYTES: Final = 8 << 20
+
+
+class FileReadError(SinkV2Error, ValueError):
+    """A file `FileSource` reads does not parse, or holds a value of another type.
+
+    The message names the file (and the column when it is about one); the task
+    fails rather than skip a record.
+
+    Attributes:
+        path: The file.
+        column: The column, when the problem is one column's value; else ``None``.
+    """
+
+    def __init__(self, message: str, *, path: str, column: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.column = column
 
 
 def _one_char(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -78,11 +102,12 @@ class CsvOptions:
     infer_schema: bool = attrs.field(default=False, validator=_boolean)
 
 
-def _failed(path: str, what: str, error: Exception) -> CorruptDataError:
-    return CorruptDataError(
+def _failed(path: str, what: str, error: Exception) -> FileReadError:
+    return FileReadError(
         f"FileSource cannot read {path!r} as {what}: {type(error).__name__}: {error}. Fix or "
         "move the file (a file that does not parse is never skipped silently), or give a "
-        "schema= that matches it"
+        "schema= that matches it",
+        path=path,
     )
 
 
@@ -101,7 +126,7 @@ def infer_schema(
     """The data columns of the file at ``path``, as the module docstring says.
 
     Raises:
-        CorruptDataError: The file does not parse.
+        FileReadError: The file does not parse.
     """
     try:
         if file_format == "parquet":
@@ -160,10 +185,12 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBa
             try:
                 column = column.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-                raise CorruptDataError(
+                raise FileReadError(
                     f"FileSource: column {field.name!r} of {path!r} holds {column.type} values "
                     f"that do not convert to the source's {field.type} ({error}); give a "
-                    "schema= of the files' types, or read these files with a source of their own"
+                    "schema= of the files' types, or read these files with a source of their own",
+                    path=path,
+                    column=field.name,
                 ) from error
         columns.append(column)
     return pa.RecordBatch.from_arrays(columns, schema=schema)
@@ -220,8 +247,6 @@ def _from_text(column: pa.Array, kind: pa.DataType) -> pa.Array:
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         values = [None if text is None else base64.b64decode(text) for text in column.to_pylist()]
         return pa.array(values, kind)
-    if pa.types.is_timestamp(kind) and kind.tz is None:
-        return column.cast(pa.timestamp(kind.unit, "UTC")).cast(kind)  # no offset written
     return column.cast(kind)
 
 
@@ -247,9 +272,11 @@ def _jsonl(
         try:
             converted = _from_text(table.column(name).combine_chunks(), kind)
         except (pa.ArrowInvalid, ValueError) as error:
-            raise CorruptDataError(
+            raise FileReadError(
                 f"FileSource: column {name!r} of {split.path!r} holds a value that is not a "
-                f"{kind} ({error}); fix the file, or give a schema= with a string column"
+                f"{kind} ({error}); fix the file, or give a schema= with a string column",
+                path=split.path,
+                column=name,
             ) from error
         table = table.set_column(index, schema.field(name), converted)
     for batch in table.to_batches(max_chunksize=batch_rows):
@@ -294,7 +321,7 @@ def read_split(
     """The records of ``split`` after its position, as batches of ``schema`` (data columns).
 
     Raises:
-        CorruptDataError: The file does not parse, or a value does not convert;
+        FileReadError: The file does not parse, or a value does not convert;
             the message names the file (and the column).
     """
     if file_format == "parquet":
