@@ -31,7 +31,6 @@ from reference_sinks.files._source_reader import FileSourceReader
 from reference_sinks.files._source_split import (
     FileEnumeratorState,
     FileSourceSplit,
-    OpenFile,
     enumerator_state_serializer,
     split_serializer,
 )
@@ -114,7 +113,7 @@ class FileSource:
     Bounded (the default): the files under ``path`` when the job starts, each read
     once. `monitor_continuously` makes it ``CONTINUOUS_UNBOUNDED``: new files are
     found every interval, each read exactly once (the processed paths are in the
-    enumerator's checkpoint). The rules for which files count, half-written files,
+    enumerator's checkpoint), with an optional discovery cut-off and clean-up. The rules for which files count, half-written files,
     the discovery cut-off and the clean-up are on the docs page (``FileSource``
     beside ``FileSink``); in short: hidden names (``.``/``_`` prefixes, ``.tmp``,
     ``.inprogress``) are never read, a continuously monitored file is read once two
@@ -139,15 +138,6 @@ class FileSource:
         split_bytes: Parquet files larger than this are cut into runs of row groups.
         batch_rows: Rows per emitted Arrow batch, at most.
         extensions: File name endings to read; default: the format's usual ones.
-        max_file_age: Continuous only: ignore files modified more than this many
-            seconds (or a ``timedelta``) before the newest file seen; bounds the
-            processed-paths set (Spark's ``maxFileAge``).
-        clean_source: ``"off"`` (default), ``"archive"`` (move processed files to
-            ``archive_dir``) or ``"delete"``, done once the checkpoint that read a
-            file completed (Spark's ``cleanSource``).
-        archive_dir: Where ``"archive"`` moves files (their path below ``path``
-            kept); must be outside ``path``.
-
     Raises:
         SinkConfigurationError: A bad argument, named; an empty directory without a
             ``schema``.
@@ -166,9 +156,6 @@ class FileSource:
         split_bytes: int = DEFAULT_SPLIT_BYTES,
         batch_rows: int = 8192,
         extensions: Sequence[str] | None = None,
-        max_file_age: float | dt.timedelta | None = None,
-        clean_source: CleanSource = "off",
-        archive_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(path, os.PathLike):
             path = os.fspath(path)
@@ -204,30 +191,11 @@ class FileSource:
                 f"(got {describe(extensions)})"
             )
         self.extensions = tuple(extensions)
-        self.max_file_age = None if max_file_age is None else _seconds("max_file_age", max_file_age)
-        if clean_source not in ("off", "archive", "delete"):
-            raise SinkConfigurationError(
-                f"FileSource clean_source must be 'off', 'archive' or 'delete' (got "
-                f"{describe(clean_source)})"
-            )
-        self.clean_source: CleanSource = clean_source
-        if isinstance(archive_dir, os.PathLike):
-            archive_dir = os.fspath(archive_dir)
-        if (clean_source == "archive") != (archive_dir is not None):
-            raise SinkConfigurationError(
-                "FileSource archive_dir is needed with clean_source='archive' and only then (got "
-                f"clean_source={clean_source!r}, archive_dir={archive_dir!r})"
-            )
-        self.archive_dir = archive_dir
+        self.max_file_age: float | None = None
+        self.clean_source: CleanSource = "off"
+        self.archive_dir: str | None = None
         self.monitor_interval: float | None = None
         fs, root = self.resolve()
-        if archive_dir is not None:
-            target = self._inside(archive_dir)
-            if target == root or target.startswith(f"{root.rstrip('/')}/"):
-                raise SinkConfigurationError(
-                    f"FileSource archive_dir {archive_dir!r} is inside path {path!r}: archived "
-                    "files would be listed again; archive outside the monitored directory"
-                )
         listed = self._list(fs, root)
         self._data_schema = self._resolve_schema(fs, listed, schema)
         self._partitions = self._resolve_partitions(listed, partition_columns)
@@ -238,15 +206,64 @@ class FileSource:
 
     # --- configuration -----------------------------------------------------------------------
 
-    def monitor_continuously(self, interval: float | dt.timedelta) -> FileSource:
+    def monitor_continuously(
+        self,
+        interval: float | dt.timedelta,
+        *,
+        max_file_age: float | dt.timedelta | None = None,
+        clean_source: CleanSource = "off",
+        archive_dir: str | os.PathLike[str] | None = None,
+    ) -> FileSource:
         """This source, continuous: list ``path`` every ``interval`` (seconds or a timedelta).
 
         Returns a new source (Flink's ``monitorContinuously`` on the builder); this one
-        is unchanged.
+        is unchanged. The other options exist for continuous sources only, as Spark's
+        file stream options do.
+
+        Args:
+            interval: Time between two listings.
+            max_file_age: Ignore files modified more than this (seconds or a
+                ``timedelta``) before the newest file seen; processed paths older than
+                that leave the processed-paths set, which holds then only files
+                modified within ``max_file_age`` of the newest (Spark's ``maxFileAge``).
+                ``None`` (default): every file counts, and the set keeps every path.
+            clean_source: ``"off"`` (default), ``"archive"`` (move processed files to
+                ``archive_dir``) or ``"delete"``; a file is cleaned once a completed
+                checkpoint holds all of its records (Spark's ``cleanSource``).
+            archive_dir: Where ``"archive"`` moves files, their path below ``path``
+                kept; must be outside ``path``.
+
+        Raises:
+            SinkConfigurationError: A bad argument, named.
         """
         seconds = _seconds("monitor_continuously interval", interval)
+        age = None if max_file_age is None else _seconds("max_file_age", max_file_age)
+        if clean_source not in ("off", "archive", "delete"):
+            raise SinkConfigurationError(
+                f"FileSource clean_source must be 'off', 'archive' or 'delete' (got "
+                f"{describe(clean_source)})"
+            )
+        if isinstance(archive_dir, os.PathLike):
+            archive_dir = os.fspath(archive_dir)
+        if (clean_source == "archive") != (archive_dir is not None):
+            raise SinkConfigurationError(
+                "FileSource archive_dir is needed with clean_source='archive' and only then (got "
+                f"clean_source={clean_source!r}, archive_dir={archive_dir!r})"
+            )
+        if archive_dir is not None:
+            _, root = self.resolve()
+            target = self._inside(archive_dir)
+            if target == root or target.startswith(f"{root.rstrip('/')}/"):
+                raise SinkConfigurationError(
+                    f"FileSource archive_dir {archive_dir!r} is inside path {self.path!r}: "
+                    "archived files would be listed again; archive outside the monitored "
+                    "directory"
+                )
         other = _copy(self)
         other.monitor_interval = seconds
+        other.max_file_age = age
+        other.clean_source = clean_source
+        other.archive_dir = archive_dir
         return other
 
     def _inside(self, location: str) -> str:
@@ -355,16 +372,7 @@ class FileSource:
             return self.restore_enumerator(enum_context, FileEnumeratorState())
         splitter = self._splitter(fs)
         splits = [split for status in self._list(fs, root) for split in splitter(status)]
-        open_files: dict[str, list[str]] = {}
-        for split in splits:
-            open_files.setdefault(split.path, []).append(split.id)
-        state = FileEnumeratorState(
-            remaining=tuple(splits),
-            open_files=tuple(OpenFile(p, tuple(ids)) for p, ids in open_files.items())
-            if self.clean_source != "off"
-            else (),
-        )
-        return self.restore_enumerator(enum_context, state)
+        return self.restore_enumerator(enum_context, FileEnumeratorState(remaining=tuple(splits)))
 
     def restore_enumerator(
         self,

@@ -22,11 +22,12 @@ finished or growing without bound:
   processed paths older than that are dropped from the set. The set then holds
   only files modified within ``max_file_age`` of the newest one: its bound.
 
-With a clean-up (``archive_dir`` or delete), readers report split ends with a
-`SplitsFinished` event; a file whose every split was reported before checkpoint
-``c`` is archived or deleted when ``c`` completes, never earlier. Reports from a
-reader that fails before the next checkpoint are forgotten (its splits are read
-again and reported again).
+With a clean-up (``clean_source``), a reader reports the splits it read to their end
+once the checkpoint that holds their records has completed (a `SplitsFinished`
+event from its ``notify_checkpoint_complete``); a file is archived or deleted when
+every one of its splits has been reported, never earlier. A report lost in a
+failure leaves its file in place (never removed early): it is not read again (its
+path is processed), and can be removed by hand.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from reference_sinks.files._source_listing import FileStatus
 from reference_sinks.files._source_split import (
     FileEnumeratorState,
     FileSourceSplit,
-    FilesToClean,
     OpenFile,
     SplitsFinished,
 )
@@ -93,10 +93,11 @@ class FileSplitEnumerator:
         self._processed = dict(state.processed)
         self._newest_ns = state.newest_mtime_ns
         self._open = {f.path: set(f.split_ids) for f in state.open_files}
-        self._to_clean = list(state.to_clean)
+        self._split_files: dict[str, str] = {
+            split_id: f.path for f in state.open_files for split_id in f.split_ids
+        }
         self._awaiting: dict[int, str | None] = {}
         self._seen: dict[str, tuple[int, int]] = {}  # path -> (size, mtime) at the last tick
-        self._finished: dict[int, list[str]] = collections.defaultdict(list)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -132,6 +133,7 @@ class FileSplitEnumerator:
             self._remaining.extend(splits)
             if self._cleaner is not None:
                 self._open[status.path] = {split.id for split in splits}
+                self._split_files.update((split.id, status.path) for split in splits)
         self._seen = seen
         if discovery.max_file_age_ns is not None:
             self._processed = {p: t for p, t in self._processed.items() if t >= cutoff}
@@ -163,59 +165,41 @@ class FileSplitEnumerator:
     def add_splits_back(self, splits: list[FileSourceSplit], subtask_id: int) -> None:
         """A failed reader's splits go first to the next requests."""
         self._remaining.extendleft(reversed(splits))
-        self._forget_reports(subtask_id)
         self._assign_pending()
 
     def add_reader(self, subtask_id: int) -> None:
-        """A reader (re)registered: reports of an earlier reader of its subtask are void."""
-        self._forget_reports(subtask_id)
+        """A reader (re)registered: a request of an earlier reader of its subtask is void."""
         self._awaiting.pop(subtask_id, None)
 
     # --- clean-up ----------------------------------------------------------------------------
 
     def handle_source_event(self, subtask_id: int, source_event: SourceEvent) -> None:
-        """Readers report finished splits (with a clean-up)."""
-        if isinstance(source_event, SplitsFinished) and self._cleaner is not None:
-            self._finished[subtask_id].extend(source_event.split_ids)
-
-    def _forget_reports(self, subtask_id: int) -> None:
-        self._finished.pop(subtask_id, None)
+        """A reader reports splits whose records are committed: clean the files they finish."""
+        if not isinstance(source_event, SplitsFinished) or self._cleaner is None:
+            return
+        for split_id in source_event.split_ids:
+            path = self._split_files.pop(split_id, None)
+            if path is None:  # reported twice, or a file the checkpoint no longer tracks
+                continue
+            ids = self._open[path]
+            ids.discard(split_id)
+            if not ids:
+                del self._open[path]
+                self._cleaner(path)
 
     def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
-        """The splits not assigned, the processed paths, and the clean-up's files."""
-        if self._cleaner is not None:
-            done = self._files_read()
-            if done:
-                self._to_clean.append(FilesToClean(checkpoint_id, tuple(done)))
+        """The splits not assigned, the processed paths, and the files not yet cleaned."""
         return FileEnumeratorState(
             remaining=tuple(self._remaining),
             processed=tuple(sorted(self._processed.items())),
             newest_mtime_ns=self._newest_ns,
-            open_files=tuple(OpenFile(p, tuple(sorted(ids))) for p, ids in sorted(self._open.items())),
-            to_clean=tuple(self._to_clean),
+            open_files=tuple(
+                OpenFile(path, tuple(sorted(ids))) for path, ids in sorted(self._open.items())
+            ),
         )
 
-    def _files_read(self) -> list[str]:
-        """Files whose last splits were reported since the previous snapshot."""
-        reported = {split_id for ids in self._finished.values() for split_id in ids}
-        self._finished.clear()
-        done = []
-        for path, ids in list(self._open.items()):
-            ids -= reported
-            if not ids:
-                done.append(path)
-                del self._open[path]
-        return sorted(done)
-
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        """Clean the files read before checkpoint ``checkpoint_id`` (or an earlier one)."""
-        if self._cleaner is None:
-            return
-        due = [entry for entry in self._to_clean if entry.checkpoint_id <= checkpoint_id]
-        self._to_clean = [entry for entry in self._to_clean if entry.checkpoint_id > checkpoint_id]
-        for entry in due:
-            for path in entry.paths:
-                self._cleaner(path)
+        """Nothing: readers report what a completed checkpoint committed."""
 
 
 def make_cleaner(

@@ -108,6 +108,8 @@ class FileSourceReader(
         super().__init__(lambda: FileSplitReader(read_split), _BatchEmitter(), context)
         self._report_finished = report_finished
         self._restored = False
+        self._finished: list[str] = []  # since the last snapshot
+        self._uncommitted: list[tuple[int, list[str]]] = []  # finished before snapshot cp
 
     def add_splits(self, splits: list[FileSourceSplit]) -> None:
         """Take splits (restored ones before `start`, assigned ones after)."""
@@ -128,9 +130,26 @@ class FileSourceReader(
         return split_state.split.at(split_state.records_read)
 
     def on_split_finished(self, finished_split_ids: dict[str, FileSplitState]) -> None:
-        """Report the finished splits (with a clean-up) and ask for the next split."""
+        """Ask for the next split (and, with a clean-up, remember which ended)."""
         if self._report_finished:
-            self.context.send_source_event_to_coordinator(
-                SplitsFinished(tuple(finished_split_ids))
-            )
+            self._finished.extend(finished_split_ids)
         self.context.send_split_request()
+
+    def snapshot_state(self, checkpoint_id: int) -> list[FileSourceSplit]:
+        """The unfinished splits at their positions; splits finished until now await this one."""
+        if self._finished:
+            self._uncommitted.append((checkpoint_id, self._finished))
+            self._finished = []
+        return super().snapshot_state(checkpoint_id)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Report the splits whose records this checkpoint committed (for the clean-up).
+
+        Only now: a split reported before its records are committed could have its file
+        removed and then be needed again by a restore.
+        """
+        done = [ids for cp, ids in self._uncommitted if cp <= checkpoint_id]
+        self._uncommitted = [(cp, ids) for cp, ids in self._uncommitted if cp > checkpoint_id]
+        if done:
+            split_ids = tuple(split_id for ids in done for split_id in ids)
+            self.context.send_source_event_to_coordinator(SplitsFinished(split_ids))

@@ -6,7 +6,7 @@ of records already emitted from it (Flink's ``CheckpointedPosition`` with the
 offset at the split's start), so a restored reader skips exactly what was read.
 The enumerator's state holds the splits not yet assigned (with their positions,
 FLINK-38453's lesson), every path already turned into splits (the
-processed-paths set of a continuous source), and what the clean-up still owes.
+processed-paths set of a continuous source), and the files the clean-up still waits for.
 """
 
 # No `from __future__ import annotations`: the public classes are re-homed in
@@ -22,7 +22,6 @@ from sinkv2.source import SourceEvent
 __all__ = [
     "FileEnumeratorState",
     "FileSourceSplit",
-    "FilesToClean",
     "OpenFile",
     "SplitsFinished",
     "enumerator_state_serializer",
@@ -74,15 +73,6 @@ class OpenFile:
 
 @final
 @attrs.frozen
-class FilesToClean:
-    """Files fully read before checkpoint ``checkpoint_id``: cleaned once it completes."""
-
-    checkpoint_id: int
-    paths: tuple[str, ...]
-
-
-@final
-@attrs.frozen
 class FileEnumeratorState:
     """The enumerator's checkpoint (Flink's ``PendingSplitsCheckpoint``, plus the clean-up's).
 
@@ -93,21 +83,23 @@ class FileEnumeratorState:
             ``max_file_age`` only those younger than the cut-off are kept.
         newest_mtime_ns: The newest modification time seen; the cut-off of
             ``max_file_age`` is measured from it.
-        open_files: Files with splits not yet reported read (only with a clean-up).
-        to_clean: Files read before a checkpoint, waiting for it to complete.
+        open_files: Files with splits whose records are not yet reported committed
+            (only with a clean-up).
     """
 
     remaining: tuple[FileSourceSplit, ...] = ()
     processed: tuple[tuple[str, int], ...] = ()
     newest_mtime_ns: int = 0
     open_files: tuple[OpenFile, ...] = ()
-    to_clean: tuple[FilesToClean, ...] = ()
 
 
 @final
 @attrs.frozen
 class SplitsFinished(SourceEvent):
-    """Reader -> enumerator: these splits were read to their end (sent only with a clean-up)."""
+    """Reader -> enumerator: these splits were read, and a completed checkpoint holds their records.
+
+    Sent only with a clean-up, from the reader's ``notify_checkpoint_complete``.
+    """
 
     split_ids: tuple[str, ...]
 

@@ -255,9 +255,6 @@ def test_a_column_missing_in_a_later_file_reads_as_nulls(tmp_path: Path):
         ({"split_bytes": 0}, "split_bytes must be a positive int"),
         ({"batch_rows": True}, "batch_rows must be a positive int"),
         ({"schema": "id long"}, "schema must be a pyarrow.Schema"),
-        ({"clean_source": "move"}, "clean_source must be 'off', 'archive' or 'delete'"),
-        ({"clean_source": "archive"}, "archive_dir is needed"),
-        ({"max_file_age": -1}, "max_file_age must be a positive number"),
         ({"partition_columns": {"k": "int"}}, "partition_columns must map"),
         ({"extensions": ".parquet"}, "extensions must be a list"),
         ({"csv": {"header": True}}, "csv must be a CsvOptions"),
@@ -277,10 +274,30 @@ def test_an_empty_directory_needs_a_schema(tmp_path: Path):
     assert read_all(FileSource(tmp_path, schema=SCHEMA)) == []
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"interval": 0}, "interval must be a positive number"),
+        ({"interval": 1, "clean_source": "move"}, "'off', 'archive' or 'delete'"),
+        ({"interval": 1, "clean_source": "archive"}, "archive_dir is needed"),
+        ({"interval": 1, "archive_dir": "/tmp/x"}, "archive_dir is needed"),
+        ({"interval": 1, "max_file_age": -1}, "max_file_age must be a positive number"),
+    ],
+)
+def test_bad_monitoring_arguments_are_refused(
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+):
+    write_parquet(tmp_path / "a.parquet", rows(0, 1))
+    with pytest.raises(SinkConfigurationError, match=message):
+        FileSource(tmp_path).monitor_continuously(**kwargs)
+
+
 def test_an_archive_inside_the_directory_is_refused(tmp_path: Path):
     write_parquet(tmp_path / "a.parquet", rows(0, 1))
     with pytest.raises(SinkConfigurationError, match="inside path"):
-        FileSource(tmp_path, clean_source="archive", archive_dir=tmp_path / "done")
+        FileSource(tmp_path).monitor_continuously(
+            1, clean_source="archive", archive_dir=tmp_path / "done"
+        )
 
 
 def test_a_partition_column_that_is_also_a_data_column_is_refused(tmp_path: Path):
