@@ -60,7 +60,8 @@ _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 def _positive_int(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise SinkConfigurationError(
-            f"FileSource {name} must be a positive int (got {describe(value)}); set it to at least 1"
+            f"FileSource {name} must be a positive int (got {describe(value)}); "
+            "set it to at least 1"
         )
     return value
 
@@ -113,12 +114,13 @@ class FileSource:
     Bounded (the default): the files under ``path`` when the job starts, each read
     once. `monitor_continuously` makes it ``CONTINUOUS_UNBOUNDED``: new files are
     found every interval, each read exactly once (the processed paths are in the
-    enumerator's checkpoint), with an optional discovery cut-off and clean-up. The rules for which files count, half-written files,
-    the discovery cut-off and the clean-up are on the docs page (``FileSource``
-    beside ``FileSink``); in short: hidden names (``.``/``_`` prefixes, ``.tmp``,
-    ``.inprogress``) are never read, a continuously monitored file is read once two
-    listings saw it unchanged, and processed files are archived or deleted only
-    after the checkpoint that read them completed.
+    enumerator's checkpoint), with an optional discovery cut-off and clean-up. The
+    rules for which files count, half-written files, the discovery cut-off and the
+    clean-up are on the docs page (``FileSource`` beside ``FileSink``); in short:
+    hidden names (``.``/``_`` prefixes, ``.tmp``, ``.inprogress``) are never read, a
+    continuously monitored file is read once two listings saw it unchanged, and
+    processed files are archived or deleted only after a completed checkpoint holds
+    all of their records.
 
     Records are Arrow batches of `get_produced_type`: the data columns (``schema``,
     or inferred from the first file by path with Spark's rules), then the partition
@@ -138,6 +140,7 @@ class FileSource:
         split_bytes: Parquet files larger than this are cut into runs of row groups.
         batch_rows: Rows per emitted Arrow batch, at most.
         extensions: File name endings to read; default: the format's usual ones.
+
     Raises:
         SinkConfigurationError: A bad argument, named; an empty directory without a
             ``schema``.
@@ -405,7 +408,14 @@ class FileSource:
     def _read(self, split: FileSourceSplit) -> Iterator[pa.RecordBatch]:
         fs, _ = self.resolve()
         data = pa.schema([f.with_nullable(True) for f in self._data_schema])
-        batches = read_split(fs, split, data, self.format, self.csv, self.batch_rows)
+        batches = read_split(
+            fs,
+            split,
+            schema=data,
+            file_format=self.format,
+            csv=self.csv,
+            batch_rows=self.batch_rows,
+        )
         if not self._partitions:
             for batch in batches:
                 yield batch.cast(self._produced) if batch.schema != self._produced else batch
@@ -459,4 +469,3 @@ def _copy(source: FileSource) -> FileSource:
     other = object.__new__(FileSource)
     other.__dict__.update(source.__dict__)
     return other
-

@@ -115,7 +115,8 @@ class FileSplitEnumerator:
     def _on_listed(self, listed: list[FileStatus] | None, error: BaseException | None) -> None:
         if error is not None:
             raise RuntimeError(f"FileSource could not list its directory: {error}") from error
-        assert listed is not None and self._discovery is not None
+        assert listed is not None  # no error: a result
+        assert self._discovery is not None  # only continuous enumerators list
         discovery = self._discovery
         for status in listed:
             self._newest_ns = max(self._newest_ns, status.mtime_ns)
@@ -202,9 +203,7 @@ class FileSplitEnumerator:
         """Nothing: readers report what a completed checkpoint committed."""
 
 
-def make_cleaner(
-    fs: pafs.FileSystem, root: str, archive_dir: str | None
-) -> Cleaner:
+def make_cleaner(fs: pafs.FileSystem, root: str, archive_dir: str | None) -> Cleaner:
     """Deletes a file, or moves it to ``archive_dir`` keeping its path below ``root``."""
 
     def clean(path: str) -> None:
@@ -212,7 +211,7 @@ def make_cleaner(
             if archive_dir is None:
                 fs.delete_file(path)
                 return
-            target = f"{archive_dir.rstrip('/')}/{path[len(root):].lstrip('/')}"
+            target = f"{archive_dir.rstrip('/')}/{path[len(root) :].lstrip('/')}"
             fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
             fs.move(path, target)
         except FileNotFoundError:  # cleaned before a restart that replayed the notification

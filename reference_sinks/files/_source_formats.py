@@ -20,7 +20,7 @@ Types, as Spark's readers give them for the same files:
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final, Literal, final
 
 import attrs
@@ -77,7 +77,8 @@ def _one_char(instance: object, attribute: attrs.Attribute[str], value: object) 
 def _boolean(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
     if not isinstance(value, bool):
         raise SinkConfigurationError(
-            f"CsvOptions.{attribute.name} must be a bool (got {describe(value)}); pass True or False"
+            f"CsvOptions.{attribute.name} must be a bool (got {describe(value)}); "
+            "pass True or False"
         )
 
 
@@ -135,9 +136,7 @@ def infer_schema(
         with fs.open_input_stream(path, compression="detect") as stream:
             if file_format == "jsonl":
                 read = pjson.open_json(stream, read_options=pjson.ReadOptions(_BLOCK_BYTES))
-                fields = [
-                    f.with_type(rebuild_type(f.type, _spark_json_leaf)) for f in read.schema
-                ]
+                fields = [f.with_type(rebuild_type(f.type, _spark_json_leaf)) for f in read.schema]
                 return pa.schema(fields)
             found = pcsv.open_csv(stream, **_csv_arguments(csv, None)).schema
             if not csv.header:  # Spark's names for unnamed columns
@@ -150,7 +149,7 @@ def infer_schema(
 
 
 def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, object]:
-    """pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed."""
+    """Pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed."""
     names = None if csv.header or schema is None else schema.names
     read = pcsv.ReadOptions(
         block_size=_BLOCK_BYTES,
@@ -196,6 +195,16 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBa
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def _after(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` without their first ``skip`` rows (a restored split's position)."""
+    for batch in batches:
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        yield batch.slice(skip) if skip else batch
+        skip = 0
+
+
 # --- Parquet --------------------------------------------------------------------------------
 
 
@@ -220,13 +229,8 @@ def _parquet(
             return
         present = set(parquet.schema_arrow.names)
         names = [name for name in schema.names if name in present]
-        for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=names):
-            if skip:
-                if batch.num_rows <= skip:
-                    skip -= batch.num_rows
-                    continue
-                batch = batch.slice(skip)
-                skip = 0
+        batches = parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=names)
+        for batch in _after(batches, skip):
             yield _conform(batch, schema, split.path)
 
 
@@ -234,7 +238,7 @@ def _parquet(
 
 
 def _needs_text(kind: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_decimal(kind)
         or pa.types.is_date(kind)
         or pa.types.is_timestamp(kind)
@@ -261,7 +265,9 @@ def _jsonl(
     try:
         with fs.open_input_stream(split.path, compression="detect") as stream:
             table = pjson.read_json(
-                stream, read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES), parse_options=options
+                stream,
+                read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
+                parse_options=options,
             )
     except (pa.ArrowInvalid, OSError) as error:
         raise _failed(split.path, "JSON lines", error) from error
@@ -297,13 +303,7 @@ def _csv(
     with fs.open_input_stream(split.path, compression="detect") as stream:
         try:
             reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
-            for batch in reader:
-                if skip:
-                    if batch.num_rows <= skip:
-                        skip -= batch.num_rows
-                        continue
-                    batch = batch.slice(skip)
-                    skip = 0
+            for batch in _after(reader, skip):
                 for start in range(0, batch.num_rows, batch_rows):
                     yield _conform(batch.slice(start, batch_rows), schema, split.path)
         except pa.ArrowInvalid as error:
@@ -313,6 +313,7 @@ def _csv(
 def read_split(
     fs: pafs.FileSystem,
     split: FileSourceSplit,
+    *,
     schema: pa.Schema,
     file_format: SourceFormat,
     csv: CsvOptions,

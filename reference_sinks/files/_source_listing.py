@@ -112,7 +112,9 @@ def make_splits(
     fs: pafs.FileSystem, status: FileStatus, file_format: str, split_bytes: int
 ) -> list[FileSourceSplit]:
     """The splits of one file: whole, or runs of row groups of a large Parquet file."""
-    whole = FileSourceSplit(status.path, status.path, status.size, status.mtime_ns, status.partition)
+    whole = FileSourceSplit(
+        status.path, status.path, status.size, status.mtime_ns, status.partition
+    )
     if file_format != "parquet" or status.size <= split_bytes:
         return [whole]
     with fs.open_input_file(status.path) as handle:

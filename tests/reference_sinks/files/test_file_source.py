@@ -80,9 +80,7 @@ def test_json_lines_and_csv_pass_the_source_kit(tmp_path: Path, file_format: str
         write(tmp_path / f"day={index}" / f"part.{file_format}", records)
         expected += [{**r, "day": index} for r in records]
     if file_format == "csv":  # strings, as Spark's CSV reader gives them (inferSchema off)
-        expected = [
-            {**r, "id": str(r["id"]), "score": str(r["score"])} for r in expected
-        ]
+        expected = [{**r, "id": str(r["id"]), "score": str(r["score"])} for r in expected]
     check_source(lambda: FileSource(tmp_path, file_format, batch_rows=6), expected=expected)
 
 
@@ -166,7 +164,7 @@ def test_restored_splits_skip_what_was_read(tmp_path: Path):
     batch_rows=st.integers(1, 13),
     data=st.data(),
 )
-def test_split_positions_round_trip_and_resume_exactly(
+def test_split_positions_round_trip_and_resume_exactly(  # noqa: PLR0917 - hypothesis arguments
     tmp_path_factory: pytest.TempPathFactory,
     count: int,
     group: int,
@@ -284,9 +282,7 @@ def test_an_empty_directory_needs_a_schema(tmp_path: Path):
         ({"interval": 1, "max_file_age": -1}, "max_file_age must be a positive number"),
     ],
 )
-def test_bad_monitoring_arguments_are_refused(
-    tmp_path: Path, kwargs: dict[str, Any], message: str
-):
+def test_bad_monitoring_arguments_are_refused(tmp_path: Path, kwargs: dict[str, Any], message: str):
     write_parquet(tmp_path / "a.parquet", rows(0, 1))
     with pytest.raises(SinkConfigurationError, match=message):
         FileSource(tmp_path).monitor_continuously(**kwargs)

@@ -166,9 +166,7 @@ def archived_ids(archive: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_clean_up_archives_a_file_only_after_the_checkpoint_that_read_it(
-    tmp_path: Path, seed: int
-):
+def test_clean_up_archives_a_file_only_after_the_checkpoint_that_read_it(tmp_path: Path, seed: int):
     """At every step, through failures and restores: an archived file's records are committed."""
     base, archive = tmp_path / "in", tmp_path / "archive"
     total = 0
@@ -196,7 +194,9 @@ def test_clean_up_archives_a_file_only_after_the_checkpoint_that_read_it(
             if step % 257 == 200:
                 committed += engine.committed
                 engine.close()
-                engine = LocalSourceEngine(source(), 1 + step % 3, seed=seed + step, checkpoint=last)
+                engine = LocalSourceEngine(
+                    source(), 1 + step % 3, seed=seed + step, checkpoint=last
+                )
             done = Counter(committed_ids(committed + list(engine.committed)))
             for record_id in archived_ids(archive):
                 assert done[record_id] == 1, f"archived id {record_id} is not committed"
