@@ -16,6 +16,7 @@ from reference_sinks.files._paths import HIVE_DEFAULT_PARTITION, escape_path_nam
 from reference_sinks.files._sink import FileSink
 from reference_sinks.files._source import FileSource
 from reference_sinks.files._source_formats import CsvOptions, FileReadError
+from reference_sinks.files._source_options import file_source_from_options
 from reference_sinks.files._source_split import FileEnumeratorState, FileSourceSplit
 from reference_sinks.files._writer import FileWriter
 from sinkv2.text import publish as _publish
@@ -35,6 +36,7 @@ __all__ = [
     "PendingFile",
     "RollingPolicy",
     "escape_path_name",
+    "file_source_from_options",
 ]
 
 _publish(__name__)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
-import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from reference_sinks.files._paths import HIVE_DEFAULT_PARTITION
 from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumerator, make_cleaner
 from reference_sinks.files._source_formats import (
     SOURCE_FORMATS,
@@ -26,6 +23,8 @@ from reference_sinks.files._source_listing import (
     FileStatus,
     list_files,
     make_splits,
+    partition_scalar,
+    partition_type,
 )
 from reference_sinks.files._source_reader import FileSourceReader
 from reference_sinks.files._source_split import (
@@ -52,10 +51,6 @@ CleanSource = Literal["off", "archive", "delete"]
 DEFAULT_SPLIT_BYTES: Final = 128 * 1024 * 1024
 """Parquet files larger than this are read as several splits (Spark's ``maxPartitionBytes``)."""
 
-_INT32: Final = re.compile(r"-?\d{1,9}")
-_INT64: Final = re.compile(r"-?\d{1,18}")
-_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
-
 
 def _positive_int(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -75,36 +70,6 @@ def _seconds(name: str, value: object) -> float:
             f"{describe(value)})"
         )
     return float(value)
-
-
-def _partition_type(values: Sequence[str]) -> pa.DataType:
-    """Spark's partition type inference, for the types FileSink partitions by."""
-    present = [v for v in values if v != HIVE_DEFAULT_PARTITION]
-    if present and all(_INT32.fullmatch(v) and -(2**31) <= int(v) < 2**31 for v in present):
-        return pa.int32()
-    if present and all(_INT64.fullmatch(v) for v in present):
-        return pa.int64()
-    if present and all(_DATE.fullmatch(v) for v in present):
-        try:
-            for v in present:
-                dt.date.fromisoformat(v)
-        except ValueError:
-            return pa.string()
-        return pa.date32()
-    return pa.string()
-
-
-def _partition_scalar(raw: str, kind: pa.DataType, path: str) -> pa.Scalar:
-    if raw == HIVE_DEFAULT_PARTITION:
-        return pa.scalar(None, kind)
-    text = urllib.parse.unquote(raw)
-    try:
-        return pa.scalar(text).cast(kind)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-        raise SinkConfigurationError(
-            f"FileSource: the partition directory value {text!r} of {path!r} is not a {kind}; "
-            "give partition_columns= with a string type for it, or move the file"
-        ) from error
 
 
 @final
@@ -335,7 +300,7 @@ class FileSource:
             for status in listed:
                 for key, value in status.partition:
                     values.setdefault(key, []).append(value)
-            partitions = {key: _partition_type(found) for key, found in values.items()}
+            partitions = {key: partition_type(found) for key, found in values.items()}
         clash = [name for name in partitions if name in self._data_schema.names]
         if clash:
             raise SinkConfigurationError(
@@ -424,7 +389,7 @@ class FileSource:
         scalars = [
             pa.scalar(None, kind)
             if name not in raw
-            else _partition_scalar(raw[name], kind, split.path)
+            else partition_scalar(raw[name], kind, split.path)
             for name, kind in self._partitions.items()
         ]
         for batch in batches:

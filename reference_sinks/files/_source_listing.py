@@ -11,7 +11,10 @@ The rules, the same for a bounded listing and for every tick of a continuous one
   ``.ndjson``; ``.csv``), optionally compressed (``.gz``, ``.bz2``, ``.zst`` for JSON
   lines and CSV), unless ``extensions=`` says otherwise.
 - Directories named ``key=value`` between the root and the file are partition
-  values of column ``key`` (Hive style, as FileSink and Spark write them).
+  values of column ``key`` (Hive style, as FileSink and Spark write them): the
+  value is unescaped (``%2F`` is ``/``), ``__HIVE_DEFAULT_PARTITION__`` is null, and
+  the column's type is inferred as Spark infers it for these values (``int``,
+  ``long``, ``date``, else ``string``) unless given.
 - A Parquet file larger than ``split_bytes`` is cut into runs of whole row groups
   of about ``split_bytes`` each (its footer is read once, on the enumerator);
   every other file is one split.
@@ -19,14 +22,20 @@ The rules, the same for a bounded listing and for every tick of a continuous one
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import Final, final
 
 import attrs
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from reference_sinks.files._paths import HIVE_DEFAULT_PARTITION
 from reference_sinks.files._source_split import FileSourceSplit
+from sinkv2.errors import SinkConfigurationError
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
@@ -35,6 +44,8 @@ __all__ = [
     "is_hidden",
     "list_files",
     "make_splits",
+    "partition_scalar",
+    "partition_type",
 ]
 
 DEFAULT_EXTENSIONS: Final = {
@@ -46,6 +57,41 @@ DEFAULT_EXTENSIONS: Final = {
 
 HIDDEN_SUFFIXES: Final = (".tmp", ".inprogress", ".crc", ".COPYING", "._COPYING_")
 """Names that are a file being written or copied, never read."""
+
+
+_INT32: Final = re.compile(r"-?\d{1,9}")
+_INT64: Final = re.compile(r"-?\d{1,18}")
+_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def partition_type(values: Sequence[str]) -> pa.DataType:
+    """Spark's partition type inference, for the types FileSink partitions by."""
+    present = [v for v in values if v != HIVE_DEFAULT_PARTITION]
+    if present and all(_INT32.fullmatch(v) and -(2**31) <= int(v) < 2**31 for v in present):
+        return pa.int32()
+    if present and all(_INT64.fullmatch(v) for v in present):
+        return pa.int64()
+    if present and all(_DATE.fullmatch(v) for v in present):
+        try:
+            for v in present:
+                dt.date.fromisoformat(v)
+        except ValueError:
+            return pa.string()
+        return pa.date32()
+    return pa.string()
+
+
+def partition_scalar(raw: str, kind: pa.DataType, path: str) -> pa.Scalar:
+    if raw == HIVE_DEFAULT_PARTITION:
+        return pa.scalar(None, kind)
+    text = urllib.parse.unquote(raw)
+    try:
+        return pa.scalar(text).cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise SinkConfigurationError(
+            f"FileSource: the partition directory value {text!r} of {path!r} is not a {kind}; "
+            "give partition_columns= with a string type for it, or move the file"
+        ) from error
 
 
 @final

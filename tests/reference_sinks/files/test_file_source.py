@@ -14,7 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference_sinks.files import CsvOptions, FileReadError, FileSource, FileSourceSplit
+from reference_sinks.files import (
+    CsvOptions,
+    FileReadError,
+    FileSource,
+    FileSourceSplit,
+    file_source_from_options,
+)
 from reference_sinks.files._json_lines import JsonLinesEncoder
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import Boundedness, SourceReaderError, SupportsEndPositions, inspect_source
@@ -307,3 +313,42 @@ def test_a_single_file_path_reads_that_file(tmp_path: Path):
     path = write_parquet(tmp_path / "a.parquet", rows(0, 9))
     write_parquet(tmp_path / "b.parquet", rows(100, 9))
     assert by_id(read_all(FileSource(path))) == rows(0, 9)
+
+
+def test_string_options_make_the_same_source(tmp_path: Path):
+    write_csv(tmp_path / "a.csv", rows(0, 4))
+    source = file_source_from_options(
+        path=str(tmp_path), format="CSV", infer_schema="true", batch_rows="2"
+    )
+    assert source.get_produced_type().types == [pa.int64(), pa.string(), pa.float64()]
+    assert by_id(read_all(source)) == rows(0, 4)
+    streaming = file_source_from_options(
+        path=str(tmp_path),
+        format="csv",
+        monitor_interval="5",
+        max_file_age="3600",
+        clean_source="archive",
+        archive_dir=str(tmp_path.parent / "done"),
+    )
+    assert streaming.get_boundedness() is Boundedness.CONTINUOUS_UNBOUNDED
+    assert (streaming.monitor_interval, streaming.max_file_age) == (5.0, 3600.0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "needs the 'path' option"),
+        ({"format": "orc"}, "'format' option must be one of"),
+        ({"batch_rows": "0"}, "'batch_rows' option must be a positive integer"),
+        ({"header": "maybe"}, "'header' option must be 'true' or 'false'"),
+        ({"monitor_interval": "soon"}, "'monitor_interval' option must be a positive number"),
+        ({"max_file_age": "60"}, "are for a continuous source"),
+        ({"monitor_interval": "1", "clean_source": "move"}, "'clean_source' option must be"),
+    ],
+)
+def test_bad_string_options_are_named(tmp_path: Path, options: dict[str, str], message: str):
+    write_parquet(tmp_path / "a.parquet", rows(0, 1))
+    if options:
+        options = {"path": str(tmp_path), **options}
+    with pytest.raises(SinkConfigurationError, match=message):
+        file_source_from_options(**options)
