@@ -10,6 +10,7 @@ from typing import Any, Final, Literal, final
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumerator, make_cleaner
 from reference_sinks.files._source_formats import (
     SOURCE_FORMATS,
@@ -50,6 +51,18 @@ CleanSource = Literal["off", "archive", "delete"]
 
 DEFAULT_SPLIT_BYTES: Final = 128 * 1024 * 1024
 """Parquet files larger than this are read as several splits (Spark's ``maxPartitionBytes``)."""
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every column and struct field nullable, as Spark reads files."""
+    return pa.schema(
+        [
+            f.with_nullable(True).with_type(
+                rebuild_type(f.type, struct_field=lambda field: field.with_nullable(True))
+            )
+            for f in schema
+        ]
+    )
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -165,10 +178,10 @@ class FileSource:
         self.monitor_interval: float | None = None
         fs, root = self.resolve()
         listed = self._list(fs, root)
-        self._data_schema = self._resolve_schema(fs, listed, schema)
+        self._data_schema = _nullable(self._resolve_schema(fs, listed, schema))
         self._partitions = self._resolve_partitions(listed, partition_columns)
         self._produced = pa.schema(
-            [f.with_nullable(True) for f in self._data_schema]
+            list(self._data_schema)
             + [pa.field(name, kind) for name, kind in self._partitions.items()]
         )
 
@@ -372,11 +385,10 @@ class FileSource:
 
     def _read(self, split: FileSourceSplit) -> Iterator[pa.RecordBatch]:
         fs, _ = self.resolve()
-        data = pa.schema([f.with_nullable(True) for f in self._data_schema])
         batches = read_split(
             fs,
             split,
-            schema=data,
+            schema=self._data_schema,
             file_format=self.format,
             csv=self.csv,
             batch_rows=self.batch_rows,

@@ -2,14 +2,17 @@
 
 Types, as Spark's readers give them for the same files:
 
-- Parquet: the file's own types (FileSink's and Spark's files read back as written).
+- Parquet: the file's own types (FileSink's and Spark's files read back as written);
+  Spark's ``timestamp`` columns stored as INT96 are in UTC, as Spark's metadata in
+  the file says.
   Columns of the schema a file lacks are nulls (a column added later, as Spark's
   ``mergeSchema`` reads it); a column of another type is cast, or the read fails
   naming the file and the column.
 - JSON lines with a schema given: the values as FileSink writes them (its type table)
-  are read back: decimals from their digit strings or numbers, dates and timestamps
-  from ISO 8601 strings, binaries from base64 strings. Nested decimals, dates,
-  timestamps and binaries are read as pyarrow parses them.
+  are read back, and so are Spark's own: decimals from their digit strings or
+  numbers, dates and timestamps from ISO 8601 strings, binaries from base64
+  strings. Nested dates, timestamps and binaries are read as pyarrow parses them.
+  Maps have no pyarrow JSON type: read such files with Spark, or as strings.
 - JSON lines inferred from the first file: Spark's inference (``inferTimestamp``
   off): numbers are ``int64`` or ``double``, ISO dates and timestamps stay
   strings, a column of nulls only is a string.
@@ -20,6 +23,7 @@ Types, as Spark's readers give them for the same files:
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable, Iterator
 from typing import Final, Literal, final
 
@@ -115,6 +119,60 @@ def _failed(path: str, what: str, error: Exception) -> FileReadError:
 # --- schemas --------------------------------------------------------------------------------
 
 
+_SPARK_SCHEMA_KEY: Final = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+def _spark_timestamp(kind: pa.DataType, spark: object) -> pa.DataType:
+    """``kind`` with Spark's ``timestamp`` columns (stored as INT96, no zone) in UTC."""
+    if spark == "timestamp" and pa.types.is_timestamp(kind) and kind.tz is None:
+        return pa.timestamp("us", "UTC")
+    if not isinstance(spark, dict):
+        return kind
+    if spark.get("type") == "struct" and pa.types.is_struct(kind):
+        inner = {f.get("name"): f.get("type") for f in spark.get("fields", [])}
+        return pa.struct([f.with_type(_spark_timestamp(f.type, inner.get(f.name))) for f in kind])
+    if spark.get("type") == "array" and pa.types.is_list(kind):
+        value = kind.value_field
+        return pa.list_(value.with_type(_spark_timestamp(value.type, spark.get("elementType"))))
+    if spark.get("type") == "map" and pa.types.is_map(kind):
+        key, item = kind.key_field, kind.item_field
+        return pa.map_(
+            key.with_type(_spark_timestamp(key.type, spark.get("keyType"))),
+            item.with_type(_spark_timestamp(item.type, spark.get("valueType"))),
+        )
+    return kind
+
+
+def _with_spark_timestamps(schema: pa.Schema) -> pa.Schema:
+    """A Parquet file's schema as Spark reads it: Spark's INT96 ``timestamp`` is in UTC.
+
+    Spark writes ``timestamp`` columns as INT96 by default, which pyarrow reads as
+    zone-less nanoseconds; Spark's own schema, kept in the file's metadata, says
+    which columns are ``timestamp`` (with a zone) rather than ``timestamp_ntz``.
+    """
+    stored = (schema.metadata or {}).get(_SPARK_SCHEMA_KEY)
+    schema = schema.remove_metadata()
+    if stored is None:
+        return schema
+    try:
+        spark = json.loads(stored)
+    except ValueError:  # not Spark's: the file's own types
+        return schema
+    return pa.schema(
+        [f.with_type(_spark_timestamp(f.type, _field_type(spark, f.name))) for f in schema]
+    )
+
+
+def _field_type(spark: object, name: str) -> object:
+    """The Spark type (JSON) of top-level field ``name`` in Spark's stored schema."""
+    fields = spark.get("fields") if isinstance(spark, dict) else None
+    if not isinstance(fields, list):
+        return None
+    return next(
+        (f.get("type") for f in fields if isinstance(f, dict) and f.get("name") == name), None
+    )
+
+
 def _spark_json_leaf(kind: pa.DataType) -> pa.DataType:
     if pa.types.is_timestamp(kind) or pa.types.is_date(kind) or pa.types.is_null(kind):
         return pa.string()
@@ -132,7 +190,7 @@ def infer_schema(
     try:
         if file_format == "parquet":
             with fs.open_input_file(path) as handle:
-                return pq.read_schema(handle).remove_metadata()
+                return _with_spark_timestamps(pq.read_schema(handle))
         with fs.open_input_stream(path, compression="detect") as stream:
             if file_format == "jsonl":
                 read = pjson.open_json(stream, read_options=pjson.ReadOptions(_BLOCK_BYTES))
@@ -239,8 +297,7 @@ def _parquet(
 
 def _needs_text(kind: pa.DataType) -> bool:
     return bool(
-        pa.types.is_decimal(kind)
-        or pa.types.is_date(kind)
+        pa.types.is_date(kind)
         or pa.types.is_timestamp(kind)
         or pa.types.is_binary(kind)
         or pa.types.is_large_binary(kind)

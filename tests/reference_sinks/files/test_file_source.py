@@ -225,13 +225,13 @@ def test_a_truncated_parquet_file_fails_naming_it(tmp_path: Path):
 
 
 def test_a_bad_json_value_fails_naming_file_and_column(tmp_path: Path):
-    write_jsonl(tmp_path / "a.jsonl", [{"id": 1, "amount": "x1"}])
-    schema = pa.schema([("id", pa.int64()), ("amount", pa.decimal128(10, 2))])
+    write_jsonl(tmp_path / "a.jsonl", [{"id": 1, "day": "2024-02-30"}])
+    schema = pa.schema([("id", pa.int64()), ("day", pa.date32())])
     with pytest.raises(SourceReaderError) as caught:
         read_all(FileSource(tmp_path, "jsonl", schema=schema))
     problem = caught.value.__cause__
     assert isinstance(problem, FileReadError)
-    assert problem.column == "amount"
+    assert problem.column == "day"
     assert "a.jsonl" in str(problem)
 
 
