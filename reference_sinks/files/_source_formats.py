@@ -364,7 +364,41 @@ def _csv(
                 for start in range(0, batch.num_rows, batch_rows):
                     yield _conform(batch.slice(start, batch_rows), schema, split.path)
         except pa.ArrowInvalid as error:
-            raise _failed(split.path, "CSV", error) from error
+            found = _csv_culprit(fs, split.path, schema, csv)
+            if found is None:
+                raise _failed(split.path, "CSV", error) from error
+            line, column, text = found
+            raise FileReadError(
+                f"FileSource cannot read {split.path!r} as CSV: line {line}, column {column!r} "
+                f"holds {text!r}, which is not a {schema.field(column).type} ({error}). Fix the "
+                "file (a row that does not parse is never skipped silently), or give a schema= "
+                "with a string column",
+                path=split.path,
+                column=column,
+            ) from error
+
+
+def _csv_culprit(
+    fs: pafs.FileSystem, path: str, schema: pa.Schema, csv: CsvOptions
+) -> tuple[int, str, str] | None:
+    """The first value of the file that does not convert: (line, column, text), if any."""
+    text_schema = pa.schema([(name, pa.string()) for name in schema.names])
+    try:
+        with fs.open_input_stream(path, compression="detect") as stream:
+            table = pcsv.read_csv(stream, **_csv_arguments(csv, text_schema))
+    except pa.ArrowInvalid:  # the text does not parse either: no single value to name
+        return None
+    for field in schema:
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            continue
+        for index, value in enumerate(table.column(field.name).to_pylist()):
+            if value is None:
+                continue
+            try:
+                pa.scalar(value).cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return index + 1 + int(csv.header), field.name, value
+    return None
 
 
 def read_split(

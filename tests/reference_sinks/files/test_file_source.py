@@ -352,3 +352,13 @@ def test_bad_string_options_are_named(tmp_path: Path, options: dict[str, str], m
         options = {"path": str(tmp_path), **options}
     with pytest.raises(SinkConfigurationError, match=message):
         file_source_from_options(**options)
+
+
+def test_a_bad_csv_row_fails_naming_file_row_and_column(tmp_path: Path):
+    (tmp_path / "a.csv").write_text("id,name,score\n1,a,0.5\nx,b,1.5\n", encoding="utf-8")
+    with pytest.raises(SourceReaderError) as caught:
+        read_all(FileSource(tmp_path, "csv", schema=SCHEMA))
+    problem = caught.value.__cause__
+    assert isinstance(problem, FileReadError)
+    assert problem.column == "id"
+    assert "a.csv' as CSV: line 3, column 'id' holds 'x'" in str(problem)
