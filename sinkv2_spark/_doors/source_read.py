@@ -143,7 +143,7 @@ def _spark_schema(source: Any) -> tuple[StructType, pyarrow.Schema]:
             f"{describe(source)} produces {produced}, which Spark cannot hold ({error}); "
             "produce types Spark supports"
         ) from error
-    return spark_schema, to_arrow_schema(spark_schema)
+    return spark_schema, to_arrow_schema(spark_schema, timezone="UTC")  # as Spark checks it
 
 
 def _default_parallelism(spark: SparkSession) -> int:

@@ -1,0 +1,449 @@
+"""`FileSource`: Parquet, JSON-lines or CSV files as a FLIP-27 source, bounded or continuous."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final, Literal, final
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from reference_sinks._arrow_types import rebuild_type
+from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumerator, make_cleaner
+from reference_sinks.files._source_formats import (
+    SOURCE_FORMATS,
+    CsvOptions,
+    SourceFormat,
+    infer_schema,
+    read_split,
+)
+from reference_sinks.files._source_listing import (
+    DEFAULT_EXTENSIONS,
+    FileStatus,
+    list_files,
+    make_splits,
+    partition_scalar,
+    partition_type,
+)
+from reference_sinks.files._source_reader import FileSourceReader
+from reference_sinks.files._source_split import (
+    FileEnumeratorState,
+    FileSourceSplit,
+    enumerator_state_serializer,
+    split_serializer,
+)
+from sinkv2 import AttrsMsgpackSerializer
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.source import (
+    Boundedness,
+    SourceContractError,
+    SourceReaderContext,
+    SplitCut,
+    SplitEnumeratorContext,
+)
+from sinkv2.text import describe
+
+__all__ = ["CleanSource", "FileSource"]
+
+CleanSource = Literal["off", "archive", "delete"]
+
+DEFAULT_SPLIT_BYTES: Final = 128 * 1024 * 1024
+"""Parquet files larger than this are read as several splits (Spark's ``maxPartitionBytes``)."""
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every column and struct field nullable, as Spark reads files."""
+    return pa.schema(
+        [
+            f.with_nullable(True).with_type(
+                rebuild_type(f.type, struct_field=lambda field: field.with_nullable(True))
+            )
+            for f in schema
+        ]
+    )
+
+
+def _positive_int(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SinkConfigurationError(
+            f"FileSource {name} must be a positive int (got {describe(value)}); "
+            "set it to at least 1"
+        )
+    return value
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise SinkConfigurationError(
+            f"FileSource {name} must be a positive number of seconds or a timedelta (got "
+            f"{describe(value)})"
+        )
+    return float(value)
+
+
+@final
+class FileSource:
+    """Files in a directory as a FLIP-27 source (Flink's ``FileSource``): Parquet, JSON lines, CSV.
+
+    Bounded (the default): the files under ``path`` when the job starts, each read
+    once. `monitor_continuously` makes it ``CONTINUOUS_UNBOUNDED``: new files are
+    found every interval, each read exactly once (the processed paths are in the
+    enumerator's checkpoint), with an optional discovery cut-off and clean-up. The
+    rules for which files count, half-written files, the discovery cut-off and the
+    clean-up are on the docs page (``FileSource`` beside ``FileSink``); in short:
+    hidden names (``.``/``_`` prefixes, ``.tmp``, ``.inprogress``) are never read, a
+    continuously monitored file is read once two listings saw it unchanged, and
+    processed files are archived or deleted only after a completed checkpoint holds
+    all of their records.
+
+    Records are Arrow batches of `get_produced_type`: the data columns (``schema``,
+    or inferred from the first file by path with Spark's rules), then the partition
+    columns of ``key=value`` directories (as Spark orders them).
+
+    Args:
+        path: A directory (read recursively) or one file: a local path or a URI
+            pyarrow understands (``s3://``, ``gs://``, ``hdfs://``, ``file://``).
+        format: ``"parquet"``, ``"jsonl"`` or ``"csv"``.
+        schema: The data columns' ``pyarrow.Schema``; ``None`` infers it from the
+            first file (required when the directory is empty).
+        partition_columns: The partition columns and their types, in order; ``None``
+            infers them from the ``key=value`` directories listed at construction
+            (integers, dates, else strings, as Spark infers them); ``{}`` for none.
+        filesystem: A ``pyarrow.fs.FileSystem``; ``path`` is then a path inside it.
+        csv: How CSV files are read (`CsvOptions`).
+        split_bytes: Parquet files larger than this are cut into runs of row groups.
+        batch_rows: Rows per emitted Arrow batch, at most (large batches cost Spark less
+            per row; a restored split still resumes at its exact row).
+        extensions: File name endings to read; default: the format's usual ones.
+
+    Raises:
+        SinkConfigurationError: A bad argument, named; an empty directory without a
+            ``schema``.
+        FileReadError: The first file, read for the schema, does not parse.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        format: SourceFormat = "parquet",  # the name users expect (Spark's)
+        *,
+        schema: pa.Schema | None = None,
+        partition_columns: Mapping[str, pa.DataType] | None = None,
+        filesystem: pafs.FileSystem | None = None,
+        csv: CsvOptions | None = None,
+        split_bytes: int = DEFAULT_SPLIT_BYTES,
+        batch_rows: int = 65_536,
+        extensions: Sequence[str] | None = None,
+    ) -> None:
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if not isinstance(path, str) or not path.strip():
+            raise SinkConfigurationError(
+                f"FileSource path must be a non-empty str or os.PathLike (got {describe(path)}); "
+                "pass a directory such as '/data/in' or a URI such as 's3://bucket/in'"
+            )
+        self.path = path
+        if format not in SOURCE_FORMATS:
+            raise SinkConfigurationError(
+                f"FileSource format must be one of {list(SOURCE_FORMATS)} (got {describe(format)})"
+            )
+        self.format: SourceFormat = format
+        if filesystem is not None and not isinstance(filesystem, pafs.FileSystem):
+            raise SinkConfigurationError(
+                f"FileSource filesystem must be a pyarrow.fs.FileSystem or None (got "
+                f"{describe(filesystem)})"
+            )
+        self.filesystem = filesystem
+        if csv is not None and not isinstance(csv, CsvOptions):
+            raise SinkConfigurationError(
+                f"FileSource csv must be a CsvOptions or None (got {describe(csv)})"
+            )
+        self.csv = csv or CsvOptions()
+        self.split_bytes = _positive_int("split_bytes", split_bytes)
+        self.batch_rows = _positive_int("batch_rows", batch_rows)
+        if extensions is None:
+            extensions = DEFAULT_EXTENSIONS[format]
+        if isinstance(extensions, str) or not all(isinstance(e, str) and e for e in extensions):
+            raise SinkConfigurationError(
+                f"FileSource extensions must be a list of name endings such as ['.parquet'] "
+                f"(got {describe(extensions)})"
+            )
+        self.extensions = tuple(extensions)
+        self.max_file_age: float | None = None
+        self.clean_source: CleanSource = "off"
+        self.archive_dir: str | None = None
+        self.monitor_interval: float | None = None
+        fs, root = self.resolve()
+        listed = self._list(fs, root)
+        self._data_schema = _nullable(self._resolve_schema(fs, listed, schema))
+        self._partitions = self._resolve_partitions(listed, partition_columns)
+        self._produced = pa.schema(
+            list(self._data_schema)
+            + [pa.field(name, kind) for name, kind in self._partitions.items()]
+        )
+
+    # --- configuration -----------------------------------------------------------------------
+
+    def monitor_continuously(
+        self,
+        interval: float | dt.timedelta,
+        *,
+        max_file_age: float | dt.timedelta | None = None,
+        clean_source: CleanSource = "off",
+        archive_dir: str | os.PathLike[str] | None = None,
+    ) -> FileSource:
+        """This source, continuous: list ``path`` every ``interval`` (seconds or a timedelta).
+
+        Returns a new source (Flink's ``monitorContinuously`` on the builder); this one
+        is unchanged. The other options exist for continuous sources only, as Spark's
+        file stream options do.
+
+        Args:
+            interval: Time between two listings.
+            max_file_age: Ignore files modified more than this (seconds or a
+                ``timedelta``) before the newest file seen; processed paths older than
+                that leave the processed-paths set, which holds then only files
+                modified within ``max_file_age`` of the newest (Spark's ``maxFileAge``).
+                ``None`` (default): every file counts, and the set keeps every path.
+            clean_source: ``"off"`` (default), ``"archive"`` (move processed files to
+                ``archive_dir``) or ``"delete"``; a file is cleaned once a completed
+                checkpoint holds all of its records (Spark's ``cleanSource``).
+            archive_dir: Where ``"archive"`` moves files, their path below ``path``
+                kept; must be outside ``path``.
+
+        Raises:
+            SinkConfigurationError: A bad argument, named.
+        """
+        seconds = _seconds("monitor_continuously interval", interval)
+        age = None if max_file_age is None else _seconds("max_file_age", max_file_age)
+        if clean_source not in ("off", "archive", "delete"):
+            raise SinkConfigurationError(
+                f"FileSource clean_source must be 'off', 'archive' or 'delete' (got "
+                f"{describe(clean_source)})"
+            )
+        if isinstance(archive_dir, os.PathLike):
+            archive_dir = os.fspath(archive_dir)
+        if (clean_source == "archive") != (archive_dir is not None):
+            raise SinkConfigurationError(
+                "FileSource archive_dir is needed with clean_source='archive' and only then (got "
+                f"clean_source={clean_source!r}, archive_dir={archive_dir!r})"
+            )
+        if archive_dir is not None:
+            _, root = self.resolve()
+            target = self._inside(archive_dir)
+            if target == root or target.startswith(f"{root.rstrip('/')}/"):
+                raise SinkConfigurationError(
+                    f"FileSource archive_dir {archive_dir!r} is inside path {self.path!r}: "
+                    "archived files would be listed again; archive outside the monitored "
+                    "directory"
+                )
+        other = _copy(self)
+        other.monitor_interval = seconds
+        other.max_file_age = age
+        other.clean_source = clean_source
+        other.archive_dir = archive_dir
+        return other
+
+    def _inside(self, location: str) -> str:
+        if self.filesystem is not None:
+            return location.rstrip("/")
+        if "://" not in location:
+            location = os.path.abspath(location)
+        return pafs.FileSystem.from_uri(location)[1].rstrip("/") or "/"
+
+    def resolve(self) -> tuple[pafs.FileSystem, str]:
+        """The filesystem and the root path inside it.
+
+        Raises:
+            SinkConfigurationError: ``path`` is not a path or URI pyarrow knows.
+        """
+        if self.filesystem is not None:
+            return self.filesystem, self.path.rstrip("/") or "/"
+        location = self.path
+        if "://" not in location:
+            location = os.path.abspath(location)
+        try:
+            fs, root = pafs.FileSystem.from_uri(location)
+        except (ValueError, OSError, TypeError) as error:
+            raise SinkConfigurationError(
+                f"FileSource path {self.path!r} is not a path or URI pyarrow.fs understands "
+                f"({type(error).__name__}: {error}); pass a local path or an s3://, gs://, "
+                "hdfs:// or file:// URI, or a filesystem="
+            ) from error
+        return fs, root.rstrip("/") or "/"
+
+    def _list(self, fs: pafs.FileSystem, root: str) -> list[FileStatus]:
+        single = fs.get_file_info(root).type == pafs.FileType.File
+        return list_files(fs, root, self.extensions, single_file=single)
+
+    def _resolve_schema(
+        self, fs: pafs.FileSystem, listed: list[FileStatus], schema: pa.Schema | None
+    ) -> pa.Schema:
+        if schema is not None:
+            if not isinstance(schema, pa.Schema):
+                raise SinkConfigurationError(
+                    f"FileSource schema must be a pyarrow.Schema or None (got {describe(schema)})"
+                )
+            return schema
+        if not listed:
+            raise SinkConfigurationError(
+                f"FileSource found no {self.format} files under {self.path!r} (names ending "
+                f"{list(self.extensions)}, hidden ones skipped) to infer the schema from; pass "
+                "schema=pyarrow.schema([...])"
+            )
+        return infer_schema(fs, listed[0].path, self.format, self.csv)
+
+    def _resolve_partitions(
+        self, listed: list[FileStatus], given: Mapping[str, pa.DataType] | None
+    ) -> dict[str, pa.DataType]:
+        if given is not None:
+            if not isinstance(given, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, pa.DataType) for k, v in given.items()
+            ):
+                raise SinkConfigurationError(
+                    f"FileSource partition_columns must map column names to pyarrow types (got "
+                    f"{describe(given)}); e.g. {{'day': pyarrow.date32()}}, or {{}} for none"
+                )
+            partitions = dict(given)
+        else:
+            values: dict[str, list[str]] = {}
+            for status in listed:
+                for key, value in status.partition:
+                    values.setdefault(key, []).append(value)
+            partitions = {key: partition_type(found) for key, found in values.items()}
+        clash = [name for name in partitions if name in self._data_schema.names]
+        if clash:
+            raise SinkConfigurationError(
+                f"FileSource: {clash} are both data columns and partition directories under "
+                f"{self.path!r}; rename one, or pass partition_columns={{}} to ignore directories"
+            )
+        return partitions
+
+    def __repr__(self) -> str:
+        mode = "" if self.monitor_interval is None else f", monitor={self.monitor_interval:g}s"
+        return f"FileSource({self.path!r}, format={self.format!r}{mode})"
+
+    # --- FLIP-27 -----------------------------------------------------------------------------
+
+    def get_boundedness(self) -> Boundedness:
+        """``BOUNDED`` unless `monitor_continuously` was asked."""
+        if self.monitor_interval is None:
+            return Boundedness.BOUNDED
+        return Boundedness.CONTINUOUS_UNBOUNDED
+
+    def get_produced_type(self) -> pa.Schema:
+        """The data columns, then the partition columns; every column nullable."""
+        return self._produced
+
+    def _splitter(self, fs: pafs.FileSystem) -> Any:
+        def split(status: FileStatus) -> list[FileSourceSplit]:
+            return make_splits(fs, status, self.format, self.split_bytes)
+
+        return split
+
+    def create_enumerator(
+        self, enum_context: SplitEnumeratorContext[FileSourceSplit]
+    ) -> FileSplitEnumerator:
+        """Bounded: list now and hand the splits out. Continuous: list every interval."""
+        fs, root = self.resolve()
+        if self.monitor_interval is not None:
+            return self.restore_enumerator(enum_context, FileEnumeratorState())
+        splitter = self._splitter(fs)
+        splits = [split for status in self._list(fs, root) for split in splitter(status)]
+        return self.restore_enumerator(enum_context, FileEnumeratorState(remaining=tuple(splits)))
+
+    def restore_enumerator(
+        self,
+        enum_context: SplitEnumeratorContext[FileSourceSplit],
+        checkpoint: FileEnumeratorState,
+    ) -> FileSplitEnumerator:
+        """Go on from ``checkpoint``: its splits, its processed paths, its clean-up."""
+        fs, root = self.resolve()
+        discovery = None
+        if self.monitor_interval is not None:
+            max_age = None if self.max_file_age is None else int(self.max_file_age * 1e9)
+            discovery = Discovery(
+                lambda: self._list(fs, root),
+                self._splitter(fs),
+                max(1, int(self.monitor_interval * 1000)),
+                max_age,
+            )
+        cleaner = None
+        if self.clean_source != "off":
+            archive = None if self.archive_dir is None else self._inside(self.archive_dir)
+            cleaner = make_cleaner(fs, root, archive)
+        return FileSplitEnumerator(enum_context, checkpoint, discovery=discovery, cleaner=cleaner)
+
+    def create_reader(self, reader_context: SourceReaderContext) -> FileSourceReader:
+        """A reader that reads one split after another, as Arrow batches."""
+        return FileSourceReader(
+            reader_context, self._read, report_finished=self.clean_source != "off"
+        )
+
+    def _read(self, split: FileSourceSplit) -> Iterator[pa.RecordBatch]:
+        fs, _ = self.resolve()
+        batches = read_split(
+            fs,
+            split,
+            schema=self._data_schema,
+            file_format=self.format,
+            csv=self.csv,
+            batch_rows=self.batch_rows,
+        )
+        if not self._partitions:
+            for batch in batches:
+                yield batch.cast(self._produced) if batch.schema != self._produced else batch
+            return
+        raw = dict(split.partition)
+        scalars = [
+            pa.scalar(None, kind)
+            if name not in raw
+            else partition_scalar(raw[name], kind, split.path)
+            for name, kind in self._partitions.items()
+        ]
+        for batch in batches:
+            columns = list(batch.columns) + [
+                pa.repeat(scalar, batch.num_rows) for scalar in scalars
+            ]
+            yield pa.RecordBatch.from_arrays(columns, schema=self._produced)
+
+    def get_split_serializer(self) -> AttrsMsgpackSerializer[FileSourceSplit]:
+        """Splits, positions included, as msgpack."""
+        return split_serializer()
+
+    def get_enumerator_checkpoint_serializer(self) -> AttrsMsgpackSerializer[FileEnumeratorState]:
+        """The enumerator's checkpoint as msgpack."""
+        return enumerator_state_serializer()
+
+    # --- sinkv2.source.SupportsEndPositions ---------------------------------------------------
+
+    def end_positions(self, splits: Sequence[FileSourceSplit]) -> Sequence[object | None]:
+        """``None`` for every split: a file split ends by itself and is read whole."""
+        return [None] * len(splits)
+
+    def cut_split(
+        self, split: FileSourceSplit, end: object, max_records: int | None
+    ) -> SplitCut[FileSourceSplit]:
+        """Never needed: `end_positions` gives no end to cut at.
+
+        Raises:
+            SourceContractError: Always: an engine cut a split it was told is finite.
+        """
+        raise SourceContractError(
+            f"FileSource.cut_split({split.id!r}, {end!r}): file splits are finite "
+            "(end_positions returns None for each) and are read whole; an engine must not "
+            "cut them",
+            method="cut_split",
+            split_id=split.id,
+        )
+
+
+def _copy(source: FileSource) -> FileSource:
+    """A shallow copy of ``source`` (its configuration is immutable values)."""
+    other = object.__new__(FileSource)
+    other.__dict__.update(source.__dict__)
+    return other

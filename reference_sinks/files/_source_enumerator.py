@@ -1,0 +1,220 @@
+"""The `FileSource` enumerator: Flink's static and continuous file split enumerators in one.
+
+Bounded (Flink's ``StaticFileSplitEnumerator``): the splits of a listing made when
+the job starts are handed out one per split request; a request when none is left
+is answered with "no more splits".
+
+Continuous (Flink's ``ContinuousFileSplitEnumerator``): every ``interval`` a
+``call_async`` lists the directory again; a file becomes splits once, and its path
+joins the processed-paths set of the checkpoint, so it is never read twice, across
+restarts too. Requests are never answered with "no more splits": a reader without
+a split waits until a file arrives. Two rules keep it from reading what is not
+finished or growing without bound:
+
+- **Half-written files.** Besides the hidden names (see ``_source_listing``), a
+  file is read only once it is *stable*: seen by two consecutive listings with the
+  same size and modification time. A file still being written is picked up one
+  interval after its last change; a writer that pauses for longer than the
+  interval between writes must write under a hidden name and rename when done
+  (what FileSink, Spark and Flink's writers do).
+- **Discovery cut-off** (``max_file_age``, Spark's ``maxFileAge``): a file modified
+  more than ``max_file_age`` before the newest file seen so far is ignored, and
+  processed paths older than that are dropped from the set. The set then holds
+  only files modified within ``max_file_age`` of the newest one: its bound.
+
+With a clean-up (``clean_source``), a reader reports the splits it read to their end
+once the checkpoint that holds their records has completed (a `SplitsFinished`
+event from its ``notify_checkpoint_complete``); a file is archived or deleted when
+every one of its splits has been reported, never earlier. A report lost in a
+failure leaves its file in place (never removed early): it is not read again (its
+path is processed), and can be removed by hand.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import final
+
+import pyarrow.fs as pafs
+
+from reference_sinks.files._source_listing import FileStatus
+from reference_sinks.files._source_split import (
+    FileEnumeratorState,
+    FileSourceSplit,
+    OpenFile,
+    SplitsFinished,
+)
+from sinkv2.source import SourceEvent, SplitEnumeratorContext
+
+__all__ = ["Cleaner", "Discovery", "FileSplitEnumerator", "make_cleaner"]
+
+Lister = Callable[[], list[FileStatus]]
+Splitter = Callable[[FileStatus], list[FileSourceSplit]]
+Cleaner = Callable[[str], None]
+
+
+@final
+class Discovery:
+    """What a continuous enumerator needs to discover: how to list, how often, what to keep."""
+
+    def __init__(
+        self, lister: Lister, splitter: Splitter, interval_ms: int, max_file_age_ns: int | None
+    ) -> None:
+        self.lister = lister
+        self.splitter = splitter
+        self.interval_ms = interval_ms
+        self.max_file_age_ns = max_file_age_ns
+
+
+@final
+class FileSplitEnumerator:
+    """Hands out file splits; see the module docstring.
+
+    Args:
+        context: The enumerator's context.
+        state: Where to start: a listing's splits, or a checkpoint.
+        discovery: How to discover new files; ``None`` for a bounded source.
+        cleaner: Archives or deletes a processed file; ``None`` for no clean-up.
+    """
+
+    def __init__(
+        self,
+        context: SplitEnumeratorContext[FileSourceSplit],
+        state: FileEnumeratorState,
+        *,
+        discovery: Discovery | None,
+        cleaner: Cleaner | None,
+    ) -> None:
+        self._context = context
+        self._discovery = discovery
+        self._cleaner = cleaner
+        self._remaining = collections.deque(state.remaining)
+        self._processed = dict(state.processed)
+        self._newest_ns = state.newest_mtime_ns
+        self._open = {f.path: set(f.split_ids) for f in state.open_files}
+        self._split_files: dict[str, str] = {
+            split_id: f.path for f in state.open_files for split_id in f.split_ids
+        }
+        self._awaiting: dict[int, str | None] = {}
+        self._seen: dict[str, tuple[int, int]] = {}  # path -> (size, mtime) at the last tick
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Continuous: list the directory now and every interval."""
+        if self._discovery is not None:
+            period = self._discovery.interval_ms
+            self._context.call_async(self._discovery.lister, self._on_listed, 0, period)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # --- discovery ---------------------------------------------------------------------------
+
+    def _on_listed(self, listed: list[FileStatus] | None, error: BaseException | None) -> None:
+        if error is not None:
+            raise RuntimeError(f"FileSource could not list its directory: {error}") from error
+        assert listed is not None  # no error: a result
+        assert self._discovery is not None  # only continuous enumerators list
+        discovery = self._discovery
+        for status in listed:
+            self._newest_ns = max(self._newest_ns, status.mtime_ns)
+        cutoff = self._cutoff()
+        seen = {}
+        for status in listed:
+            if status.path in self._processed or status.mtime_ns < cutoff:
+                continue
+            sighting = (status.size, status.mtime_ns)
+            if self._seen.get(status.path) != sighting:  # new, or changed: not stable yet
+                seen[status.path] = sighting
+                continue
+            self._processed[status.path] = status.mtime_ns
+            splits = discovery.splitter(status)
+            self._remaining.extend(splits)
+            if self._cleaner is not None:
+                self._open[status.path] = {split.id for split in splits}
+                self._split_files.update((split.id, status.path) for split in splits)
+        self._seen = seen
+        if discovery.max_file_age_ns is not None:
+            self._processed = {p: t for p, t in self._processed.items() if t >= cutoff}
+        self._assign_pending()
+
+    def _cutoff(self) -> int:
+        age = None if self._discovery is None else self._discovery.max_file_age_ns
+        return -1 if age is None else self._newest_ns - age
+
+    # --- assignment --------------------------------------------------------------------------
+
+    def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
+        """Assign the next split; bounded and none left: no more splits."""
+        if self._discovery is None and not self._remaining:
+            self._context.signal_no_more_splits(subtask_id)
+            return
+        self._awaiting[subtask_id] = requester_hostname
+        self._assign_pending()
+
+    def _assign_pending(self) -> None:
+        registered = self._context.registered_readers()
+        for subtask in list(self._awaiting):
+            if not self._remaining:
+                return
+            if subtask in registered:
+                del self._awaiting[subtask]
+                self._context.assign_split(self._remaining.popleft(), subtask)
+
+    def add_splits_back(self, splits: list[FileSourceSplit], subtask_id: int) -> None:
+        """A failed reader's splits go first to the next requests."""
+        self._remaining.extendleft(reversed(splits))
+        self._assign_pending()
+
+    def add_reader(self, subtask_id: int) -> None:
+        """A reader (re)registered: a request of an earlier reader of its subtask is void."""
+        self._awaiting.pop(subtask_id, None)
+
+    # --- clean-up ----------------------------------------------------------------------------
+
+    def handle_source_event(self, subtask_id: int, source_event: SourceEvent) -> None:
+        """A reader reports splits whose records are committed: clean the files they finish."""
+        if not isinstance(source_event, SplitsFinished) or self._cleaner is None:
+            return
+        for split_id in source_event.split_ids:
+            path = self._split_files.pop(split_id, None)
+            if path is None:  # reported twice, or a file the checkpoint no longer tracks
+                continue
+            ids = self._open[path]
+            ids.discard(split_id)
+            if not ids:
+                del self._open[path]
+                self._cleaner(path)
+
+    def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
+        """The splits not assigned, the processed paths, and the files not yet cleaned."""
+        return FileEnumeratorState(
+            remaining=tuple(self._remaining),
+            processed=tuple(sorted(self._processed.items())),
+            newest_mtime_ns=self._newest_ns,
+            open_files=tuple(
+                OpenFile(path, tuple(sorted(ids))) for path, ids in sorted(self._open.items())
+            ),
+        )
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Nothing: readers report what a completed checkpoint committed."""
+
+
+def make_cleaner(fs: pafs.FileSystem, root: str, archive_dir: str | None) -> Cleaner:
+    """Deletes a file, or moves it to ``archive_dir`` keeping its path below ``root``."""
+
+    def clean(path: str) -> None:
+        try:
+            if archive_dir is None:
+                fs.delete_file(path)
+                return
+            target = f"{archive_dir.rstrip('/')}/{path[len(root) :].lstrip('/')}"
+            fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+            fs.move(path, target)
+        except FileNotFoundError:  # cleaned before a restart that replayed the notification
+            return
+
+    return clean

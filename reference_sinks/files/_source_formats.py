@@ -1,0 +1,423 @@
+"""Reading a `FileSource` split as Arrow batches: Parquet, JSON lines, CSV.
+
+Types, as Spark's readers give them for the same files:
+
+- Parquet: the file's own types (FileSink's and Spark's files read back as written);
+  Spark's ``timestamp`` columns stored as INT96 are in UTC, as Spark's metadata in
+  the file says.
+  Columns of the schema a file lacks are nulls (a column added later, as Spark's
+  ``mergeSchema`` reads it); a column of another type is cast, or the read fails
+  naming the file and the column.
+- JSON lines with a schema given: the values as FileSink writes them (its type table)
+  are read back, and so are Spark's own: decimals from their digit strings or
+  numbers, dates and timestamps from ISO 8601 strings, binaries from base64
+  strings. Nested dates, timestamps and binaries are read as pyarrow parses them.
+  Maps have no pyarrow JSON type: read such files with Spark, or as strings.
+- JSON lines inferred from the first file: Spark's inference (``inferTimestamp``
+  off): numbers are ``int64`` or ``double``, ISO dates and timestamps stay
+  strings, a column of nulls only is a string.
+- CSV: every column a string (Spark's default, ``inferSchema`` off), an empty field
+  null; with `CsvOptions.infer_schema`, pyarrow's inference on the first file.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Iterator
+from typing import Final, Literal, final
+
+import attrs
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.fs as pafs
+import pyarrow.json as pjson
+import pyarrow.parquet as pq
+
+from reference_sinks._arrow_types import rebuild_type
+from reference_sinks.files._source_split import FileSourceSplit
+from sinkv2.errors import SinkConfigurationError, SinkV2Error
+from sinkv2.text import describe
+
+__all__ = [
+    "SOURCE_FORMATS",
+    "CsvOptions",
+    "FileReadError",
+    "SourceFormat",
+    "infer_schema",
+    "read_split",
+]
+
+SourceFormat = Literal["parquet", "jsonl", "csv"]
+SOURCE_FORMATS: Final = ("parquet", "jsonl", "csv")
+
+_BLOCK_BYTES: Final = 8 << 20
+
+
+class FileReadError(SinkV2Error, ValueError):
+    """A file `FileSource` reads does not parse, or holds a value of another type.
+
+    The message names the file (and the column when it is about one); the task
+    fails rather than skip a record.
+
+    Attributes:
+        path: The file.
+        column: The column, when the problem is one column's value; else ``None``.
+    """
+
+    def __init__(self, message: str, *, path: str, column: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.column = column
+
+
+def _one_char(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if not isinstance(value, str) or len(value) != 1:
+        raise SinkConfigurationError(
+            f"CsvOptions.{attribute.name} must be a one-character str (got {describe(value)})"
+        )
+
+
+def _boolean(instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise SinkConfigurationError(
+            f"CsvOptions.{attribute.name} must be a bool (got {describe(value)}); "
+            "pass True or False"
+        )
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CsvOptions:
+    """How `FileSource` reads CSV files.
+
+    Attributes:
+        header: The first line of each file names the columns (Spark's ``header``;
+            Spark's default is ``False``, most files have one). Without it the
+            columns are ``_c0``, ``_c1``, ... as Spark names them.
+        delimiter: The field separator (Spark's ``sep``).
+        quote_char: The quote character (Spark's ``quote``).
+        infer_schema: Infer types from the first file (pyarrow's rules); ``False``
+            (Spark's default): every column is a string.
+    """
+
+    header: bool = attrs.field(default=True, validator=_boolean)
+    delimiter: str = attrs.field(default=",", validator=_one_char)
+    quote_char: str = attrs.field(default='"', validator=_one_char)
+    infer_schema: bool = attrs.field(default=False, validator=_boolean)
+
+
+def _failed(path: str, what: str, error: Exception) -> FileReadError:
+    return FileReadError(
+        f"FileSource cannot read {path!r} as {what}: {type(error).__name__}: {error}. Fix or "
+        "move the file (a file that does not parse is never skipped silently), or give a "
+        "schema= that matches it",
+        path=path,
+    )
+
+
+# --- schemas --------------------------------------------------------------------------------
+
+
+_SPARK_SCHEMA_KEY: Final = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+def _spark_timestamp(kind: pa.DataType, spark: object) -> pa.DataType:
+    """``kind`` with Spark's ``timestamp`` columns (stored as INT96, no zone) in UTC."""
+    if spark == "timestamp" and pa.types.is_timestamp(kind) and kind.tz is None:
+        return pa.timestamp("us", "UTC")
+    if not isinstance(spark, dict):
+        return kind
+    if spark.get("type") == "struct" and pa.types.is_struct(kind):
+        inner = {f.get("name"): f.get("type") for f in spark.get("fields", [])}
+        return pa.struct([f.with_type(_spark_timestamp(f.type, inner.get(f.name))) for f in kind])
+    if spark.get("type") == "array" and pa.types.is_list(kind):
+        value = kind.value_field
+        return pa.list_(value.with_type(_spark_timestamp(value.type, spark.get("elementType"))))
+    if spark.get("type") == "map" and pa.types.is_map(kind):
+        key, item = kind.key_field, kind.item_field
+        return pa.map_(
+            key.with_type(_spark_timestamp(key.type, spark.get("keyType"))),
+            item.with_type(_spark_timestamp(item.type, spark.get("valueType"))),
+        )
+    return kind
+
+
+def _with_spark_timestamps(schema: pa.Schema) -> pa.Schema:
+    """A Parquet file's schema as Spark reads it: Spark's INT96 ``timestamp`` is in UTC.
+
+    Spark writes ``timestamp`` columns as INT96 by default, which pyarrow reads as
+    zone-less nanoseconds; Spark's own schema, kept in the file's metadata, says
+    which columns are ``timestamp`` (with a zone) rather than ``timestamp_ntz``.
+    """
+    stored = (schema.metadata or {}).get(_SPARK_SCHEMA_KEY)
+    schema = schema.remove_metadata()
+    if stored is None:
+        return schema
+    try:
+        spark = json.loads(stored)
+    except ValueError:  # not Spark's: the file's own types
+        return schema
+    return pa.schema(
+        [f.with_type(_spark_timestamp(f.type, _field_type(spark, f.name))) for f in schema]
+    )
+
+
+def _field_type(spark: object, name: str) -> object:
+    """The Spark type (JSON) of top-level field ``name`` in Spark's stored schema."""
+    fields = spark.get("fields") if isinstance(spark, dict) else None
+    if not isinstance(fields, list):
+        return None
+    return next(
+        (f.get("type") for f in fields if isinstance(f, dict) and f.get("name") == name), None
+    )
+
+
+def _spark_json_leaf(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind) or pa.types.is_null(kind):
+        return pa.string()
+    return kind
+
+
+def infer_schema(
+    fs: pafs.FileSystem, path: str, file_format: SourceFormat, csv: CsvOptions
+) -> pa.Schema:
+    """The data columns of the file at ``path``, as the module docstring says.
+
+    Raises:
+        FileReadError: The file does not parse.
+    """
+    try:
+        if file_format == "parquet":
+            with fs.open_input_file(path) as handle:
+                return _with_spark_timestamps(pq.read_schema(handle))
+        with fs.open_input_stream(path, compression="detect") as stream:
+            if file_format == "jsonl":
+                read = pjson.open_json(stream, read_options=pjson.ReadOptions(_BLOCK_BYTES))
+                fields = [f.with_type(rebuild_type(f.type, _spark_json_leaf)) for f in read.schema]
+                return pa.schema(fields)
+            found = pcsv.open_csv(stream, **_csv_arguments(csv, None)).schema
+            if not csv.header:  # Spark's names for unnamed columns
+                found = pa.schema([(f"_c{i}", kind) for i, kind in enumerate(found.types)])
+            if csv.infer_schema:
+                return found
+            return pa.schema([(name, pa.string()) for name in found.names])
+    except (pa.ArrowInvalid, OSError) as error:
+        raise _failed(path, file_format, error) from error
+
+
+def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, object]:
+    """Pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed."""
+    names = None if csv.header or schema is None else schema.names
+    read = pcsv.ReadOptions(
+        block_size=_BLOCK_BYTES,
+        column_names=names,
+        autogenerate_column_names=not csv.header and names is None,
+    )
+    parse = pcsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote_char)
+    convert = pcsv.ConvertOptions(
+        column_types=None if schema is None else dict(zip(schema.names, schema.types, strict=True)),
+        strings_can_be_null=True,
+        null_values=[""],
+        quoted_strings_can_be_null=False,
+    )
+    return {"read_options": read, "parse_options": parse, "convert_options": convert}
+
+
+# --- conforming a batch to the schema --------------------------------------------------------
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBatch:
+    """``batch`` with exactly ``schema``'s columns: missing ones null, others cast."""
+    if batch.schema.equals(schema):
+        return batch
+    columns = []
+    for field in schema:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            columns.append(pa.nulls(batch.num_rows, field.type))
+            continue
+        column = batch.column(index)
+        if not column.type.equals(field.type):
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                raise FileReadError(
+                    f"FileSource: column {field.name!r} of {path!r} holds {column.type} values "
+                    f"that do not convert to the source's {field.type} ({error}); give a "
+                    "schema= of the files' types, or read these files with a source of their own",
+                    path=path,
+                    column=field.name,
+                ) from error
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _after(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` without their first ``skip`` rows (a restored split's position)."""
+    for batch in batches:
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        yield batch.slice(skip) if skip else batch
+        skip = 0
+
+
+# --- Parquet --------------------------------------------------------------------------------
+
+
+def _parquet(
+    fs: pafs.FileSystem, split: FileSourceSplit, schema: pa.Schema, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    with fs.open_input_file(split.path) as handle:
+        try:
+            parquet = pq.ParquetFile(handle)
+        except (pa.ArrowInvalid, OSError) as error:
+            raise _failed(split.path, "Parquet", error) from error
+        metadata = parquet.metadata
+        groups = (
+            list(split.row_groups)
+            if split.row_groups is not None
+            else list(range(metadata.num_row_groups))
+        )
+        skip = split.records_read
+        while groups and metadata.row_group(groups[0]).num_rows <= skip:
+            skip -= metadata.row_group(groups.pop(0)).num_rows
+        if not groups:
+            return
+        present = set(parquet.schema_arrow.names)
+        names = [name for name in schema.names if name in present]
+        batches = parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=names)
+        for batch in _after(batches, skip):
+            yield _conform(batch, schema, split.path)
+
+
+# --- JSON lines -----------------------------------------------------------------------------
+
+
+def _needs_text(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_date(kind)
+        or pa.types.is_timestamp(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _from_text(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        values = [None if text is None else base64.b64decode(text) for text in column.to_pylist()]
+        return pa.array(values, kind)
+    return column.cast(kind)
+
+
+def _jsonl(
+    fs: pafs.FileSystem, split: FileSourceSplit, schema: pa.Schema, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    textual = [field.name for field in schema if _needs_text(field.type)]
+    parse_schema = pa.schema(
+        [field.with_type(pa.string()) if field.name in textual else field for field in schema]
+    )
+    options = pjson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior="ignore")
+    try:
+        with fs.open_input_stream(split.path, compression="detect") as stream:
+            table = pjson.read_json(
+                stream,
+                read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
+                parse_options=options,
+            )
+    except (pa.ArrowInvalid, OSError) as error:
+        raise _failed(split.path, "JSON lines", error) from error
+    table = table.slice(split.records_read)
+    for name in textual:
+        index = table.schema.get_field_index(name)
+        kind = schema.field(name).type
+        try:
+            converted = _from_text(table.column(name).combine_chunks(), kind)
+        except (pa.ArrowInvalid, ValueError) as error:
+            raise FileReadError(
+                f"FileSource: column {name!r} of {split.path!r} holds a value that is not a "
+                f"{kind} ({error}); fix the file, or give a schema= with a string column",
+                path=split.path,
+                column=name,
+            ) from error
+        table = table.set_column(index, schema.field(name), converted)
+    for batch in table.to_batches(max_chunksize=batch_rows):
+        yield _conform(batch, schema, split.path)
+
+
+# --- CSV ------------------------------------------------------------------------------------
+
+
+def _csv(
+    fs: pafs.FileSystem,
+    split: FileSourceSplit,
+    schema: pa.Schema,
+    csv: CsvOptions,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    skip = split.records_read
+    with fs.open_input_stream(split.path, compression="detect") as stream:
+        try:
+            reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
+            for batch in _after(reader, skip):
+                for start in range(0, batch.num_rows, batch_rows):
+                    yield _conform(batch.slice(start, batch_rows), schema, split.path)
+        except pa.ArrowInvalid as error:
+            found = _csv_culprit(fs, split.path, schema, csv)
+            if found is None:
+                raise _failed(split.path, "CSV", error) from error
+            line, column, text = found
+            raise FileReadError(
+                f"FileSource cannot read {split.path!r} as CSV: line {line}, column {column!r} "
+                f"holds {text!r}, which is not a {schema.field(column).type} ({error}). Fix the "
+                "file (a row that does not parse is never skipped silently), or give a schema= "
+                "with a string column",
+                path=split.path,
+                column=column,
+            ) from error
+
+
+def _csv_culprit(
+    fs: pafs.FileSystem, path: str, schema: pa.Schema, csv: CsvOptions
+) -> tuple[int, str, str] | None:
+    """The first value of the file that does not convert: (line, column, text), if any."""
+    text_schema = pa.schema([(name, pa.string()) for name in schema.names])
+    try:
+        with fs.open_input_stream(path, compression="detect") as stream:
+            table = pcsv.read_csv(stream, **_csv_arguments(csv, text_schema))
+    except pa.ArrowInvalid:  # the text does not parse either: no single value to name
+        return None
+    for field in schema:
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            continue
+        for index, value in enumerate(table.column(field.name).to_pylist()):
+            if value is None:
+                continue
+            try:
+                pa.scalar(value).cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return index + 1 + int(csv.header), field.name, value
+    return None
+
+
+def read_split(
+    fs: pafs.FileSystem,
+    split: FileSourceSplit,
+    *,
+    schema: pa.Schema,
+    file_format: SourceFormat,
+    csv: CsvOptions,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """The records of ``split`` after its position, as batches of ``schema`` (data columns).
+
+    Raises:
+        FileReadError: The file does not parse, or a value does not convert;
+            the message names the file (and the column).
+    """
+    if file_format == "parquet":
+        return _parquet(fs, split, schema, batch_rows)
+    if file_format == "jsonl":
+        return _jsonl(fs, split, schema, batch_rows)
+    return _csv(fs, split, schema, csv, batch_rows)

@@ -1,0 +1,132 @@
+"""`FileSource` from string options, for ``spark.read.format("sinkv2").option("source", ...)``.
+
+Spark's option values are strings and their names lower-cased; each is parsed
+here with an error that names the option::
+
+    .option("source", "files").option("path", "/data/in").option("format", "jsonl")
+    .option("monitor_interval", "10").option("max_file_age", "604800")
+    .option("clean_source", "archive").option("archive_dir", "/data/done")
+"""
+
+from __future__ import annotations
+
+from reference_sinks.files._source import CleanSource, FileSource
+from reference_sinks.files._source_formats import SOURCE_FORMATS, CsvOptions, SourceFormat
+from sinkv2.errors import SinkConfigurationError
+
+__all__ = ["file_source_from_options"]
+
+_TRUE = frozenset({"true", "yes", "1"})
+_FALSE = frozenset({"false", "no", "0"})
+
+
+def _number(option: str, value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0:
+        raise SinkConfigurationError(
+            f"the {option!r} option must be a positive number of seconds (got {value!r}); e.g. "
+            f".option({option!r}, '10')"
+        )
+    return number
+
+
+def _count(option: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit() or int(text) < 1:
+        raise SinkConfigurationError(
+            f"the {option!r} option must be a positive integer (got {value!r})"
+        )
+    return int(text)
+
+
+def _flag(option: str, value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    text = value.strip().lower()
+    if text not in _TRUE | _FALSE:
+        raise SinkConfigurationError(
+            f"the {option!r} option must be 'true' or 'false' (got {value!r})"
+        )
+    return text in _TRUE
+
+
+def file_source_from_options(
+    *,
+    path: str | None = None,
+    format: str = "parquet",  # the option's name (Spark's)
+    monitor_interval: str | None = None,
+    max_file_age: str | None = None,
+    clean_source: str = "off",
+    archive_dir: str | None = None,
+    split_bytes: str | None = None,
+    batch_rows: str | None = None,
+    header: str | None = None,
+    sep: str | None = None,
+    infer_schema: str | None = None,
+) -> FileSource:
+    """A `FileSource` from Spark's string options (names as Spark's file readers spell them).
+
+    ``path`` is required. ``monitor_interval`` (seconds) makes the source continuous;
+    ``max_file_age`` (seconds), ``clean_source`` and ``archive_dir`` go with it. CSV
+    takes ``header``, ``sep`` and ``infer_schema``. The schema is inferred from the
+    first file.
+
+    Raises:
+        SinkConfigurationError: A missing or bad option, named.
+    """
+    if path is None or not path.strip():
+        raise SinkConfigurationError(
+            "the files source needs the 'path' option; e.g. .option('path', '/data/in')"
+        )
+    file_format = format.strip().lower()
+    if file_format not in SOURCE_FORMATS:
+        raise SinkConfigurationError(
+            f"the 'format' option must be one of {list(SOURCE_FORMATS)} (got {format!r})"
+        )
+    csv = CsvOptions(
+        header=_flag("header", header, default=True),
+        delimiter=sep if sep is not None else ",",
+        infer_schema=_flag("infer_schema", infer_schema, default=False),
+    )
+    kwargs: dict[str, int] = {}
+    for option, value in (("split_bytes", split_bytes), ("batch_rows", batch_rows)):
+        count = _count(option, value)
+        if count is not None:
+            kwargs[option] = count
+    source = FileSource(path, _format(file_format), csv=csv, **kwargs)  # type: ignore[arg-type]
+    interval = _number("monitor_interval", monitor_interval)
+    continuous_only = {"max_file_age": max_file_age, "archive_dir": archive_dir}
+    if interval is None:
+        given = [name for name, value in continuous_only.items() if value is not None]
+        if given or clean_source != "off":
+            raise SinkConfigurationError(
+                f"the options {given or ['clean_source']} are for a continuous source; add "
+                ".option('monitor_interval', '<seconds>')"
+            )
+        return source
+    return source.monitor_continuously(
+        interval,
+        max_file_age=_number("max_file_age", max_file_age),
+        clean_source=_clean(clean_source),
+        archive_dir=archive_dir,
+    )
+
+
+def _format(text: str) -> SourceFormat:
+    return text  # type: ignore[return-value]  # checked against SOURCE_FORMATS above
+
+
+def _clean(text: str) -> CleanSource:
+    value = text.strip().lower()
+    if value not in ("off", "archive", "delete"):
+        raise SinkConfigurationError(
+            f"the 'clean_source' option must be 'off', 'archive' or 'delete' (got {text!r})"
+        )
+    return value  # type: ignore[return-value]  # one of the three
