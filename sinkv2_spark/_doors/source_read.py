@@ -55,8 +55,10 @@ __all__ = [
     "source_store",
 ]
 
-SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {}
-"""Reference sources by short name (none yet: the reference sources come next)."""
+SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
+    "files": "reference_sinks.files:file_source_from_options",
+}
+"""Reference sources by short name: ``.option("source", "files")``."""
 
 SOURCE_DOOR_OPTIONS: Final = (
     "source",

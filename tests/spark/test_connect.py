@@ -15,7 +15,7 @@ from sinkv2.runtime import CommitStatus, EpochStatus, SqliteCommitStateStore
 from sinkv2_spark import register
 from sinkv2_spark._engine.connect import is_connect, number_of_partitions
 from sinkv2_spark.testing import check_sink_on_spark
-from tests.spark import datasource_sinks
+from tests.spark import datasource_sinks, log_source
 from tests.spark.recording_sink import RecordingSink, TopologySink
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
@@ -293,3 +293,47 @@ def test_the_data_source_s_default_store_is_the_server_s(door, connect_server, t
     ).mode("append").save(str(out))
     store = SqliteCommitStateStore(connect_server.state_dir / "commit_state.sqlite")
     assert epochs(store, "server-default") == [(1, EpochStatus.COMMITTED)]
+
+
+# --- the read doors -----------------------------------------------------------------------
+
+
+def test_the_read_door_reads_a_flip27_source_on_the_server(door):
+    df = (
+        door.read.format("sinkv2")
+        .option("source", "tests.spark.test_from_source:sequence")
+        .option("start", "1")
+        .option("end", "500")
+        .option("num_splits", "3")
+        .load()
+    )
+    assert df.columns == ["value"]
+    assert sorted(row.value for row in df.collect()) == list(range(1, 501))
+
+
+def test_the_stream_read_door_reads_every_line_once_on_the_server(door, tmp_path):
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    log_source.append(logs, "a.log", range(100))
+    log_source.append(logs, "b.log", range(50))
+    query = (
+        door.readStream.format("sinkv2")
+        .option("source", "tests.spark.log_source:make")
+        .option("path", str(logs))
+        .option("source_id", "connect-logs")
+        .option("state_store", str(tmp_path / "state.sqlite"))
+        .option("maxRecordsPerTrigger", "40")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(300)
+    got = sorted((row.file, row.line) for row in door.read.parquet(str(out)).collect())
+    expected = [("a.log", i) for i in range(100)] + [("b.log", i) for i in range(50)]
+    assert got == expected
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 150
+    assert max(sizes) <= 40
