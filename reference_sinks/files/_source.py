@@ -96,9 +96,9 @@ class FileSource:
     rules for which files count, half-written files, the discovery cut-off and the
     clean-up are on the docs page (``FileSource`` beside ``FileSink``); in short:
     hidden names (``.``/``_`` prefixes, ``.tmp``, ``.inprogress``) are never read, a
-    continuously monitored file is read once two listings saw it unchanged, and
-    processed files are archived or deleted only after a completed checkpoint holds
-    all of their records.
+    continuously monitored file is read once it is one interval old or two listings
+    saw it unchanged, and processed files are archived or deleted only after a
+    completed checkpoint holds all of their records.
 
     Records are Arrow batches of `get_produced_type`: the data columns (``schema``,
     or inferred from the first file by path with Spark's rules), then the partition

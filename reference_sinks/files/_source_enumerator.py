@@ -12,11 +12,12 @@ a split waits until a file arrives. Two rules keep it from reading what is not
 finished or growing without bound:
 
 - **Half-written files.** Besides the hidden names (see ``_source_listing``), a
-  file is read only once it is *stable*: seen by two consecutive listings with the
-  same size and modification time. A file still being written is picked up one
-  interval after its last change; a writer that pauses for longer than the
-  interval between writes must write under a hidden name and rename when done
-  (what FileSink, Spark and Flink's writers do).
+  file is read only once it is *stable*: last modified at least one interval
+  before the listing, or seen by two consecutive listings with the same size and
+  modification time. A file still being written is picked up one interval after
+  its last change; a writer that pauses for longer than the interval between
+  writes must write under a hidden name and rename when done (what FileSink,
+  Spark and Flink's writers do).
 - **Discovery cut-off** (``max_file_age``, Spark's ``maxFileAge``): a file modified
   more than ``max_file_age`` before the newest file seen so far is ignored, and
   processed paths older than that are dropped from the set. The set then holds
@@ -33,6 +34,7 @@ path is processed), and can be removed by hand.
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable
 from typing import final
 
@@ -121,12 +123,15 @@ class FileSplitEnumerator:
         for status in listed:
             self._newest_ns = max(self._newest_ns, status.mtime_ns)
         cutoff = self._cutoff()
+        now_ns = time.time_ns()
         seen = {}
         for status in listed:
             if status.path in self._processed or status.mtime_ns < cutoff:
                 continue
             sighting = (status.size, status.mtime_ns)
-            if self._seen.get(status.path) != sighting:  # new, or changed: not stable yet
+            changed = self._seen.get(status.path) != sighting
+            if changed and now_ns - status.mtime_ns < discovery.interval_ms * 1_000_000:
+                # new or changed, and written within the last interval: not stable yet
                 seen[status.path] = sighting
                 continue
             self._processed[status.path] = status.mtime_ns

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, Final
@@ -50,6 +51,9 @@ __all__ = ["MAX_SPLITS_PER_EPOCH", "SourceEpochCoordinator"]
 
 MAX_SPLITS_PER_EPOCH: Final = 100_000
 """At most this many splits are admitted into one epoch; the rest wait for the next."""
+
+SETTLE_S: Final = 10.0
+"""An available-now run waits at most this long for the enumerator's second discovery."""
 
 
 @attrs.define
@@ -111,6 +115,7 @@ class SourceEpochCoordinator:
         self._lease: SourceLease | None = None
         self._state: _State | None = None
         self._frozen = False  # available-now: no discovery, ends fixed at the start
+        self._settled = True  # available-now: the discovery of the start has run
         self._targets: dict[str, object] = {}
         self._slices: tuple[int, list[EpochSlice]] | None = None
         self._split_serializer = source.get_split_serializer()
@@ -157,6 +162,8 @@ class SourceEpochCoordinator:
         state = self._state_at(start)
         self.acknowledge(start)
         lease.prune(start)
+        if not self._settled:
+            self._discover_once(state)
         state.context.run_due(wait=False, timers=not self._frozen)
         slices = self._plan(state, limit)
         if not slices:
@@ -208,12 +215,23 @@ class SourceEpochCoordinator:
     def prepare_available_now(self) -> None:
         """Fix what "available now" is: discover once, then fix every split's end.
 
-        Later epochs read up to those ends (within the read limit) and discover
-        nothing new, so an available-now run ends once they are read.
+        The discovery of the start runs the enumerator's timers for one period
+        (at most `SETTLE_S`): each periodic timer runs now and once more when
+        next due, so a source that must look twice before it trusts what it
+        found (FileSource reads a file two listings saw unchanged) finds what
+        was there at the start. Later epochs read up to the ends fixed then
+        (within the read limit) and discover nothing new, so an available-now
+        run ends once they are read.
         """
         self._frozen = True
-        if self._state is not None:
-            self._state.context.run_all_timers()
+        self._settled = False
+
+    def _discover_once(self, state: _State) -> None:
+        self._settled = True
+        context = state.context
+        context.run_due(wait=False)
+        if context.timers and context.timers[0].due - time.monotonic() <= SETTLE_S:
+            context.run_due(wait=True)
 
     def close(self) -> None:
         """Close the enumerator and release the source id."""

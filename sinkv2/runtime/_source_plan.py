@@ -198,13 +198,6 @@ class PlanningContext:
         self.events = [[] for _ in range(self._parallelism)]
         return taken
 
-    def run_all_timers(self) -> None:
-        """Run every timer once now, due or not (a discovery that must happen now)."""
-        for timer in list(self.timers):
-            timer.due = time.monotonic()
-        heapq.heapify(self.timers)
-        self.run_due(wait=False)
-
     def run_due(self, *, wait: bool, timers: bool = True) -> bool:
         """Run queued runnables and due timers; with ``wait``, sleep until the next is due.
 

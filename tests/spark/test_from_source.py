@@ -180,7 +180,10 @@ def test_the_read_door_reads_a_source_its_factory_makes(spark):
     ("options", "message"),
     [
         ({}, r"needs \.option\('source', 'module:callable'\)"),
-        ({"source": "sequence"}, r"the 'source' option must be 'module:callable'"),
+        (
+            {"source": "sequence"},
+            r"must be a reference source's short name \(files\) or 'module:callable'",
+        ),
         ({"source": "no_such_module_x:f"}, "names module 'no_such_module_x', which does not"),
         (
             {"source": "tests.spark.test_from_source:sequence", "start": "1"},
