@@ -198,3 +198,18 @@ def test_logs_into_a_file_sink_through_both_doors_exactly_once(door, logs, tmp_p
     assert sorted((r.file, r.line, r.value) for r in got) == sorted(
         (r["file"], r["line"], r["value"]) for rows in expected_by_file(logs).values() for r in rows
     )
+
+
+def test_a_failed_task_is_retried_and_reads_its_slice_again(door, logs, tmp_path):
+    """testTaskManagerFailure (a): a read fails once; Spark retries the same partition."""
+    marker = tmp_path / "failed-once"
+    written = write(logs, 3, 40)
+    collector = Collector()
+    run_available_now(
+        log_stream(door, logs, tmp_path / "state.sqlite", fail_once=marker, parallelism=3),
+        tmp_path / "checkpoint",
+        collector,
+    )
+    assert marker.exists()  # it did fail
+    assert collector.count() == written
+    assert by_file(collector.rows()) == expected_by_file(logs)
