@@ -12,6 +12,7 @@ batch (``offsets/N`` written, ``commits/N`` missing), or by deleting ``commits/N
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -154,21 +155,32 @@ def test_s4_trigger_once_reads_everything_in_one_batch(door, logs, tmp_path):
 
 
 def test_s4_available_now_reads_what_existed_at_its_start(door, logs, tmp_path):
-    """S4: lines appended while an availableNow query runs wait for the next query."""
+    """S4: lines and files that come while an availableNow query runs wait for the next query.
+
+    Three subtasks over two files: one is idle and asks for splits while the run goes on.
+    """
+    state, checkpoint = tmp_path / "state.sqlite", tmp_path / "checkpoint"
     written = write(logs, 2, 40)
 
     def grow(batch_id: int) -> None:
         if batch_id == 0:
             write(logs, 2, 40, first=40)
+            append(logs, "late.log", range(10))
 
     collector = Collector(before_batch=grow)
     run_available_now(
-        log_stream(door, logs, tmp_path / "state.sqlite", maxRecordsPerTrigger=20),
-        tmp_path / "checkpoint",
+        log_stream(door, logs, state, maxRecordsPerTrigger=20, parallelism=3),
+        checkpoint,
         collector,
     )
     assert collector.count() == written
-    assert all(row["line"] < 40 for row in collector.rows())
+    assert all(row["line"] < 40 and row["file"] != "late.log" for row in collector.rows())
+    run_available_now(  # the next run reads what came meanwhile
+        log_stream(door, logs, state, maxRecordsPerTrigger=20, parallelism=3),
+        checkpoint,
+        collector,
+    )
+    assert by_file(collector.rows()) == expected_by_file(logs)
 
 
 def test_s4_max_splits_per_trigger_bounds_the_splits_of_a_batch(door, tmp_path):
@@ -337,3 +349,17 @@ def test_a_stream_needs_a_source_id(door, logs, tmp_path):
         tmp_path / "checkpoint",
     )
     assert "source_id" in message
+
+
+def test_a_store_that_lost_the_logged_epoch_is_an_error_naming_it(door, logs, tmp_path):
+    """The checkpoint logged epoch E, the store no longer has it: refused, never re-read."""
+    state, checkpoint = tmp_path / "state.sqlite", tmp_path / "checkpoint"
+    write(logs, 2, 30)
+    run_available_now(log_stream(door, logs, state, source_id="lost"), checkpoint, Collector())
+    last = offset_epoch(source_offsets(checkpoint)[max(source_offsets(checkpoint))])
+    for path in tmp_path.glob("state.sqlite*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    write(logs, 2, 5, first=30)
+    message = refusal(lambda: log_stream(door, logs, state, source_id="lost"), checkpoint)
+    assert f"epoch {last}" in message
+    assert "'lost'" in message
