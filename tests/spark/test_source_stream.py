@@ -26,6 +26,7 @@ from tests.spark.stream_reading import (
     log_stream,
     run_available_now,
     run_until,
+    wait_for,
 )
 
 pytestmark = pytest.mark.spark
@@ -211,5 +212,24 @@ def test_a_failed_task_is_retried_and_reads_its_slice_again(door, logs, tmp_path
         collector,
     )
     assert marker.exists()  # it did fail
+    assert collector.count() == written
+    assert by_file(collector.rows()) == expected_by_file(logs)
+
+
+def test_files_and_lines_that_come_while_the_query_runs_are_read_and_kept(door, logs, tmp_path):
+    """Discovery over time: a new file while every subtask reads one; then a restart."""
+    state, checkpoint = tmp_path / "state.sqlite", tmp_path / "checkpoint"
+    written = write(logs, 2, 20)
+    collector = Collector()
+    query = run_until(log_stream(door, logs, state), checkpoint, collector, written, stop=False)
+    try:
+        append(logs, "new.log", range(15))
+        written += 15 + write(logs, 2, 10, first=20)
+        wait_for(query, collector, written)
+    finally:
+        query.stop()
+    append(logs, "new.log", range(15, 20))
+    written += 5
+    run_until(log_stream(door, logs, state), checkpoint, collector, written)
     assert collector.count() == written
     assert by_file(collector.rows()) == expected_by_file(logs)
