@@ -363,3 +363,21 @@ def test_a_store_that_lost_the_logged_epoch_is_an_error_naming_it(door, logs, tm
     message = refusal(lambda: log_stream(door, logs, state, source_id="lost"), checkpoint)
     assert f"epoch {last}" in message
     assert "'lost'" in message
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"maxRecordsPerTrigger": 10, "maxSplitsPerTrigger": 2}, "maxSplitsPerTrigger"),
+        ({"maxRecordsPerTrigger": 0}, "maxRecordsPerTrigger"),
+        ({"maxSplitsPerTrigger": "many"}, "maxSplitsPerTrigger"),
+        ({"parallelism": "-1"}, "parallelism"),
+        ({"batch_lines": "0"}, "batch_lines"),  # the factory's own refusal, passed on
+    ],
+    ids=["both-limits", "zero-records", "bad-splits", "bad-parallelism", "factory-refuses"],
+)
+def test_a_bad_stream_option_is_refused_naming_it(door, logs, tmp_path, options, named):
+    message = refusal(
+        lambda: log_stream(door, logs, tmp_path / "state.sqlite", **options), tmp_path / "cp"
+    )
+    assert named.lower() in message.lower(), message
