@@ -239,6 +239,7 @@ class LogSplitReader:
 
     def fetch(self) -> RecordsBySplits[_Chunk]:
         """The next lines of each split; waits a little when no split has any."""
+        _fail_once(self._source.fail_once)
         records: dict[str, list[_Chunk]] = {}
         finished: list[str] = []
         for split_id, split in list(self._splits.items()):
@@ -292,6 +293,18 @@ class LogSplitReader:
 
     def close(self) -> None:
         """Nothing to release: files are opened per fetch."""
+
+
+def _fail_once(marker: str | None) -> None:
+    """Fail the first fetch of all (a task failure), leaving ``marker`` so retries go on."""
+    if marker is None:
+        return
+    try:
+        with open(marker, "x", encoding="utf-8") as file:
+            file.write(f"failed in process {os.getpid()}\n")
+    except FileExistsError:
+        return
+    raise RuntimeError(f"a fetch fails on purpose, once (marker {marker})")
 
 
 class _ChunkEmitter:
@@ -420,6 +433,8 @@ class LogSource:
         batch_lines: Lines per Arrow batch, at most, per split and fetch.
         ack_path: A file the enumerator appends each completed checkpoint id to.
         value_nullable: Whether ``value`` is declared nullable (empty lines are null).
+        fail_once: A path: the first fetch of any reader fails (a task failure) and
+            creates it; every later fetch finds it and goes on.
     """
 
     def __init__(
@@ -431,6 +446,7 @@ class LogSource:
         batch_lines: int = 1000,
         ack_path: str | os.PathLike[str] | None = None,
         value_nullable: bool = True,
+        fail_once: str | os.PathLike[str] | None = None,
     ) -> None:
         path = Path(directory)
         if not path.is_dir():
@@ -444,6 +460,7 @@ class LogSource:
         self.batch_lines = _positive("batch_lines", batch_lines)
         self.ack_path = None if ack_path is None else str(ack_path)
         self.value_nullable = value_nullable
+        self.fail_once = None if fail_once is None else str(fail_once)
         self.poll_interval_s = 0.02
 
     def path_of(self, name: str) -> Path:
@@ -557,6 +574,7 @@ def make(
     batch_lines: int | str = 1000,
     ack_path: str | None = None,
     value_nullable: bool | str = True,
+    fail_once: str | None = None,
 ) -> LogSource:
     """The factory for ``.option("source", "tests.spark.log_source:make")``: options are strings."""
     return LogSource(
@@ -566,6 +584,7 @@ def make(
         batch_lines=_positive("batch_lines", batch_lines),
         ack_path=ack_path,
         value_nullable=_flag("value_nullable", value_nullable),
+        fail_once=fail_once,
     )
 
 

@@ -111,20 +111,25 @@ def run_available_now(df: Any, checkpoint: Path, collector: Collector) -> Any:
     return query
 
 
+def wait_for(query: Any, collector: Collector, rows: int) -> None:
+    """Wait until ``collector`` holds ``rows`` rows; fail if the query ends or time runs out."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while collector.count() < rows:
+        if query.exception() is not None or not query.isActive:
+            raise AssertionError(f"the query ended early: {query.exception()}")
+        assert time.monotonic() < deadline, (
+            f"only {collector.count()} of {rows} rows arrived in {TIMEOUT_S} s"
+        )
+        time.sleep(0.05)
+
+
 def run_until(
     df: Any, checkpoint: Path, collector: Collector, rows: int, *, stop: bool = True
 ) -> Any:
     """Run ``df`` with the default trigger until ``collector`` holds ``rows`` rows; then stop."""
     query = start(df, checkpoint, collector)
-    deadline = time.monotonic() + TIMEOUT_S
     try:
-        while collector.count() < rows:
-            if query.exception() is not None or not query.isActive:
-                raise AssertionError(f"the query ended early: {query.exception()}")
-            assert time.monotonic() < deadline, (
-                f"only {collector.count()} of {rows} rows arrived in {TIMEOUT_S} s"
-            )
-            time.sleep(0.05)
+        wait_for(query, collector, rows)
     finally:
         if stop:
             query.stop()

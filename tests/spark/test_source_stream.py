@@ -26,6 +26,7 @@ from tests.spark.stream_reading import (
     log_stream,
     run_available_now,
     run_until,
+    wait_for,
 )
 
 pytestmark = pytest.mark.spark
@@ -198,3 +199,37 @@ def test_logs_into_a_file_sink_through_both_doors_exactly_once(door, logs, tmp_p
     assert sorted((r.file, r.line, r.value) for r in got) == sorted(
         (r["file"], r["line"], r["value"]) for rows in expected_by_file(logs).values() for r in rows
     )
+
+
+def test_a_failed_task_is_retried_and_reads_its_slice_again(door, logs, tmp_path):
+    """testTaskManagerFailure (a): a read fails once; Spark retries the same partition."""
+    marker = tmp_path / "failed-once"
+    written = write(logs, 3, 40)
+    collector = Collector()
+    run_available_now(
+        log_stream(door, logs, tmp_path / "state.sqlite", fail_once=marker, parallelism=3),
+        tmp_path / "checkpoint",
+        collector,
+    )
+    assert marker.exists()  # it did fail
+    assert collector.count() == written
+    assert by_file(collector.rows()) == expected_by_file(logs)
+
+
+def test_files_and_lines_that_come_while_the_query_runs_are_read_and_kept(door, logs, tmp_path):
+    """Discovery over time: a new file while every subtask reads one; then a restart."""
+    state, checkpoint = tmp_path / "state.sqlite", tmp_path / "checkpoint"
+    written = write(logs, 2, 20)
+    collector = Collector()
+    query = run_until(log_stream(door, logs, state), checkpoint, collector, written, stop=False)
+    try:
+        append(logs, "new.log", range(15))
+        written += 15 + write(logs, 2, 10, first=20)
+        wait_for(query, collector, written)
+    finally:
+        query.stop()
+    append(logs, "new.log", range(15, 20))
+    written += 5
+    run_until(log_stream(door, logs, state), checkpoint, collector, written)
+    assert collector.count() == written
+    assert by_file(collector.rows()) == expected_by_file(logs)

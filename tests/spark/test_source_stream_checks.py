@@ -12,6 +12,7 @@ batch (``offsets/N`` written, ``commits/N`` missing), or by deleting ``commits/N
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -81,9 +82,9 @@ def test_s1_the_initial_offset_is_the_same_in_every_run(door, logs, tmp_path):
     )
     assert second.calls[0] == first.calls[0]  # batch 0 again, the same rows
     for progress in query.recentProgress:  # Spark may report batch 0's start as null
-        start_offset = progress["sources"][0]["startOffset"]
+        start_offset = json.loads(progress["sources"][0]["startOffset"] or "null")
         if progress["batchId"] == 0 and start_offset is not None:
-            assert json.loads(start_offset) == {"v": 1, "source_id": "logs", "epoch": 0}
+            assert start_offset == {"v": 1, "source_id": "logs", "epoch": 0}
     assert second.count() == written
     assert by_file(second.rows()) == expected_by_file(logs)
 
@@ -98,6 +99,7 @@ def test_s2_a_batch_replayed_after_its_commit_was_lost_has_the_same_rows(door, l
     assert last >= 2
     first_run = dict(collector.calls)
     (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)  # Hadoop's checksum
     write(logs, 3, 5, first=40)
     replay = Collector()
     run_available_now(log_stream(door, logs, state, maxRecordsPerTrigger=50), checkpoint, replay)
@@ -153,21 +155,32 @@ def test_s4_trigger_once_reads_everything_in_one_batch(door, logs, tmp_path):
 
 
 def test_s4_available_now_reads_what_existed_at_its_start(door, logs, tmp_path):
-    """S4: lines appended while an availableNow query runs wait for the next query."""
+    """S4: lines and files that come while an availableNow query runs wait for the next query.
+
+    Three subtasks over two files: one is idle and asks for splits while the run goes on.
+    """
+    state, checkpoint = tmp_path / "state.sqlite", tmp_path / "checkpoint"
     written = write(logs, 2, 40)
 
     def grow(batch_id: int) -> None:
         if batch_id == 0:
             write(logs, 2, 40, first=40)
+            append(logs, "late.log", range(10))
 
     collector = Collector(before_batch=grow)
     run_available_now(
-        log_stream(door, logs, tmp_path / "state.sqlite", maxRecordsPerTrigger=20),
-        tmp_path / "checkpoint",
+        log_stream(door, logs, state, maxRecordsPerTrigger=20, parallelism=3),
+        checkpoint,
         collector,
     )
     assert collector.count() == written
-    assert all(row["line"] < 40 for row in collector.rows())
+    assert all(row["line"] < 40 and row["file"] != "late.log" for row in collector.rows())
+    run_available_now(  # the next run reads what came meanwhile
+        log_stream(door, logs, state, maxRecordsPerTrigger=20, parallelism=3),
+        checkpoint,
+        collector,
+    )
+    assert by_file(collector.rows()) == expected_by_file(logs)
 
 
 def test_s4_max_splits_per_trigger_bounds_the_splits_of_a_batch(door, tmp_path):
@@ -336,3 +349,35 @@ def test_a_stream_needs_a_source_id(door, logs, tmp_path):
         tmp_path / "checkpoint",
     )
     assert "source_id" in message
+
+
+def test_a_store_that_lost_the_logged_epoch_is_an_error_naming_it(door, logs, tmp_path):
+    """The checkpoint logged epoch E, the store no longer has it: refused, never re-read."""
+    state, checkpoint = tmp_path / "state.sqlite", tmp_path / "checkpoint"
+    write(logs, 2, 30)
+    run_available_now(log_stream(door, logs, state, source_id="lost"), checkpoint, Collector())
+    last = offset_epoch(source_offsets(checkpoint)[max(source_offsets(checkpoint))])
+    for path in tmp_path.glob("state.sqlite*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    write(logs, 2, 5, first=30)
+    message = refusal(lambda: log_stream(door, logs, state, source_id="lost"), checkpoint)
+    assert f"epoch {last}" in message
+    assert "'lost'" in message
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"maxRecordsPerTrigger": 10, "maxSplitsPerTrigger": 2}, "maxSplitsPerTrigger"),
+        ({"maxRecordsPerTrigger": 0}, "maxRecordsPerTrigger"),
+        ({"maxSplitsPerTrigger": "many"}, "maxSplitsPerTrigger"),
+        ({"parallelism": "-1"}, "parallelism"),
+        ({"batch_lines": "0"}, "batch_lines"),  # the factory's own refusal, passed on
+    ],
+    ids=["both-limits", "zero-records", "bad-splits", "bad-parallelism", "factory-refuses"],
+)
+def test_a_bad_stream_option_is_refused_naming_it(door, logs, tmp_path, options, named):
+    message = refusal(
+        lambda: log_stream(door, logs, tmp_path / "state.sqlite", **options), tmp_path / "cp"
+    )
+    assert named.lower() in message.lower(), message

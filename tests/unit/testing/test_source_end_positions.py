@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sinkv2.source import SplitCut, SupportsEndPositions
 from sinkv2.testing import check_source
@@ -158,3 +160,37 @@ def test_the_reader_stops_exactly_at_the_stop_even_when_the_file_grew(tmp_path):
         if "a.log" in fetch.finished_splits():
             break
     assert values == [str(n) for n in range(10)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lines=st.lists(st.text(st.characters(blacklist_characters="\n\r"), max_size=12), max_size=30),
+    tail=st.text(st.characters(blacklist_characters="\n"), max_size=5),
+    caps=st.lists(st.one_of(st.none(), st.integers(0, 7)), min_size=1, max_size=8),
+)
+def test_cuts_cover_every_complete_line_once(tmp_path_factory, lines, tail, caps):
+    """Cut after cut (capped or not) to the end position: the reads tile the complete lines."""
+    directory = tmp_path_factory.mktemp("cuts")
+    (directory / "a.log").write_bytes(
+        "".join(f"{line}\n" for line in lines).encode() + tail.encode()
+    )
+    source = LogSource(directory)
+    split = LogSplit("a.log")
+    (end,) = source.end_positions([split])
+    assert end == len("".join(f"{line}\n" for line in lines).encode())
+    covered, offsets = 0, []
+    for cap in itertools.islice(itertools.cycle(caps), 2 * len(lines) + 2):
+        cut = source.cut_split(split, end, cap)
+        assert cut.records is not None
+        if cut.read is None:
+            assert cut.rest == split
+            continue
+        assert cut.read.offset == split.offset == (offsets[-1] if offsets else 0)
+        assert cap is None or cut.records <= cap
+        assert cut.rest == LogSplit("a.log", cut.read.stop, split.line + cut.records)
+        covered += cut.records
+        offsets.append(cut.read.stop)
+        split = cut.rest
+    if None in caps or all(cap for cap in caps):
+        assert covered == len(lines)
+        assert split.offset == end
