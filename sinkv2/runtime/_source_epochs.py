@@ -369,15 +369,24 @@ class SourceEpochCoordinator:
     def _admit(
         self, state: _State, reads: list[list[tuple[bytes, int | None]]], budget: _Budget
     ) -> None:
-        """Move what the budget allows from the carried splits into this epoch's reads."""
+        """Move what the budget allows from the carried splits into this epoch's reads.
+
+        Fair under a limit: the splits are visited from a place that moves on by one
+        every epoch, so each split comes first in turn and a busy split cannot keep
+        the others waiting for more than one round.
+        """
         pending = [(subtask, split) for subtask, part in enumerate(state.carried) for split in part]
         if not pending or budget.spent():
             return
         ends = self._ends([split for _, split in pending])
-        kept = self._empty()
-        for (subtask, split), end in zip(pending, ends, strict=True):
+        first = state.epoch % len(pending)
+        order = list(range(first, len(pending))) + list(range(first))
+        rests: list[Any] = [None] * len(pending)
+        for index in order:
+            subtask, split = pending[index]
+            end = ends[index]
             if budget.spent():
-                kept[subtask].append(split)
+                rests[index] = split
                 continue
             if end is None:  # ends by itself: read whole
                 reads[subtask].append((_frame(self._split_serializer, split), None))
@@ -387,8 +396,11 @@ class SourceEpochCoordinator:
             if cut.read is not None:
                 reads[subtask].append((_frame(self._split_serializer, cut.read), cut.records))
                 budget.take(cut.records)
-            if cut.rest is not None:
-                kept[subtask].append(cut.rest)
+            rests[index] = cut.rest
+        kept = self._empty()
+        for (subtask, _), rest in zip(pending, rests, strict=True):
+            if rest is not None:
+                kept[subtask].append(rest)
         state.carried = kept
 
     def _ends(self, splits: list[Any]) -> Sequence[object | None]:

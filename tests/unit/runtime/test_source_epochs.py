@@ -336,3 +336,22 @@ def test_every_record_is_read_once_under_random_limits_restarts_crashes_and_repl
         coord.close()
         LOGS.pop(log, None)
         NOTIFIED.pop(log, None)
+
+
+def test_a_busy_split_cannot_keep_the_others_waiting_under_a_record_limit(store, log):
+    source = LogSource(log)
+    append(log, 1, 6)
+    append(log, 2, 6)
+    coord = coordinator(source, store, parallelism=1)
+    start = coord.initial_epoch()
+    read_of = {1: 0, 2: 0}
+    for _ in range(4):
+        append(log, 0, 10)  # partition 0 always has more than the limit
+        start = coord.next_epoch(start, ReadLimit(max_records=4))
+        got = rows(source, coord, start)
+        assert len(got) <= 4
+        for row in got:
+            read_of[row["partition"]] = read_of.get(row["partition"], 0) + 1
+    assert read_of[1] > 0
+    assert read_of[2] > 0
+    coord.close()
