@@ -3,8 +3,10 @@
 Those tests check that the kit finds the bug and what its message names. Shrinking
 the failing example to a short one re-runs hundreds of lifecycles and only makes the
 history shorter, so they run under ``unshrunk``: the loaded profile without
-``Phase.shrink`` (the kit takes its phases from the profile). Correct sinks, and the
-how-to's failure (``test_docs_example``), keep every phase.
+``Phase.shrink`` (the kit takes its phases from the profile). Correct sinks keep every
+phase, and so do two failures: the how-to's (``test_docs_example``: the default, shrinking
+path end to end) and the half-done commit (``test_crash_points``), whose message must
+still show the crash, which only a shrunk history keeps within the lines it shows.
 """
 
 from __future__ import annotations

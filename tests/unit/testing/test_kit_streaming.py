@@ -41,6 +41,7 @@ from sinkv2 import (
 )
 from sinkv2.runtime import STAGE_EVENTS, CheckpointRunner, WriterStates, redistribute
 from sinkv2.testing import SinkUnderTest, check_streaming
+from sinkv2.testing._engine import scratch_dir
 from sinkv2.testing._runtime import LocalRuntime
 from sinkv2.testing._stream import DriverDies, LocalStream, MicroBatch
 from sinkv2.testing._stream_machine import streaming_machine
@@ -184,7 +185,7 @@ class AppendSink(Sink[Record], SupportsWriterState[Record, BufferState]):
 
 
 def make_append(sink_class: type[AppendSink] = AppendSink) -> SinkUnderTest:
-    directory = Path(tempfile.mkdtemp(prefix="kit-append-"))
+    directory = Path(tempfile.mkdtemp(prefix="kit-append-", dir=scratch_dir()))
     path = directory / "out.jsonl"
 
     def visible() -> list[Record]:
