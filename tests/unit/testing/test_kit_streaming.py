@@ -368,7 +368,9 @@ def test_a_clean_up_that_removes_staging_a_writer_state_points_to_is_caught() ->
     with pytest.raises(AssertionError) as caught:
         stream(CarelessCleanUpSink)
     message = str(caught.value)
-    assert "failed: FileNotFoundError" in message, message
+    # A restored writer misses its held file, or, when the clean-up runs while the commit
+    # thread has not yet committed the checkpoint before, the committer its staged file.
+    assert re.search(r"(failed|an unknown failure): FileNotFoundError", message), message
     assert "kitstream0001" in message
 
 
