@@ -35,10 +35,20 @@ def _settings(max_examples: int, *, steps: int = _STEPS) -> settings:
         stateful_step_count=steps,
         suppress_health_check=_SLOW_IS_FINE,
         report_multiple_bugs=False,  # one clean AssertionError, the simplest failure
-        # The explain phase re-runs many lifecycles to annotate lines; the lifecycle log
-        # in the message already says what happened.
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+        phases=_phases(),
     )
+
+
+def _phases() -> list[Phase]:
+    """The loaded hypothesis profile's phases (all, by default), never the explain phase.
+
+    The explain phase re-runs many lifecycles to annotate lines; the lifecycle log in
+    the message already says what happened. A profile without ``Phase.shrink`` gets
+    the first failing example as found: a longer history, found much sooner.
+    """
+    loaded = settings.default
+    chosen = loaded.phases if loaded is not None else tuple(Phase)
+    return [phase for phase in chosen if phase is not Phase.explain]
 
 
 def _validate(
@@ -229,6 +239,12 @@ def check_sink(
     must commit the pending checkpoint again). Nor does the kit see other processes or
     threads: concurrent jobs, a destination that fails by itself, or a
     `crash_point` reached in a thread the sink started (there it does nothing).
+
+    The kit sets hypothesis's number of examples, steps per example, deadline
+    (none) and health checks; the rest comes from the loaded hypothesis settings
+    profile: the seed, the example database, and which phases run (never the
+    explain phase). Under a profile without ``Phase.shrink`` a failure is reported
+    as first found: much sooner, with a longer history.
 
     Args:
         make: Returns a `SinkUnderTest` on a fresh destination; called once per example.

@@ -41,6 +41,7 @@ from sinkv2 import (
     WriterInitContext,
 )
 from sinkv2.testing import SinkUnderTest
+from sinkv2.testing._engine import scratch_dir
 
 Record = dict[str, Any]
 
@@ -181,7 +182,8 @@ def read_back(directory: Path) -> list[Record]:
 
 
 def make(sink_class: type[JsonLinesSink] = JsonLinesSink, **options: Any) -> SinkUnderTest:
-    directory = Path(tempfile.mkdtemp(prefix="kit-jsonl-"))
+    # Real files, in memory where there is a tmpfs: the kit makes one per example.
+    directory = Path(tempfile.mkdtemp(prefix="kit-jsonl-", dir=scratch_dir()))
     return SinkUnderTest(
         sink=sink_class(directory, **options),
         read_back=lambda: read_back(directory),

@@ -147,6 +147,7 @@ class SwallowingSink(PartsSink):
         return SwallowingCommitter()
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_sink_that_catches_the_crash_is_told_so() -> None:
     with pytest.raises(AssertionError) as caught:
         check(SwallowingSink)

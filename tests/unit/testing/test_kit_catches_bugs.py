@@ -73,6 +73,7 @@ class NonIdempotentSink(JsonLinesSink):
         pass
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_committer_that_commits_twice_is_caught_as_duplicates() -> None:
     with pytest.raises(AssertionError) as caught:
         check(NonIdempotentSink)
@@ -98,16 +99,18 @@ class ForgetfulSink(JsonLinesSink):
     writer_class = ForgetfulWriter
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_writer_that_drops_buffered_records_on_snapshot_is_caught_as_loss() -> None:
     with pytest.raises(AssertionError) as caught:
         check(ForgetfulSink)
     message = str(caught.value)
     assert "EXACTLY_ONCE violated" in message
     assert "committed elements are missing from the destination" in message
-    assert re.search(r"\(\d+x committed, 0x visible\)", message)  # how many: as shrunk
+    assert re.search(r"\(\d+x committed, 0x visible\)", message)  # how many
     assert "snapshot_state" in message
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_the_same_loss_is_caught_under_at_least_once() -> None:
     with pytest.raises(AssertionError, match=r"AT_LEAST_ONCE violated .* are missing"):
         check(ForgetfulSink, guarantee=DeliveryGuarantee.AT_LEAST_ONCE)
@@ -119,6 +122,7 @@ STATE_V1 = BufferState(('{"id": 1, "tag": "a"}',))
 STATE_V1_PAYLOAD = AttrsMsgpackSerializer(BufferState).serialize(STATE_V1)
 
 
+@pytest.mark.usefixtures("unshrunk")
 @pytest.mark.parametrize("version", [2])
 def test_a_serializer_that_cannot_read_its_previous_version_is_caught(version: int) -> None:
     class NewFormatSink(JsonLinesSink):
@@ -146,6 +150,7 @@ def test_a_serializer_with_an_upgrade_reads_its_previous_version() -> None:
     )
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_golden_sample_that_reads_as_something_else_is_caught() -> None:
     wrong = BufferState(("something else",))
     with pytest.raises(AssertionError, match="reads its version 1 golden sample as BufferState"):
@@ -168,6 +173,7 @@ class LockedSink(JsonLinesSink):
         self.lock = threading.Lock()  # the bug: a lock cannot travel to executors
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_sink_that_cannot_be_cloudpickled_is_caught() -> None:
     with pytest.raises(AssertionError) as caught:
         check(LockedSink)
@@ -201,6 +207,7 @@ class EagerSink(JsonLinesSink):
     writer_class = EagerWriter
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_output_visible_before_its_commit_is_caught() -> None:
     with pytest.raises(AssertionError, match="elements that no completed checkpoint covers"):
         check(EagerSink)
@@ -218,6 +225,7 @@ class SharedStagingSink(JsonLinesSink):
     writer_class = SharedStagingWriter
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_staging_named_without_the_attempt_token_is_caught() -> None:
     # Attempts overwrite each other's staged file: seen as loss, duplicates, or a commit
     # repeated that changes what is visible - whichever example hypothesis finds first.
@@ -225,6 +233,7 @@ def test_staging_named_without_the_attempt_token_is_caught() -> None:
         check(SharedStagingSink)
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_the_committer_failing_a_replayed_committable_is_caught() -> None:
     class StrictCommitter(RenameCommitter):
         def commit(self, requests: Collection[Committer.CommitRequest[StagedFile]]) -> None:
@@ -284,6 +293,7 @@ class DecimalAsFloatSink(JsonLinesSink):
     writer_class = DecimalAsFloatWriter
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_sink_that_writes_a_decimal_as_a_float_gets_a_diff() -> None:
     with pytest.raises(AssertionError) as caught:
         check_values(DecimalAsFloatSink, AMOUNTS)
@@ -314,6 +324,7 @@ class NanAsNoneSink(JsonLinesSink):
     writer_class = NanAsNoneWriter
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_sink_that_stores_nan_as_null_gets_a_diff() -> None:
     with pytest.raises(AssertionError) as caught:
         check_values(NanAsNoneSink, MEASURES)
@@ -336,6 +347,7 @@ class TruncatingSink(JsonLinesSink):
     writer_class = TruncatingWriter
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_sink_that_truncates_strings_gets_a_diff_under_at_least_once_too() -> None:
     with pytest.raises(AssertionError) as caught:
         check_values(TruncatingSink, ELEMENTS, guarantee=DeliveryGuarantee.AT_LEAST_ONCE)

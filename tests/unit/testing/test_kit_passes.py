@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import Phase
 from hypothesis import strategies as st
 from kit_jsonl_sink import ELEMENTS, JsonLinesSink, make
 
@@ -85,6 +86,20 @@ def test_the_environment_sets_the_number_of_examples(monkeypatch: pytest.MonkeyP
         assert resolve_examples(200) == 3  # the pytest option wins
     finally:
         set_examples_override(None)
+
+
+def test_the_kit_takes_its_phases_from_the_hypothesis_profile() -> None:
+    from sinkv2.testing._check import _settings
+
+    assert Phase.shrink in _settings(5).phases  # the default profile shrinks failures
+    assert Phase.explain not in _settings(5).phases  # the kit never explains them
+
+
+@pytest.mark.usefixtures("unshrunk")
+def test_a_profile_without_shrinking_reports_failures_as_found() -> None:
+    from sinkv2.testing._check import _settings
+
+    assert set(_settings(5).phases) == {Phase.explicit, Phase.reuse, Phase.generate, Phase.target}
 
 
 def test_public_surface() -> None:

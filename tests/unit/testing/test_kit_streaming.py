@@ -41,6 +41,7 @@ from sinkv2 import (
 )
 from sinkv2.runtime import STAGE_EVENTS, CheckpointRunner, WriterStates, redistribute
 from sinkv2.testing import SinkUnderTest, check_streaming
+from sinkv2.testing._engine import scratch_dir
 from sinkv2.testing._runtime import LocalRuntime
 from sinkv2.testing._stream import DriverDies, LocalStream, MicroBatch
 from sinkv2.testing._stream_machine import streaming_machine
@@ -184,7 +185,7 @@ class AppendSink(Sink[Record], SupportsWriterState[Record, BufferState]):
 
 
 def make_append(sink_class: type[AppendSink] = AppendSink) -> SinkUnderTest:
-    directory = Path(tempfile.mkdtemp(prefix="kit-append-"))
+    directory = Path(tempfile.mkdtemp(prefix="kit-append-", dir=scratch_dir()))
     path = directory / "out.jsonl"
 
     def visible() -> list[Record]:
@@ -213,6 +214,7 @@ class DroppingSink(JsonLinesSink):
         return self.writer_class(self, context)
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_sink_that_drops_restored_state_is_caught() -> None:
     with pytest.raises(AssertionError) as caught:
         stream(DroppingSink)
@@ -222,9 +224,11 @@ def test_a_sink_that_drops_restored_state_is_caught() -> None:
     assert re.search(r"\(\d+x streamed, 0x visible\)", message), message
     assert "restore_writer must take back every state it is handed" in message
     assert "stream so far (DroppingSink: Sink + SupportsWriterState" in message
-    assert "checkpoint 1: writers 'kitstream0001-00000-" in message  # the stream, step by step
+    # the stream, step by step
+    assert re.search(r"checkpoint \d+: writers 'kitstream\d{4}-00000-", message), message
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_the_same_loss_is_caught_under_at_least_once() -> None:
     with pytest.raises(AssertionError, match=r"AT_LEAST_ONCE violated .* are missing"):
         stream(DroppingSink, guarantee=AT_LEAST_ONCE)
@@ -240,13 +244,15 @@ class DuplicatingSink(JsonLinesSink):
         return self.writer_class(self, context, lines + lines)
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_sink_that_duplicates_restored_state_is_caught() -> None:
     with pytest.raises(AssertionError) as caught:
         stream(DuplicatingSink)
     message = str(caught.value)
     assert "EXACTLY_ONCE violated" in message
     assert "the destination shows duplicated elements" in message
-    assert re.search(r"\(2x visible, 1x in recorded checkpoints\)", message), message
+    # twice, or more if restored twice in a row
+    assert re.search(r"\(([2-9]|\d\d+)x visible, 1x in recorded checkpoints\)", message), message
 
 
 @attrs.frozen
@@ -362,7 +368,9 @@ def test_a_clean_up_that_removes_staging_a_writer_state_points_to_is_caught() ->
     with pytest.raises(AssertionError) as caught:
         stream(CarelessCleanUpSink)
     message = str(caught.value)
-    assert "failed: FileNotFoundError" in message, message
+    # A restored writer misses its held file, or, when the clean-up runs while the commit
+    # thread has not yet committed the checkpoint before, the committer its staged file.
+    assert re.search(r"(failed|an unknown failure): FileNotFoundError", message), message
     assert "kitstream0001" in message
 
 
@@ -418,6 +426,7 @@ def test_a_state_lost_on_the_way_is_reported_as_a_runtime_bug(
     assert "bug in sinkv2's streaming runtime" in message
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_runner_that_restores_nothing_is_reported_as_a_runtime_bug(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

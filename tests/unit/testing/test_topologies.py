@@ -121,6 +121,7 @@ class DroppingSink(AggregatingSink):
         return aggregate_committables(first, self.combine, read=FILE, write=FILES)
 
 
+@pytest.mark.usefixtures("unshrunk")
 def test_a_topology_that_loses_write_results_is_caught_by_lineage() -> None:
     with pytest.raises(AssertionError) as caught:
         check_sink(
