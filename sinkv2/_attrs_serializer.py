@@ -1,5 +1,9 @@
 """A ready `SimpleVersionedSerializer` for attrs classes, on msgpack.
 
+Over 450 lines because the type checks on write (one per annotation form) are the
+serializer's promise, and splitting them from the serializer would separate a check
+from the rule it enforces.
+
 Committables and writer states are usually small attrs classes. This serializer
 turns them into msgpack maps keyed by field name (through cattrs, so nested attrs
 classes, enums, tuples, sets, optionals and datetimes work), and keeps every older

@@ -1,5 +1,9 @@
 """IcebergSink's native write: Spark's Parquet writer writes the files, the sink registers them.
 
+Over 450 lines because it is one decision - whether Spark's Parquet files can be
+Iceberg data files for this table - and each pitfall below (field ids, types,
+partition values, statistics) is a check beside the code that handles it.
+
 When the table and the input allow it (see `plan`), an epoch is written by Spark
 into ``<table data>/sinkv2-native/<job id>-native-<checkpoint id>/``, and
 `committables` turns what it wrote into one `IcebergCommittable` - every data file

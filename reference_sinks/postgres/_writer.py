@@ -1,5 +1,9 @@
 """The PostgreSQL writer: rows loaded by ``COPY`` inside one transaction per checkpoint.
 
+Over 450 lines because the writer's one transaction per checkpoint - COPY streaming,
+staging tables, prepare and at-least-once flushes - is one state machine whose steps
+must be read together.
+
 Exactly once, the transaction is prepared (``PREPARE TRANSACTION``) at
 ``prepare_commit`` and its gid is the committable; the committer commits it. At
 least once, it is committed at every ``flush``. Rows travel as CSV made by pyarrow

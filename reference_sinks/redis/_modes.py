@@ -1,5 +1,8 @@
 """What `RedisSink` writes per element: `SetMode`, `HashMode` or `StreamMode`.
 
+Over 450 lines because the three modes share one value-encoding table (Spark's
+spellings of every type) that must be read beside each mode's commands.
+
 A mode turns an element (a dict of column name -> value, as Spark hands writers)
 into a request entry, and packs a batch of entries into its RESP commands. Entries are
 msgpack-storable lists of bytes, so the async sink's default state serializer

@@ -1,5 +1,9 @@
 """`AsyncSinkWriter`: FLIP-171's buffering, batching, retrying writer, with an asyncio core.
 
+Over 450 lines because `AsyncSinkWriter` is FLIP-171's one class: buffering,
+batching, rate limiting, retries and the mailbox are state of that one object, as in
+Flink's ``AsyncSinkWriter``.
+
 The writer's methods are synchronous and run on one thread (Flink's mailbox
 thread, a Spark task's thread). Requests run as coroutines on the writer's own
 event loop thread; when one finishes it posts its outcome to a queue (the

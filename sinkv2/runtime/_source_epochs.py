@@ -1,5 +1,9 @@
 """The source coordinator: a FLIP-27 source read as a stream of epochs, replayable exactly.
 
+Over 450 lines because the coordinator is one state machine - restore, acknowledge,
+plan, cut, record - whose steps keep one invariant together (a recorded epoch is
+read exactly as planned); its offsets, limits and slices are in ``_source_slices``.
+
 A micro-batch engine (Spark's ``DataSourceStreamReader``) fixes the end of every
 micro-batch on the driver, keeps nothing but a small offset per micro-batch, and
 after a crash replays a micro-batch from its logged offsets without asking the

@@ -1,8 +1,8 @@
 """The commit state store contract: epochs pending, aborted or committed; jobs running.
 
-(Over 450 lines: it is the contract, and the Protocols' docstrings are its
-specification; the transition table and the argument checks every store runs
-belong beside them.)
+Over 450 lines because it is the contract, and the Protocols' docstrings are its
+specification; the transition table and the argument checks every store runs belong
+beside them.
 
 The commit coordinator (`sinkv2.runtime.CommitCoordinator`) keeps one row per
 (sink id, epoch) in a table ``pending_sink_state``, so that a driver that crashes

@@ -1,5 +1,10 @@
 """`LocalRuntime`: Flink's sink lifecycle, run in process, with a model of what must be visible.
 
+Over 450 lines because `LocalRuntime` models Flink's whole sink lifecycle
+(checkpoints, end of input, crashes at each step, restores, clean-up hooks) and what
+must be visible after each; the subtask driver and the stream stage are modules of
+their own.
+
 The runtime is a local engine for the real commit coordinator
 (`sinkv2.runtime.CommitCoordinator`, the one ``sinkv2_spark`` drives), with a
 SQLite commit state store of its own: it drives one sink the way Flink's

@@ -1,7 +1,9 @@
 """A local engine for FLIP-27 sources: one enumerator, N readers, checkpoints and failures.
 
-(Over 450 lines: its steps and its checkpoint checks are one state machine over
-the channels of ``_source_wiring``; the contexts and outputs live there.)
+Over 450 lines because `LocalSourceEngine` models FLIP-27's whole runtime (the
+enumerator's context, readers, checkpoints, failures and restores, split hand-back)
+in one process; each step is checked against the contract where it happens.
+
 
 It runs a source the way Flink's runtime does, in this process and one thread,
 step by step, in an order a seeded random generator picks: messages between the

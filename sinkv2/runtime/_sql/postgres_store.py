@@ -1,8 +1,8 @@
 """`PostgresCommitStateStore`: the commit state store in a PostgreSQL schema.
 
-(Over 450 lines: besides acquiring, it is an operator's tool for a store on a
+Over 450 lines because besides acquiring, it is an operator's tool for a store on a
 server - who holds an id and ending a dead holder's session - each documented for
-the operator who needs it.)
+the operator who needs it.
 
 The contract is `sinkv2.runtime.CommitStateStore` (see ``_store``); the tables are
 the SQLite store's layout 4 (see ``postgres``); the lease and the operator's
