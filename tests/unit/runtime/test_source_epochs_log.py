@@ -170,3 +170,37 @@ def test_a_second_run_on_the_same_source_id_is_refused(logs, tmp_path):
         second.coordinator.initial_epoch()
     first.close()
     second.close()
+
+
+def test_available_now_waits_for_an_enumerator_whose_first_discovery_is_delayed(logs, tmp_path):
+    """Flink's continuous enumerators often list first after one interval, not at once."""
+    from tests.spark.log_source import LogEnumerator
+
+    class Delayed(LogEnumerator):
+        def start(self) -> None:
+            interval = self._source.discovery_interval_ms
+            self._context.call_async(
+                self._source.list_files,
+                self._discovered,
+                initial_delay_ms=interval,
+                period_ms=interval,
+            )
+
+    class DelayedSource(LogSource):
+        def create_enumerator(self, context: Any) -> Delayed:
+            return Delayed(context, self)
+
+        def restore_enumerator(self, context: Any, checkpoint: Any) -> Delayed:
+            return Delayed(context, self, checkpoint.assigned, checkpoint.pending)
+
+    append(logs, "a.log", range(10))
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    coordinator = SourceEpochCoordinator(
+        DelayedSource(logs, discovery_interval_ms=200), store, "delayed", parallelism=1
+    )
+    coordinator.prepare_available_now()  # Spark calls it before initialOffset
+    start = coordinator.initial_epoch()
+    end = coordinator.next_epoch(start, ReadLimit())
+    assert end == start + 1
+    assert [piece.records for piece in coordinator.slices(end)] == [10]
+    coordinator.close()
