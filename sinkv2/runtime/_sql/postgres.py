@@ -1,11 +1,11 @@
 """PostgreSQL's dialect, how a schema gets the tables, its locks and its connections.
 
-The tables are the SQLite store's layout 4 (``schema``) in one PostgreSQL schema
+The tables are the SQLite store's layout 5 (``schema``) in one PostgreSQL schema
 (``sinkv2`` by default), plus ``sink_store_layout``: one row holding the layout
 version, the counterpart of SQLite's ``PRAGMA user_version``. Layouts 1 and 2
 never existed in PostgreSQL; the numbers are shared so that one number means one
-set of semantics in either store. A schema of layout 3 (no sources' tables) is
-migrated in place when a store opens it.
+set of semantics in either store. A schema of layout 3 (no sources' tables) or
+4 (no results table) is migrated in place when a store opens it.
 
 A write transaction is psycopg's ``transaction()``; it reads the fence row ``FOR
 SHARE`` (a takeover, which increments the token, waits for it to end) and the
@@ -39,7 +39,14 @@ from sinkv2.errors import CommitStateError
 from sinkv2.runtime._sql.dialect import Connection, Dialect, render
 from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace
 from sinkv2.runtime._sql.lease import SqlSinkLease
-from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS, source_tables
+from sinkv2.runtime._sql.schema import (
+    EPOCH_TABLE,
+    JOB_TABLE,
+    ORIGIN_TABLE,
+    RESULT_TABLE,
+    SINKS,
+    source_tables,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,7 +71,7 @@ __all__ = [
     "source_lock_key",
 ]
 
-LAYOUT_VERSION: Final = 4
+LAYOUT_VERSION: Final = 5
 """The table layout this release writes and reads, kept in ``sink_store_layout``."""
 
 FIRST_LAYOUT: Final = 3
@@ -80,6 +87,7 @@ TABLES: Final = (
     LAYOUT_TABLE,
     "source_epoch_state",
     "source_fence",
+    "sink_result",
 )
 """Every table the store owns in its schema."""
 
@@ -376,9 +384,10 @@ def ensure_layout(connection: PgConnection, dialect: Dialect, schema: str) -> No
 def _migrate(connection: PgConnection, dialect: Dialect, version: int) -> None:
     """Take the tables from layout ``version`` to `LAYOUT_VERSION`, in the caller's transaction.
 
-    Layout 3 gets the sources' tables (layout 4), empty; the sinks' rows are untouched.
+    Layout 3 gets the sources' tables (layout 4), layout 4 the doors' results table
+    (layout 5), empty; the sinks' rows are untouched.
     """
-    steps = {3: source_tables(dialect, _FENCE_TABLE)}
+    steps = {3: source_tables(dialect, _FENCE_TABLE), 4: (render(dialect, RESULT_TABLE),)}
     for step in range(version, LAYOUT_VERSION):
         for statement in steps[step]:
             connection.execute(statement, ())
@@ -391,4 +400,4 @@ def _tables_of(dialect: Dialect) -> tuple[str, ...]:
     fence = render(dialect, _FENCE_TABLE, fence=SINKS.fence, key=SINKS.key)
     tables = (JOB_TABLE, ORIGIN_TABLE, _LAYOUT_TABLE)
     sinks = (render(dialect, EPOCH_TABLE), fence, *(render(dialect, table) for table in tables))
-    return (*sinks, *source_tables(dialect, _FENCE_TABLE))
+    return (*sinks, *source_tables(dialect, _FENCE_TABLE), render(dialect, RESULT_TABLE))

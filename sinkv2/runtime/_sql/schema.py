@@ -15,6 +15,9 @@ Layout 4 adds the sources' tables, in a key space of their own (`SOURCES`):
 - ``source_epoch_state``: one row per (source id, epoch), `SOURCE_EPOCH_TABLE`;
 - ``source_fence``: one row per source id, the same shape as ``sink_fence``.
 
+Layout 5 adds ``sink_result`` (`RESULT_TABLE`): what the data-source doors' runs
+ended with, one row per (sink id, job id), for the driver to read (``results``).
+
 The definitions are templates for `render`: type words stand for the database's
 type names. Two columns of ``pending_sink_state`` differ by history rather than by
 database, so they are words too: ``{epoch_type}`` (PostgreSQL also checks the
@@ -39,6 +42,7 @@ __all__ = [
     "EPOCH_TABLE",
     "JOB_TABLE",
     "ORIGIN_TABLE",
+    "RESULT_TABLE",
     "SINKS",
     "SOURCES",
     "SOURCE_COLUMNS",
@@ -94,6 +98,17 @@ ORIGIN_TABLE: Final = """
         bound_at {float64} NOT NULL
     )
     """
+
+RESULT_TABLE: Final = """
+    CREATE TABLE {schema}sink_result (
+        sink_id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        recorded_at {float64} NOT NULL,
+        outcome TEXT NOT NULL,
+        PRIMARY KEY (sink_id, job_id)
+    )
+    """
+"""Layout 5: a job's outcome (a `SinkResult` or an error, as JSON; see ``results``)."""
 
 
 SOURCE_COLUMNS: Final = (

@@ -19,11 +19,18 @@ from sinkv2.errors import CommitStateError
 from sinkv2.runtime._sql.dialect import Connection, Dialect, describe_error, render
 from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace, describe_holder
 from sinkv2.runtime._sql.file_lock import drop_lock
-from sinkv2.runtime._sql.schema import EPOCH_TABLE, JOB_TABLE, ORIGIN_TABLE, SINKS, source_tables
+from sinkv2.runtime._sql.schema import (
+    EPOCH_TABLE,
+    JOB_TABLE,
+    ORIGIN_TABLE,
+    RESULT_TABLE,
+    SINKS,
+    source_tables,
+)
 
 __all__ = ["BUSY_TIMEOUT_S", "SCHEMA_VERSION", "advance_fence", "connect", "hold", "sqlite_dialect"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """The table layout this release writes and reads, kept in ``PRAGMA user_version``."""
 
 BUSY_TIMEOUT_S: Final = 30.0
@@ -104,6 +111,7 @@ def _tables(dialect: Dialect) -> tuple[str, ...]:
         render(dialect, JOB_TABLE),
         render(dialect, ORIGIN_TABLE),
         *source_tables(dialect, _FENCE_TABLE),
+        render(dialect, RESULT_TABLE),
     )
 
 
@@ -111,7 +119,8 @@ def _migrations(dialect: Dialect) -> Mapping[int, tuple[str, ...]]:
     """Statements that take layout N to N + 1, run in one transaction when a store opens.
 
     Layout 1 rows get ``checkpoint_id`` NULL, read as `default_checkpoint_id`; layout 2
-    rows get empty ``writer_states``; layout 3 gets the sources' tables, empty.
+    rows get empty ``writer_states``; layout 3 gets the sources' tables, empty;
+    layout 4 gets the doors' results table, empty.
     """
     return {
         1: (
@@ -123,6 +132,7 @@ def _migrations(dialect: Dialect) -> Mapping[int, tuple[str, ...]]:
             render(dialect, ORIGIN_TABLE),
         ),
         3: source_tables(dialect, _FENCE_TABLE),
+        4: (render(dialect, RESULT_TABLE),),
     }
 
 

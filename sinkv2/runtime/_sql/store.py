@@ -2,7 +2,8 @@
 
 `SqlCommitStateStore` holds the read-only questions of ``sinkv2 state``: which
 sink ids a store knows, their epochs, jobs and origin; which source ids it knows
-and their epochs. Each store says how it
+and their epochs. It also keeps what the data-source doors' jobs ended with
+(`record_outcome`, `outcomes`), for their driver to read. Each store says how it
 opens a short-lived connection for them (`SqlCommitStateStore._reading`) and in
 which dialect.
 
@@ -15,6 +16,7 @@ Who holds an id is each store's own.
 from __future__ import annotations
 
 import abc
+import time
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Final
 
@@ -26,13 +28,33 @@ from sinkv2.runtime._sql.schema import SINKS, SOURCES, record_from_row, source_r
 from sinkv2.runtime._sql.source_lease import SqlSourceLease, source_epochs_query
 from sinkv2.runtime._store import EpochRecord, EpochStatus, check_name
 
-__all__ = ["SqlCommitStateStore"]
+__all__ = ["KEPT_OUTCOMES", "SqlCommitStateStore"]
 
 _SINK_IDS: Final = (
     "SELECT sink_id FROM {schema}sink_fence UNION SELECT sink_id FROM {schema}pending_sink_state "
     "UNION SELECT sink_id FROM {schema}sink_job UNION SELECT sink_id FROM {schema}sink_origin "
     "ORDER BY 1"
 )
+
+_RECORD_OUTCOME: Final = (
+    "INSERT INTO {schema}sink_result (sink_id, job_id, recorded_at, outcome) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (sink_id, job_id) DO UPDATE SET recorded_at = excluded.recorded_at, "
+    "outcome = excluded.outcome"
+)
+
+_PRUNE_OUTCOMES: Final = (
+    "DELETE FROM {schema}sink_result WHERE sink_id = ? AND job_id NOT IN ("
+    "SELECT job_id FROM {schema}sink_result WHERE sink_id = ? "
+    "ORDER BY recorded_at DESC, job_id DESC LIMIT ?)"
+)
+
+_OUTCOMES: Final = (
+    "SELECT job_id, recorded_at, outcome FROM {schema}sink_result WHERE sink_id = ? "
+    "ORDER BY recorded_at DESC, job_id DESC LIMIT ?"
+)
+
+KEPT_OUTCOMES: Final = 100
+"""How many jobs' outcomes a store keeps per sink id; older ones are deleted."""
 
 _SOURCE_IDS: Final = (
     "SELECT source_id FROM {schema}source_fence "
@@ -145,6 +167,48 @@ class SqlCommitStateStore(abc.ABC):
         query = render(self._dialect, "SELECT origin FROM {schema}sink_origin WHERE sink_id = ?")
         rows = self._rows(f"read the origin of sink {sink_id!r}", query, sink_id)
         return str(rows[0][0]) if rows else None
+
+    def record_outcome(self, sink_id: str, job_id: str, outcome: str) -> bool:
+        """Keep what job ``job_id`` of ``sink_id`` ended with (JSON text), replacing its last.
+
+        Not fenced, and not part of any epoch's transaction: an outcome is a report
+        for the driver (``sinkv2_spark.last_result``), recorded after the fact. Only
+        the newest `KEPT_OUTCOMES` jobs of a sink id are kept. Nothing is recorded
+        when the store does not exist yet (a process that does not share it, such
+        as an executor on another host with a SQLite store): ``False``.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` or ``job_id`` is not a non-empty str.
+            CommitStateError: The store cannot be written.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        check_name("job_id", job_id, "pass the job's id")
+        dialect = self._dialect
+        with self._reading(f"record an outcome of sink {sink_id!r}") as connection:
+            if connection is None:
+                return False
+            with dialect.transaction(connection):
+                connection.execute(
+                    render(dialect, _RECORD_OUTCOME), (sink_id, job_id, time.time(), outcome)
+                )
+                connection.execute(
+                    render(dialect, _PRUNE_OUTCOMES), (sink_id, sink_id, KEPT_OUTCOMES)
+                )
+        return True
+
+    def outcomes(self, sink_id: str, *, limit: int = KEPT_OUTCOMES) -> list[tuple[str, str]]:
+        """The newest ``limit`` recorded outcomes of ``sink_id``, newest first: (job id, JSON).
+
+        Read-only, as the other questions; an empty list if none was recorded.
+
+        Raises:
+            SinkConfigurationError: ``sink_id`` is not a non-empty str.
+            CommitStateError: The store cannot be read, or is of another layout.
+        """
+        check_name("sink_id", sink_id, "pass the sink's stable id")
+        query = render(self._dialect, _OUTCOMES)
+        rows = self._rows(f"read the outcomes of sink {sink_id!r}", query, sink_id, limit)
+        return [(str(job_id), str(outcome)) for job_id, _, outcome in rows]
 
     def source_ids(self) -> list[str]:
         """Every source id the store has a record of (acquired, or epochs), sorted.

@@ -93,6 +93,7 @@ class SqliteBackend:
         with self._connect() as connection, connection:
             connection.execute("DROP TABLE source_epoch_state")
             connection.execute("DROP TABLE source_fence")
+            connection.execute("DROP TABLE sink_result")
         self.set_layout(3)
 
     def tables(self):
@@ -192,6 +193,7 @@ class PostgresBackend:
         with self.connect() as connection:
             connection.execute(f'DROP TABLE "{schema}".source_epoch_state')
             connection.execute(f'DROP TABLE "{schema}".source_fence')
+            connection.execute(f'DROP TABLE "{schema}".sink_result')
         self.set_layout(3)
 
     def tables(self):

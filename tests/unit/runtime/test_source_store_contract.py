@@ -396,8 +396,8 @@ def test_a_layout_3_store_is_migrated_on_open_and_its_sink_records_are_intact(ba
         reopened.acquire("orders", job_id="new").release()
     else:
         assert reopened.source_ids() == []
-    assert backend.layout() == LAYOUT_VERSION == 4
-    assert {"source_epoch_state", "source_fence"} <= set(backend.tables())
+    assert backend.layout() == LAYOUT_VERSION == 5
+    assert {"source_epoch_state", "source_fence", "sink_result"} <= set(backend.tables())
     assert backend.rows()[0] == before[0]  # every sink epoch row, byte for byte
     assert reopened.jobs("orders") == ["old"]
     assert reopened.origin("orders") == "query 1"

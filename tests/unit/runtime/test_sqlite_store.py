@@ -90,6 +90,7 @@ def test_the_layout_is_the_documented_one(store):
                 "sink_origin",
                 "source_epoch_state",
                 "source_fence",
+                "sink_result",
             )
         }
     assert columns == {
@@ -111,6 +112,7 @@ def test_the_layout_is_the_documented_one(store):
         "sink_origin": ["sink_id", "origin", "bound_at"],
         "source_epoch_state": SOURCE_EPOCH_COLUMNS,
         "source_fence": ["source_id", "fencing_token", "holder"],
+        "sink_result": ["sink_id", "job_id", "recorded_at", "outcome"],
     }
 
 
@@ -226,7 +228,7 @@ def test_a_layout_3_file_gets_the_source_tables_and_keeps_its_sink_rows(store):
         assert source.fencing_token == 1
         source.record_epoch(0, enumerator_checkpoint=b"cp", assignment=b"as")
     with contextlib.closing(sqlite3.connect(store.path)) as connection:
-        assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (4,)
+        assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (5,)
         assert connection.execute("SELECT * FROM pending_sink_state ORDER BY epoch").fetchall() == (
             rows
         )
