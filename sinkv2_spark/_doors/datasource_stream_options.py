@@ -40,7 +40,13 @@ from sinkv2_spark._rules.checkpoint_location import (  # apply()'s streaming rul
 )
 from sinkv2_spark._rules.options import make_sink, open_store, required_sink_id, sink_spec
 
-__all__ = ["STREAM_DOOR_OPTIONS", "StageHook", "StreamOptions", "parse_stream_options"]
+__all__ = [
+    "STREAM_DOOR_OPTIONS",
+    "StageHook",
+    "StreamOptions",
+    "parse_stream_options",
+    "stream_store",
+]
 
 CHECKPOINT_LOCATION: Final = "checkpointlocation"
 """Spark's ``checkpointLocation`` option, as the data source gets it (lower-cased)."""
@@ -155,14 +161,21 @@ def parse_stream_options(options: Mapping[str, str]) -> StreamOptions:
         sink_id=sink_id,
         checkpoint_location=location,
         local=local,
-        state_store=_store(options.get("state_store"), location, local),
+        state_store=stream_store(options.get("state_store"), location),
         on_stage=on_stage,
     )
 
 
-def _store(option: str | None, location: str, local: Path | None) -> CommitStateStore:
+def stream_store(option: str | None, location: str) -> CommitStateStore:
+    """The store of a stream: its ``state_store`` option, else next to ``checkpointLocation``.
+
+    Raises:
+        SinkConfigurationError: A bad option, or no option and a checkpoint location
+            that is not a local path.
+    """
     if option is not None:
         return open_store(option)
+    local = local_path(location)
     if local is None:
         raise SinkConfigurationError(
             f"the checkpointLocation {location!r} is not a local path, so the commit state "
