@@ -58,10 +58,16 @@ from sinkv2.runtime import (
     CommitRetryPolicy,
     CommitStateStore,
     EpochNeed,
+    Recovery,
     WriterStageOutput,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._doors.datasource_shared import check_pre_write, writer_stage_output
+from sinkv2_spark._doors.datasource_shared import (
+    check_pre_write,
+    merged_recovery,
+    run_writer_task,
+    writer_stage_output,
+)
 from sinkv2_spark._doors.datasource_topologies import (
     LocalStreams,
     dataframe_needed,
@@ -76,6 +82,7 @@ from sinkv2_spark._doors.source_read import (
 )
 from sinkv2_spark._doors.source_stream import SourceStreamReader
 from sinkv2_spark._engine.writer_task import WriterTask
+from sinkv2_spark._results import commit_error, record_error, record_result
 from sinkv2_spark._rules.options import parse_options
 from sinkv2_spark._rules.preflight import check_shippable
 
@@ -225,6 +232,8 @@ class WritePlan:
         input_schema: The Arrow schema of the rows as planned (writers use the
             schema of the batches they get, which has the session's time zone).
         retry_policy: Commit retry budget and backoff.
+        recovery: What the planner's ``open()`` finished of dead jobs; the commit's
+            result reports it, as ``apply()``'s does.
     """
 
     sink: Any
@@ -237,6 +246,7 @@ class WritePlan:
     skip: bool
     input_schema: pa.Schema
     retry_policy: CommitRetryPolicy = attrs.field(factory=CommitRetryPolicy)
+    recovery: Recovery = attrs.field(factory=Recovery)
 
     @property
     def carried_checkpoint_id(self) -> int:
@@ -300,6 +310,7 @@ def plan_batch_write(options: Any, schema: StructType) -> BatchWriter:
             fencing_token=token,
             skip=skip,
             input_schema=input_schema,
+            recovery=recovery,
         )
     )
 
@@ -347,7 +358,7 @@ class BatchWriter(DataSourceArrowWriter):
             emits_write_results=plan.capabilities.pre_commit_topology,
             input_schema=schema,
         )
-        (rows,) = task(batches)
+        rows = run_writer_task(task, batches, plan.store, plan.sink_id, plan.job_id)
         return TaskOutput(rows, schema if first is not None else None)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -384,8 +395,17 @@ class BatchWriter(DataSourceArrowWriter):
             return writer_stage_output(outputs)
 
         # Ends normally: finish; raises: close only (the next run cleans up after the job).
-        with coordinator as job, dataframe_needed(plan.capabilities.sink_type):
-            result = job.run_epoch(written, checkpoint_id=plan.checkpoint_id, recovery=job.recovery)
+        # The result reports what the planner recovered too (a checkpoint it recommitted
+        # is RECOMMITTED), as apply()'s does: the planner's open() found the dead jobs.
+        try:
+            with coordinator as job, dataframe_needed(plan.capabilities.sink_type):
+                recovery = merged_recovery(plan.recovery, job.recovery)
+                result = job.run_epoch(written, checkpoint_id=plan.checkpoint_id, recovery=recovery)
+        except Exception as error:
+            what = "the run" if plan.checkpoint_id is None else f"checkpoint {plan.checkpoint_id}"
+            record_error(plan.store, plan.sink_id, plan.job_id, commit_error(error, what))
+            raise
+        record_result(plan.store, plan.job_id, result)
         logger.info("sink %r: %s", plan.sink_id, result)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -2,28 +2,38 @@
 
 The batch door (``datasource``) and the streaming door (``datasource_stream``)
 check a sink's pre-write topology the same way, turn their writer tasks' rows into
-``apply()``'s writer-stage output the same way, and fence their commit against a
-run that took the sink id meanwhile the same way; the rules live here once.
+``apply()``'s writer-stage output the same way, fence their commit against a run
+that took the sink id meanwhile the same way, report a writer task's failure the
+same way (recorded for the driver, raised short), and hand what the planner
+recovered to the commit's result the same way; the rules live here once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
 from sinkv2 import SinkCapabilities
 from sinkv2.errors import SinkConfigurationError
-from sinkv2.runtime import WriterStageOutput
+from sinkv2.runtime import CommitStateStore, Recovery, WriterStageOutput
 from sinkv2_spark._doors.datasource_topologies import PlannedInput
+from sinkv2_spark._engine.failure import WriterFailure, decode_failure
 from sinkv2_spark._engine.writer_stage import split_by_subtask
-from sinkv2_spark._engine.writer_task import WRITER_OUTPUT_SCHEMA
+from sinkv2_spark._engine.writer_task import WRITER_OUTPUT_SCHEMA, WriterTask
+from sinkv2_spark._results import readable_error, record_error, writer_error
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["HasRows", "check_pre_write", "writer_stage_output"]
+__all__ = [
+    "HasRows",
+    "check_pre_write",
+    "merged_recovery",
+    "run_writer_task",
+    "writer_stage_output",
+]
 
 
 class HasRows(Protocol):
@@ -65,3 +75,51 @@ def writer_stage_output(
         pa.array([number_of_subtasks] * table.num_rows, pa.int32()),
     )
     return split_by_subtask(table, number_of_subtasks, with_states=with_states)
+
+
+def run_writer_task(
+    task: WriterTask,
+    batches: Iterable[pa.RecordBatch],
+    store: CommitStateStore | None,
+    sink_id: str,
+    job_id: str,
+    *,
+    batch_id: int | None = None,
+) -> pa.RecordBatch:
+    """Run one writer task; a writer's failure is recorded, then raised short.
+
+    ``apply()`` reads a failed task's JSON report out of Spark's exception text;
+    a door's user gets Spark's exception itself. So the failure is recorded for
+    the driver (``sinkv2_spark.last_result``, `SinkResultListener`) and raised as
+    a `SinkWriterError` whose message starts with the user's exception type and
+    message, without the report's JSON or sinkv2's frames (its traceback's last
+    lines are in the message).
+
+    Raises:
+        SinkWriterError: The writer failed.
+    """
+    try:
+        (rows,) = task(batches)
+    except WriterFailure as failure:
+        error = writer_error(failure, decode_failure(str(failure)))
+        if store is not None:
+            record_error(store, sink_id, job_id, error, batch_id=batch_id)
+        raise readable_error(sink_id, job_id, error).with_traceback(None) from None
+    return rows
+
+
+def merged_recovery(planned: Recovery, committed: Recovery) -> Recovery:
+    """What the planner's and the commit's ``open()`` finished, as one `Recovery`.
+
+    The planner finds what dead jobs left (the commit, run moments later, rarely
+    does); the commit's result reports both, as ``apply()``'s reports its one
+    ``open()``.
+    """
+    return Recovery(
+        recommitted={**planned.recommitted, **committed.recommitted},
+        aborted=tuple(sorted({*planned.aborted, *committed.aborted})),
+        cleaned_jobs=(
+            *planned.cleaned_jobs,
+            *(job for job in committed.cleaned_jobs if job not in planned.cleaned_jobs),
+        ),
+    )

@@ -58,12 +58,19 @@ from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     CheckpointRunner,
     CommitCoordinator,
+    CommitStateStore,
+    Recovery,
     Restore,
     WriterStageOutput,
     WriterStates,
 )
 from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
-from sinkv2_spark._doors.datasource_shared import check_pre_write, writer_stage_output
+from sinkv2_spark._doors.datasource_shared import (
+    check_pre_write,
+    merged_recovery,
+    run_writer_task,
+    writer_stage_output,
+)
 from sinkv2_spark._doors.datasource_stream_options import StreamOptions, parse_stream_options
 from sinkv2_spark._doors.datasource_topologies import (
     LocalStreams,
@@ -71,6 +78,7 @@ from sinkv2_spark._doors.datasource_topologies import (
     planned_arrow_schema,
 )
 from sinkv2_spark._engine.writer_task import WriterTask
+from sinkv2_spark._results import commit_error, record_error, record_result
 from sinkv2_spark._rules.preflight import check_shippable
 
 if TYPE_CHECKING:
@@ -142,6 +150,9 @@ class StreamPlan:
         latest: The newest recorded checkpoint, 0 if none.
         restore: What a checkpoint after ``latest`` restores (its states checked).
         input_schema: The Arrow schema of the rows as planned.
+        recovery: What the planner's ``open()`` finished of a dead run (a checkpoint
+            it recommitted, jobs it cleaned up); the commit's result reports it.
+        store: The commit state store (a failing writer task records its error there).
     """
 
     sink: Any
@@ -153,6 +164,8 @@ class StreamPlan:
     latest: int
     restore: Restore | None
     input_schema: pa.Schema
+    recovery: Recovery = attrs.field(factory=Recovery)
+    store: CommitStateStore | None = None
 
     def output(
         self,
@@ -169,6 +182,7 @@ class StreamPlan:
             restored_checkpoint_id=restored_checkpoint_id,
             rows=rows,
             input_schema=input_schema,
+            recovery=self.recovery,
         )
 
     def restored_states(self, subtask_id: int) -> tuple[tuple[bytes, ...], ...] | None:
@@ -204,7 +218,8 @@ def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPl
         with dataframe_needed(capabilities.sink_type):  # on no rows, before data moves
             coordinator.pre_commit(COMMITTABLE_SCHEMA.empty_table())
     origin = parsed.origin(claim=True)
-    coordinator.open(origin=origin, keep_restorable=True)  # commits what a dead run left Pending
+    # Commits what a dead run left Pending; the micro-batch's result reports it.
+    recovery = coordinator.open(origin=origin, keep_restorable=True)
     try:
         recorded = coordinator.recorded_epochs()
         latest = max(recorded, default=0)
@@ -224,6 +239,8 @@ def plan_micro_batch(options: Mapping[str, str], schema: StructType) -> StreamPl
         latest=latest,
         restore=restore,
         input_schema=input_schema,
+        recovery=recovery,
+        store=parsed.state_store,
     )
 
 
@@ -266,6 +283,7 @@ class StreamTaskOutput(WriterCommitMessage):
         rows: The `WRITER_OUTPUT_SCHEMA` rows (committables, states, the subtask
             row); ``None``: the checkpoint was recorded, nothing was written.
         input_schema: The Arrow schema of the batches the writer got, if any.
+        recovery: What the planner recovered (`StreamPlan.recovery`).
     """
 
     job_id: str
@@ -274,6 +292,7 @@ class StreamTaskOutput(WriterCommitMessage):
     restored_checkpoint_id: int | None
     rows: pa.RecordBatch | None
     input_schema: pa.Schema | None = None
+    recovery: Recovery = attrs.field(factory=Recovery)
 
     @property
     def stamp(self) -> tuple[str, int, int, int | None, bool]:
@@ -352,7 +371,9 @@ class StreamWriter(DataSourceStreamArrowWriter):
             restored_checkpoint_id=restore.checkpoint_id if restore is not None else None,
             restored_states=plan.restored_states(task.partitionId()),
         )
-        (rows,) = writer_task(batches)
+        rows = run_writer_task(
+            writer_task, batches, plan.store, plan.sink_id, plan.job_id, batch_id=int(batch_id)
+        )
         return plan.output(
             checkpoint_id,
             restore.checkpoint_id if restore is not None else None,
@@ -393,13 +414,25 @@ class StreamWriter(DataSourceStreamArrowWriter):
                 )
             return _carry_unrestored(writer_stage_output(outputs, with_states=True), restore)
 
-        coordinator.open(origin=parsed.origin(claim=False), keep_restorable=True)
-        runner = CheckpointRunner(coordinator)
+        # The result reports what the planner recovered too: the checkpoint Spark
+        # replays after a restart is RECOMMITTED, not "already committed".
+        def failed(error: Exception) -> None:
+            what = commit_error(error, f"checkpoint {first.checkpoint_id}")
+            record_error(parsed.state_store, parsed.sink_id, first.job_id, what, batch_id=batchId)
+
+        try:
+            recovery = coordinator.open(origin=parsed.origin(claim=False), keep_restorable=True)
+        except Exception as error:
+            failed(error)
+            raise
+        runner = CheckpointRunner(coordinator, recovery=merged_recovery(first.recovery, recovery))
         try:
             with dataframe_needed(parsed.capabilities.sink_type):
                 result = runner.run(written, first.checkpoint_id)
-        except BaseException:
+        except BaseException as error:
             coordinator.close()  # a pending checkpoint is committed by the next run
+            if isinstance(error, Exception):
+                failed(error)
             raise
         restored = runner.last_restore
         if restored is not None and restored.states is not None:
@@ -409,6 +442,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
         coordinator.finish(
             keep_attempt_tokens=[t for t in runner.referenced_attempts() if t.startswith(prefix)]
         )
+        if result is not None:
+            record_result(parsed.state_store, first.job_id, result, batch_id=batchId)
         logger.info("sink %r: micro-batch %d: %s", parsed.sink_id, batchId, result)
 
     def abort(
