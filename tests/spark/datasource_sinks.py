@@ -74,12 +74,16 @@ def _failures(failures: str) -> dict[tuple[int, int], int]:
     return {(s, a): at for s, a, at in json.loads(failures)}
 
 
-def recording(*, base: str, failures: str = "[]", reject_value: str | None = None):
-    """DoorRecordingSink under ``base``; failures: JSON [[subtask, attempt, element], ...]."""
+def recording(
+    *, base: str, failures: str = "[]", reject_value: str | None = None, commit_script: str = "[]"
+):
+    """DoorRecordingSink under ``base``; failures: JSON [[subtask, attempt, element], ...];
+    commit_script: JSON list of the committer's first actions (see RecordingCommitter)."""
     return DoorRecordingSink(
         base,
         failures=_failures(failures),
         reject_value=None if reject_value is None else float(reject_value),
+        commit_script=json.loads(commit_script),
     )
 
 
