@@ -31,6 +31,7 @@ from sinkv2._cli._sinks import (
 from sinkv2._cli._stores import HolderInfo, OperatorStore, driver_state, store_location
 from sinkv2.errors import SerializationError
 from sinkv2.runtime import EpochRecord, EpochStatus, WriterStates
+from sinkv2.runtime._sql.results import Outcome, decode_outcome
 
 __all__ = ["holder_data", "holder_text", "list_sinks", "show_sink"]
 
@@ -184,6 +185,7 @@ def show_sink(
     holder = store.holder(sink_id)
     jobs = store.jobs(sink_id)
     origin = store.origin(sink_id)
+    outcomes = store.outcomes(sink_id, limit=1)
     known = store.sink_ids()
     if sink_id not in known:
         raise CliError(
@@ -198,12 +200,16 @@ def show_sink(
         ("origin", origin or "-"),
         ("unfinished jobs", ", ".join(jobs) if jobs else "-"),
     ]
+    last = decode_outcome(outcomes[0][1], where=location) if outcomes else None
+    if last is not None:
+        header.append(("last door job", _outcome_text(last)))
     data: dict[str, Any] = {
         "store": location,
         "sink_id": sink_id,
         "holder": holder_data(holder),
         "origin": origin,
         "unfinished_jobs": jobs,
+        "last_door_job": None if last is None else _outcome_data(last),
     }
     if epoch is None:
         epochs = [_epoch_data(record) for record in records]
@@ -266,6 +272,45 @@ def show_sink(
     for c in committables:
         c.pop("text", None)
     return Report(text=text, data=data)
+
+
+def _outcome_text(outcome: Outcome) -> str:
+    """A data-source door job's outcome on one line (see ``sinkv2_spark.last_result``)."""
+    batch = f", micro-batch {outcome.batch_id}" if outcome.batch_id is not None else ""
+    job = f"job {outcome.job_id}{batch}"
+    if outcome.error is not None:
+        return f"{job} FAILED in its {outcome.error.failed_in}: {outcome.error.headline()}"
+    result = outcome.result
+    if result is None:
+        return f"{job}: no result"
+    return (
+        f"{job}: epoch {result.epoch} {result.status.value}, {result.records_written:,} "
+        f"records written, {result.committed} committables committed"
+    )
+
+
+def _outcome_data(outcome: Outcome) -> dict[str, Any]:
+    data: dict[str, Any] = {"job_id": outcome.job_id, "batch_id": outcome.batch_id}
+    if outcome.result is not None:
+        result = outcome.result
+        data["result"] = {
+            "epoch": result.epoch,
+            "checkpoint_id": result.checkpoint_id,
+            "status": result.status.value,
+            "records_written": result.records_written,
+            "committed": result.committed,
+            "already_committed": result.already_committed,
+            "recommitted_epochs": list(result.recommitted_epochs),
+            "cleaned_jobs": list(result.cleaned_jobs),
+        }
+    if outcome.error is not None:
+        data["error"] = {
+            "failed_in": outcome.error.failed_in,
+            "type": outcome.error.type_name,
+            "message": outcome.error.message,
+            "where": outcome.error.where,
+        }
+    return data
 
 
 def _states_text(epoch_data: dict[str, Any]) -> str:

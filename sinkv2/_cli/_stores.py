@@ -99,6 +99,10 @@ class OperatorStore(CommitStateStore, SourceStateStore, Protocol):
         """Who holds ``sink_id`` now, or ``None``."""
         ...
 
+    def outcomes(self, sink_id: str, *, limit: int = ...) -> list[tuple[str, str]]:
+        """The newest recorded job outcomes of ``sink_id``: (job id, JSON), newest first."""
+        ...
+
 
 def open_store(location: str | None, *, schema: str | None = None) -> OperatorStore:
     """The store at ``location``: a PostgreSQL URL, or the path of an existing SQLite file.

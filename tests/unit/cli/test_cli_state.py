@@ -84,6 +84,43 @@ def test_show_lists_epochs_with_status_checkpoint_and_committable_counts(capsys,
     assert epoch["state_name"] == "cli_sink.StagingSink"
 
 
+def test_show_gives_the_last_door_jobs_outcome(capsys, location):
+    from sinkv2.runtime import CommitStatus, SinkResult
+    from sinkv2.runtime._sql.results import Outcome, RecordedError, encode_outcome
+
+    data = run_json(capsys, "state", "show", location, "orders")
+    assert data["last_door_job"] is None  # no data-source door job recorded one
+    store = open_store(location)
+    result = SinkResult(
+        sink_id="orders",
+        epoch=4,
+        checkpoint_id=4,
+        status=CommitStatus.RECOMMITTED,
+        job_id="door-1",
+        committed=2,
+        recommitted_epochs=(3,),
+    )
+    store.record_outcome(
+        "orders", "door-1", encode_outcome(Outcome(job_id="door-1", result=result))
+    )
+    code, out, _ = run(capsys, "state", "show", location, "orders")
+    assert code == 0
+    assert "last door job    job door-1: epoch 4 recommitted, 0 records written, 2 " in out
+    data = run_json(capsys, "state", "show", location, "orders")
+    assert data["last_door_job"]["result"]["status"] == "recommitted"
+    assert data["last_door_job"]["result"]["recommitted_epochs"] == [3]
+
+    error = RecordedError(
+        failed_in="writer", type_name="ValueError", message="bad row", where="write() of x"
+    )
+    outcome = Outcome(job_id="door-2", batch_id=7, error=error)
+    store.record_outcome("orders", "door-2", encode_outcome(outcome))
+    code, out, _ = run(capsys, "state", "show", location, "orders")
+    assert "job door-2, micro-batch 7 FAILED in its writer: ValueError: bad row" in out
+    data = run_json(capsys, "state", "show", location, "orders")
+    assert data["last_door_job"]["error"]["type"] == "ValueError"
+
+
 def test_show_decodes_an_epochs_committables_with_the_named_sink(capsys, location, tmp_path):
     code, out, _ = run(capsys, "state", "show", location, "orders", "--epoch", 2, "--sink", SINK)
     assert code == 0
