@@ -121,7 +121,8 @@ def readable_error(sink_id: str, job_id: str, error: RecordedError) -> SinkV2Err
         )
     return CommitError(
         f"{error.headline()}\n  while committing {error.where} (sink {sink_id!r}, job "
-        f"{job_id}). What was written stays pending; the next run of the sink id commits it."
+        f"{job_id}). An epoch it recorded Pending stays pending, and the next run of the "
+        "sink id commits it."
         + (
             f"\n\nIn the commit's worker (last lines):\n{error.traceback}"
             if error.traceback

@@ -104,7 +104,7 @@ def test_a_failed_commit_is_reported_and_the_next_run_says_it_recommitted(door, 
     assert first_line.startswith("CommitFailedError: ")
     assert "disk on fire" in first_line
     assert "while committing checkpoint 3" in str(recorded.value)
-    assert "the next run of the sink id commits it" in str(recorded.value)
+    assert "stays pending, and the next run of the sink id commits it" in str(recorded.value)
 
     write(frame(door, 100), f"{SINKS}:recording", tmp_path, **options)
     result = last_result("recommit", state_store=store_of(tmp_path))
