@@ -13,8 +13,8 @@ from sinkv2.text import publish as _publish
 from sinkv2_spark._doors.apply import SinkTopologyTranslator
 from sinkv2_spark._doors.apply_stream import SinkStreamingQuery
 from sinkv2_spark._doors.datasource import register
+from sinkv2_spark._doors.results import SinkResultListener, last_result
 from sinkv2_spark._doors.source_read import from_source
-from sinkv2_spark._results import SinkResultListener, last_result
 
 __all__ = [
     "SinkResultListener",

@@ -30,8 +30,7 @@ from sinkv2._cli._sinks import (
 )
 from sinkv2._cli._stores import HolderInfo, OperatorStore, driver_state, store_location
 from sinkv2.errors import SerializationError
-from sinkv2.runtime import EpochRecord, EpochStatus, WriterStates
-from sinkv2.runtime._sql.results import Outcome, decode_outcome
+from sinkv2.runtime import EpochRecord, EpochStatus, JobOutcome, WriterStates
 
 __all__ = ["holder_data", "holder_text", "list_sinks", "show_sink"]
 
@@ -200,7 +199,7 @@ def show_sink(
         ("origin", origin or "-"),
         ("unfinished jobs", ", ".join(jobs) if jobs else "-"),
     ]
-    last = decode_outcome(outcomes[0][1], where=location) if outcomes else None
+    last = outcomes[0] if outcomes else None
     if last is not None:
         header.append(("last door job", _outcome_text(last)))
     data: dict[str, Any] = {
@@ -274,7 +273,7 @@ def show_sink(
     return Report(text=text, data=data)
 
 
-def _outcome_text(outcome: Outcome) -> str:
+def _outcome_text(outcome: JobOutcome) -> str:
     """A data-source door job's outcome on one line (see ``sinkv2_spark.last_result``)."""
     batch = f", micro-batch {outcome.batch_id}" if outcome.batch_id is not None else ""
     job = f"job {outcome.job_id}{batch}"
@@ -289,7 +288,7 @@ def _outcome_text(outcome: Outcome) -> str:
     )
 
 
-def _outcome_data(outcome: Outcome) -> dict[str, Any]:
+def _outcome_data(outcome: JobOutcome) -> dict[str, Any]:
     data: dict[str, Any] = {"job_id": outcome.job_id, "batch_id": outcome.batch_id}
     if outcome.result is not None:
         result = outcome.result

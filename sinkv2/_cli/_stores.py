@@ -20,6 +20,7 @@ from sinkv2.runtime import (
     CommitStateStore,
     EpochRecord,
     EpochStatus,
+    JobOutcome,
     PostgresCommitStateStore,
     SourceEpochRecord,
     SourceStateStore,
@@ -99,8 +100,8 @@ class OperatorStore(CommitStateStore, SourceStateStore, Protocol):
         """Who holds ``sink_id`` now, or ``None``."""
         ...
 
-    def outcomes(self, sink_id: str, *, limit: int = ...) -> list[tuple[str, str]]:
-        """The newest recorded job outcomes of ``sink_id``: (job id, JSON), newest first."""
+    def outcomes(self, sink_id: str, *, limit: int = ...) -> list[JobOutcome]:
+        """The newest recorded job outcomes of ``sink_id``, newest first."""
         ...
 
 

@@ -20,7 +20,9 @@ machinery out of ``connector.sink2``:
   `SourceLease`, `SourceEpochRecord`): per source id a fenced lease, per epoch
   the enumerator checkpoint, split assignment and end positions, written once;
 - `commit_with_retries`: Flink's commit semantics, with `CommitRetryPolicy`;
-- `SinkResult`: what an epoch did;
+- `SinkResult`: what an epoch did; `JobOutcome` and `JobError`: what a job ended
+  with, as both SQL stores keep it for an engine whose jobs run away from the
+  driver (``record_outcome``, ``outcomes``; Spark's data-source doors);
 - a bounded FLIP-27 read for engines that fix their tasks up front:
   `plan_bounded_read` (the enumerator run to "no more splits") and `read_subtask`
   (one task's reader read to the end, as Arrow batches of one schema);
@@ -93,6 +95,7 @@ from sinkv2.runtime._source_task import (
     read_subtask,
 )
 from sinkv2.runtime._sql.postgres_store import PostgresCommitStateStore, SinkHolder
+from sinkv2.runtime._sql.results import JobError, JobOutcome
 from sinkv2.runtime._sql.sqlite import SCHEMA_VERSION
 from sinkv2.runtime._sql.sqlite_store import (
     DEFAULT_FILE_NAME,
@@ -138,6 +141,8 @@ __all__ = [
     "InMemoryMetricGroup",
     "InMemorySinkCommitterMetricGroup",
     "InMemorySinkWriterMetricGroup",
+    "JobError",
+    "JobOutcome",
     "PendingEpoch",
     "PostgresCommitStateStore",
     "ReadLimit",

@@ -73,6 +73,7 @@ from sinkv2_spark._doors.datasource_topologies import (
     dataframe_needed,
     planned_arrow_schema,
 )
+from sinkv2_spark._doors.results import commit_error, record_error, record_result
 from sinkv2_spark._doors.source_read import (
     BoundedSourceReader,
     door_reader,
@@ -82,7 +83,6 @@ from sinkv2_spark._doors.source_read import (
 )
 from sinkv2_spark._doors.source_stream import SourceStreamReader
 from sinkv2_spark._engine.writer_task import WriterTask
-from sinkv2_spark._results import commit_error, record_error, record_result
 from sinkv2_spark._rules.options import parse_options
 from sinkv2_spark._rules.preflight import check_shippable
 

@@ -19,10 +19,10 @@ from sinkv2 import SinkCapabilities
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import CommitStateStore, Recovery, WriterStageOutput
 from sinkv2_spark._doors.datasource_topologies import PlannedInput
+from sinkv2_spark._doors.results import readable_error, record_error, writer_error
 from sinkv2_spark._engine.failure import WriterFailure, decode_failure
 from sinkv2_spark._engine.writer_stage import split_by_subtask
 from sinkv2_spark._engine.writer_task import WRITER_OUTPUT_SCHEMA, WriterTask
-from sinkv2_spark._results import readable_error, record_error, writer_error
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

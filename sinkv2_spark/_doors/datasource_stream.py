@@ -77,8 +77,8 @@ from sinkv2_spark._doors.datasource_topologies import (
     dataframe_needed,
     planned_arrow_schema,
 )
+from sinkv2_spark._doors.results import commit_error, record_error, record_result
 from sinkv2_spark._engine.writer_task import WriterTask
-from sinkv2_spark._results import commit_error, record_error, record_result
 from sinkv2_spark._rules.preflight import check_shippable
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ The data-source doors run a job's commit (and its writers) in Spark's Python
 workers, not in the user's driver. They record what the job ended with in the
 commit state store (``sink_result``, layout 5; `SqlCommitStateStore.record_outcome`),
 which driver and workers share, and the driver reads it back
-(``sinkv2_spark.last_result``). This module turns both ways between an
-`Outcome` and the JSON text in the table; it knows no engine.
+(``sinkv2_spark.last_result``). This module turns both ways between a
+`JobOutcome` and the JSON text in the table; it knows no engine.
 
 A `SinkResult` is stored field by field (enums by value, tuples as lists); a
 field a newer release added is dropped when read, one an older release lacked
@@ -24,7 +24,7 @@ import attrs
 from sinkv2.errors import CommitStateError
 from sinkv2.runtime._result import CommitStatus, SinkResult
 
-__all__ = ["FAILED_IN", "Outcome", "RecordedError", "decode_outcome", "encode_outcome"]
+__all__ = ["FAILED_IN", "JobError", "JobOutcome", "decode_outcome", "encode_outcome"]
 
 FAILED_IN: Final = ("writer", "commit")
 """Where a recorded error happened: a writer task, or the job's commit."""
@@ -38,7 +38,7 @@ _TUPLES: Final = frozenset(
 
 @final
 @attrs.frozen(kw_only=True)
-class RecordedError:
+class JobError:
     """The error a door's job failed with, as recorded where it happened.
 
     Attributes:
@@ -63,7 +63,7 @@ class RecordedError:
 
 @final
 @attrs.frozen(kw_only=True)
-class Outcome:
+class JobOutcome:
     """What one job of a sink id ended with: a result, or an error (exactly one).
 
     Attributes:
@@ -76,10 +76,10 @@ class Outcome:
     job_id: str
     batch_id: int | None = None
     result: SinkResult | None = None
-    error: RecordedError | None = None
+    error: JobError | None = None
 
 
-def encode_outcome(outcome: Outcome) -> str:
+def encode_outcome(outcome: JobOutcome) -> str:
     """The JSON text `SqlCommitStateStore.record_outcome` keeps."""
     data: dict[str, Any] = {"job_id": outcome.job_id, "batch_id": outcome.batch_id}
     if outcome.result is not None:
@@ -92,8 +92,8 @@ def encode_outcome(outcome: Outcome) -> str:
     return json.dumps(data, ensure_ascii=True, sort_keys=True)
 
 
-def decode_outcome(text: str, *, where: str) -> Outcome:
-    """The `Outcome` ``text`` holds.
+def decode_outcome(text: str, *, where: str) -> JobOutcome:
+    """The `JobOutcome` ``text`` holds.
 
     Raises:
         CommitStateError: ``text`` is not what `encode_outcome` writes (``where``
@@ -103,11 +103,11 @@ def decode_outcome(text: str, *, where: str) -> Outcome:
         data = json.loads(text)
         result = data.get("result")
         error = data.get("error")
-        return Outcome(
+        return JobOutcome(
             job_id=str(data["job_id"]),
             batch_id=None if data.get("batch_id") is None else int(data["batch_id"]),
             result=None if result is None else _result(result),
-            error=None if error is None else RecordedError(**error),
+            error=None if error is None else JobError(**error),
         )
     except (ValueError, TypeError, KeyError, AttributeError) as error:
         raise CommitStateError(

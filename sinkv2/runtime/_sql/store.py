@@ -24,6 +24,7 @@ from sinkv2.runtime._source_store import SourceEpochRecord, SourceLease
 from sinkv2.runtime._sql.dialect import Connection, Dialect, render
 from sinkv2.runtime._sql.fence import Hold, Keyspace
 from sinkv2.runtime._sql.lease import SqlSinkLease, check_statuses, epochs_query
+from sinkv2.runtime._sql.results import JobOutcome, decode_outcome, encode_outcome
 from sinkv2.runtime._sql.schema import SINKS, SOURCES, record_from_row, source_record_from_row
 from sinkv2.runtime._sql.source_lease import SqlSourceLease, source_epochs_query
 from sinkv2.runtime._store import EpochRecord, EpochStatus, check_name
@@ -168,8 +169,8 @@ class SqlCommitStateStore(abc.ABC):
         rows = self._rows(f"read the origin of sink {sink_id!r}", query, sink_id)
         return str(rows[0][0]) if rows else None
 
-    def record_outcome(self, sink_id: str, job_id: str, outcome: str) -> bool:
-        """Keep what job ``job_id`` of ``sink_id`` ended with (JSON text), replacing its last.
+    def record_outcome(self, sink_id: str, outcome: JobOutcome) -> bool:
+        """Keep what job ``outcome.job_id`` of ``sink_id`` ended with, replacing its last.
 
         Not fenced, and not part of any epoch's transaction: an outcome is a report
         for the driver (``sinkv2_spark.last_result``), recorded after the fact. Only
@@ -182,33 +183,37 @@ class SqlCommitStateStore(abc.ABC):
             CommitStateError: The store cannot be written.
         """
         check_name("sink_id", sink_id, "pass the sink's stable id")
+        job_id = outcome.job_id
         check_name("job_id", job_id, "pass the job's id")
+        text = encode_outcome(outcome)
         dialect = self._dialect
         with self._reading(f"record an outcome of sink {sink_id!r}") as connection:
             if connection is None:
                 return False
             with dialect.transaction(connection):
                 connection.execute(
-                    render(dialect, _RECORD_OUTCOME), (sink_id, job_id, time.time(), outcome)
+                    render(dialect, _RECORD_OUTCOME), (sink_id, job_id, time.time(), text)
                 )
                 connection.execute(
                     render(dialect, _PRUNE_OUTCOMES), (sink_id, sink_id, KEPT_OUTCOMES)
                 )
         return True
 
-    def outcomes(self, sink_id: str, *, limit: int = KEPT_OUTCOMES) -> list[tuple[str, str]]:
-        """The newest ``limit`` recorded outcomes of ``sink_id``, newest first: (job id, JSON).
+    def outcomes(self, sink_id: str, *, limit: int = KEPT_OUTCOMES) -> list[JobOutcome]:
+        """The newest ``limit`` recorded job outcomes of ``sink_id``, newest first.
 
         Read-only, as the other questions; an empty list if none was recorded.
 
         Raises:
             SinkConfigurationError: ``sink_id`` is not a non-empty str.
-            CommitStateError: The store cannot be read, or is of another layout.
+            CommitStateError: The store cannot be read, is of another layout, or
+                holds an outcome this release cannot read.
         """
         check_name("sink_id", sink_id, "pass the sink's stable id")
         query = render(self._dialect, _OUTCOMES)
         rows = self._rows(f"read the outcomes of sink {sink_id!r}", query, sink_id, limit)
-        return [(str(job_id), str(outcome)) for job_id, _, outcome in rows]
+        where = self._dialect.where
+        return [decode_outcome(str(text), where=where) for _, _, text in rows]
 
     def source_ids(self) -> list[str]:
         """Every source id the store has a record of (acquired, or epochs), sorted.

@@ -85,8 +85,7 @@ def test_show_lists_epochs_with_status_checkpoint_and_committable_counts(capsys,
 
 
 def test_show_gives_the_last_door_jobs_outcome(capsys, location):
-    from sinkv2.runtime import CommitStatus, SinkResult
-    from sinkv2.runtime._sql.results import Outcome, RecordedError, encode_outcome
+    from sinkv2.runtime import CommitStatus, JobError, JobOutcome, SinkResult
 
     data = run_json(capsys, "state", "show", location, "orders")
     assert data["last_door_job"] is None  # no data-source door job recorded one
@@ -100,9 +99,7 @@ def test_show_gives_the_last_door_jobs_outcome(capsys, location):
         committed=2,
         recommitted_epochs=(3,),
     )
-    store.record_outcome(
-        "orders", "door-1", encode_outcome(Outcome(job_id="door-1", result=result))
-    )
+    store.record_outcome("orders", JobOutcome(job_id="door-1", result=result))
     code, out, _ = run(capsys, "state", "show", location, "orders")
     assert code == 0
     assert "last door job    job door-1: epoch 4 recommitted, 0 records written, 2 " in out
@@ -110,11 +107,10 @@ def test_show_gives_the_last_door_jobs_outcome(capsys, location):
     assert data["last_door_job"]["result"]["status"] == "recommitted"
     assert data["last_door_job"]["result"]["recommitted_epochs"] == [3]
 
-    error = RecordedError(
+    error = JobError(
         failed_in="writer", type_name="ValueError", message="bad row", where="write() of x"
     )
-    outcome = Outcome(job_id="door-2", batch_id=7, error=error)
-    store.record_outcome("orders", "door-2", encode_outcome(outcome))
+    store.record_outcome("orders", JobOutcome(job_id="door-2", batch_id=7, error=error))
     code, out, _ = run(capsys, "state", "show", location, "orders")
     assert "job door-2, micro-batch 7 FAILED in its writer: ValueError: bad row" in out
     data = run_json(capsys, "state", "show", location, "orders")

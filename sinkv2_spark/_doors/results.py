@@ -27,11 +27,16 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from sinkv2._text import describe
 from sinkv2.errors import CommitError, SinkConfigurationError, SinkV2Error, SinkWriterError
-from sinkv2.runtime import CommitStateStore, SinkResult
-from sinkv2.runtime._sql.results import Outcome, RecordedError, decode_outcome, encode_outcome
-from sinkv2.runtime._sql.store import SqlCommitStateStore
+from sinkv2.runtime import (
+    CommitStateStore,
+    JobError,
+    JobOutcome,
+    PostgresCommitStateStore,
+    SinkResult,
+    SqliteCommitStateStore,
+)
+from sinkv2.text import describe
 from sinkv2_spark._doors.datasource_stream_options import stream_store
 from sinkv2_spark._engine.failure import MAX_TRACEBACK_CHARS
 from sinkv2_spark._rules.options import open_store
@@ -50,6 +55,9 @@ __all__ = [
 
 logger = logging.getLogger("sinkv2.spark")
 
+SqlStore = SqliteCommitStateStore | PostgresCommitStateStore
+"""The stores that keep job outcomes."""
+
 _SEEN_LIMIT: Final = 20
 """How many of a sink id's newest outcomes the listener reads at each progress event."""
 
@@ -58,22 +66,22 @@ def record_result(
     store: CommitStateStore, job_id: str, result: SinkResult, *, batch_id: int | None = None
 ) -> None:
     """Record ``result`` as job ``job_id``'s outcome (a door's commit, after it finished)."""
-    _record(store, result.sink_id, Outcome(job_id=job_id, batch_id=batch_id, result=result))
+    _record(store, result.sink_id, JobOutcome(job_id=job_id, batch_id=batch_id, result=result))
 
 
 def record_error(
     store: CommitStateStore,
     sink_id: str,
     job_id: str,
-    error: RecordedError,
+    error: JobError,
     *,
     batch_id: int | None = None,
 ) -> None:
     """Record ``error`` as job ``job_id``'s outcome (where it happened, before Spark wraps it)."""
-    _record(store, sink_id, Outcome(job_id=job_id, batch_id=batch_id, error=error))
+    _record(store, sink_id, JobOutcome(job_id=job_id, batch_id=batch_id, error=error))
 
 
-def writer_error(failure: WriterFailure, payload: SinkWriterError | None) -> RecordedError:
+def writer_error(failure: WriterFailure, payload: SinkWriterError | None) -> JobError:
     """What a writer task's failure records: the user's exception, and where it happened.
 
     Args:
@@ -85,7 +93,7 @@ def writer_error(failure: WriterFailure, payload: SinkWriterError | None) -> Rec
     headline = f"{type(cause).__name__}: {cause}"
     where = str(payload).split("\n\nIn the writer's worker", 1)[0] if payload else str(failure)
     where = where.removesuffix(". The job failed and nothing was committed.")
-    return RecordedError(
+    return JobError(
         failed_in="writer",
         type_name=type(cause).__name__,
         message=str(cause),
@@ -94,9 +102,9 @@ def writer_error(failure: WriterFailure, payload: SinkWriterError | None) -> Rec
     )
 
 
-def commit_error(error: BaseException, where: str) -> RecordedError:
+def commit_error(error: BaseException, where: str) -> JobError:
     """What a failed commit records: its exception, and what was being committed."""
-    return RecordedError(
+    return JobError(
         failed_in="commit",
         type_name=type(error).__name__,
         message=str(error),
@@ -105,7 +113,7 @@ def commit_error(error: BaseException, where: str) -> RecordedError:
     )
 
 
-def readable_error(sink_id: str, job_id: str, error: RecordedError) -> SinkV2Error:
+def readable_error(sink_id: str, job_id: str, error: JobError) -> SinkV2Error:
     """The exception the driver raises for a recorded error: the user's type and message first.
 
     A writer's error becomes `SinkWriterError` (the job committed nothing), a
@@ -265,7 +273,7 @@ def _store(
     sink_id: object,
     state_store: str | CommitStateStore | None,
     checkpoint_location: str | None,
-) -> SqlCommitStateStore:
+) -> SqlStore:
     if not isinstance(sink_id, str) or not sink_id:
         raise SinkConfigurationError(
             f"'sink_id' must be the write's non-empty sink_id option (got {describe(sink_id)})"
@@ -276,7 +284,7 @@ def _store(
         store = open_store(state_store)
     else:
         store = state_store
-    if not isinstance(store, SqlCommitStateStore):
+    if not isinstance(store, (SqliteCommitStateStore, PostgresCommitStateStore)):
         raise SinkConfigurationError(
             f"'state_store' must be a SQLite file, a postgresql:// URL or a sinkv2 SQL store "
             f"(got {describe(state_store)}); pass the write's state_store option"
@@ -284,16 +292,15 @@ def _store(
     return store
 
 
-def _outcomes(store: SqlCommitStateStore, sink_id: str, *, limit: int) -> list[Outcome]:
-    where = f"the commit state store {store!r}"
-    return [decode_outcome(text, where=where) for _, text in store.outcomes(sink_id, limit=limit)]
+def _outcomes(store: SqlStore, sink_id: str, *, limit: int) -> list[JobOutcome]:
+    return store.outcomes(sink_id, limit=limit)
 
 
-def _record(store: CommitStateStore, sink_id: str, outcome: Outcome) -> None:
-    if not isinstance(store, SqlCommitStateStore):
+def _record(store: CommitStateStore, sink_id: str, outcome: JobOutcome) -> None:
+    if not isinstance(store, (SqliteCommitStateStore, PostgresCommitStateStore)):
         return
     try:
-        store.record_outcome(sink_id, outcome.job_id, encode_outcome(outcome))
+        store.record_outcome(sink_id, outcome)
     except Exception as error:  # noqa: BLE001  # a report must never fail the job
         logger.warning(
             "sink %r: could not record job %s's outcome in %r (%s: %s); "
