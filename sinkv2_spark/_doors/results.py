@@ -4,8 +4,9 @@
 writers and commit in Spark's Python workers, which the driver never hears from
 but through Spark's own exceptions. So the doors record each job's outcome where
 it happens - its `SinkResult` after the commit, or the error a writer task or the
-commit failed with - in the commit state store, which driver and workers share
-(``sink_result``; `sinkv2.runtime._sql.results`). The driver reads it:
+commit failed with, as a `sinkv2.runtime.JobOutcome` - in the commit state store,
+which driver and workers share (its ``record_outcome`` and ``outcomes``). The
+driver reads it:
 
 - `last_result`: the newest job's `SinkResult`, or its error raised readably, as
   ``apply()`` returns or raises;

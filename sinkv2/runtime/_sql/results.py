@@ -1,9 +1,11 @@
 """A job's outcome as the store keeps it: a `SinkResult`, or the error the job failed with.
 
-The data-source doors run a job's commit (and its writers) in Spark's Python
-workers, not in the user's driver. They record what the job ended with in the
-commit state store (``sink_result``, layout 5; `SqlCommitStateStore.record_outcome`),
-which driver and workers share, and the driver reads it back
+`JobOutcome` and `JobError` are public (``sinkv2.runtime``): what an engine whose
+jobs run away from the driver records. Spark's data-source doors run a job's commit
+(and its writers) in Spark's Python workers, not in the user's driver. They record
+what the job ended with in the commit state store (``sink_result``, layout 5;
+`SqlCommitStateStore.record_outcome`), which driver and workers share, and the
+driver reads it back
 (``sinkv2_spark.last_result``). This module turns both ways between a
 `JobOutcome` and the JSON text in the table; it knows no engine.
 
