@@ -161,7 +161,9 @@ class SourceEpochCoordinator:
         """
         lease = self._lease_now()
         if lease.get(start + 1) is not None:  # planned before a crash, never logged
-            self._state = None
+            if self._state is not None:  # restored from the record when it is needed
+                self._state.enumerator.close()
+                self._state = None
             return start + 1
         state = self._state_at(start)
         self.acknowledge(start)
