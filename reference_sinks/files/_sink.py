@@ -26,6 +26,7 @@ from reference_sinks.files._config import (
     RollingPolicy,
     describe,
 )
+from reference_sinks.files._location import resolve_location
 from reference_sinks.files._schema import check_existing, check_types
 from reference_sinks.files._writer import FileWriter
 from sinkv2 import (
@@ -221,20 +222,7 @@ class FileSink(
         Raises:
             SinkConfigurationError: ``base_path`` is not a path or URI pyarrow knows.
         """
-        if self.filesystem is not None:
-            return self.filesystem, self.base_path.rstrip("/")
-        location = self.base_path
-        if "://" not in location:
-            location = os.path.abspath(location)
-        try:
-            fs, path = pafs.FileSystem.from_uri(location)
-        except (ValueError, OSError, TypeError) as error:
-            raise SinkConfigurationError(
-                f"FileSink base_path {self.base_path!r} is not a path or URI pyarrow.fs "
-                f"understands ({type(error).__name__}: {error}); pass a local path, an "
-                "s3://, gs://, hdfs:// or file:// URI, or a filesystem="
-            ) from error
-        return fs, path.rstrip("/") or "/"
+        return resolve_location(self.base_path, self.filesystem, what="FileSink base_path")
 
     # --- before the writers ------------------------------------------------------------------
 

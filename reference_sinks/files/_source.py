@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from reference_sinks._arrow_types import rebuild_type
+from reference_sinks.files._location import resolve_location
 from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumerator, make_cleaner
 from reference_sinks.files._source_formats import (
     SOURCE_FORMATS,
@@ -249,11 +250,7 @@ class FileSource:
         return other
 
     def _inside(self, location: str) -> str:
-        if self.filesystem is not None:
-            return location.rstrip("/")
-        if "://" not in location:
-            location = os.path.abspath(location)
-        return pafs.FileSystem.from_uri(location)[1].rstrip("/") or "/"
+        return resolve_location(location, self.filesystem, what="FileSource archive_dir")[1]
 
     def resolve(self) -> tuple[pafs.FileSystem, str]:
         """The filesystem and the root path inside it.
@@ -261,20 +258,7 @@ class FileSource:
         Raises:
             SinkConfigurationError: ``path`` is not a path or URI pyarrow knows.
         """
-        if self.filesystem is not None:
-            return self.filesystem, self.path.rstrip("/") or "/"
-        location = self.path
-        if "://" not in location:
-            location = os.path.abspath(location)
-        try:
-            fs, root = pafs.FileSystem.from_uri(location)
-        except (ValueError, OSError, TypeError) as error:
-            raise SinkConfigurationError(
-                f"FileSource path {self.path!r} is not a path or URI pyarrow.fs understands "
-                f"({type(error).__name__}: {error}); pass a local path or an s3://, gs://, "
-                "hdfs:// or file:// URI, or a filesystem="
-            ) from error
-        return fs, root.rstrip("/") or "/"
+        return resolve_location(self.path, self.filesystem, what="FileSource path")
 
     def _list(self, fs: pafs.FileSystem, root: str) -> list[FileStatus]:
         single = fs.get_file_info(root).type == pafs.FileType.File
