@@ -286,6 +286,12 @@ def source_store(location: SourceStateStore | str | None) -> SourceStateStore:
     return cast("SourceStateStore", store)
 
 
+def _task_options(options: Mapping[str, str]) -> tuple[int, int]:
+    """The read doors' ``parallelism`` (default: this host's CPUs) and ``batch_rows``."""
+    parallelism = _positive(options, "parallelism") or max(os.cpu_count() or 1, 1)
+    return parallelism, _positive(options, "batch_rows") or DEFAULT_BATCH_ROWS
+
+
 def _positive(options: Mapping[str, str], name: str) -> int | None:
     raw = options.get(name)
     if raw is None:
@@ -358,9 +364,7 @@ def door_reader(
             "stream: spark.readStream.format('sinkv2') with .option('source_id', ...)"
         )
     arrow_schema = _checked_schema(source, schema, "read")
-    parallelism = _positive(options, "parallelism") or max(os.cpu_count() or 1, 1)
-    batch_rows = _positive(options, "batch_rows") or DEFAULT_BATCH_ROWS
-    return BoundedSourceReader(source, arrow_schema, parallelism, batch_rows)
+    return BoundedSourceReader(source, arrow_schema, *_task_options(options))
 
 
 def _checked_schema(source: Any, schema: StructType, door: str) -> pyarrow.Schema:
@@ -395,13 +399,14 @@ def door_stream_reader(
         )
     check_streamable(source)
     arrow_schema = _checked_schema(source, schema, "readStream")
+    parallelism, batch_rows = _task_options(options)
     return SourceStreamReader(
         source,
         arrow_schema,
         source_id=source_id,
         store=source_store(options.get("state_store")),
-        parallelism=_positive(options, "parallelism") or max(os.cpu_count() or 1, 1),
-        batch_rows=_positive(options, "batch_rows") or DEFAULT_BATCH_ROWS,
+        parallelism=parallelism,
+        batch_rows=batch_rows,
         max_records=_positive(options, "maxRecordsPerTrigger"),
         max_splits=_positive(options, "maxSplitsPerTrigger"),
     )

@@ -35,6 +35,8 @@ from sinkv2.runtime import (
     SourceStateStore,
     read_epoch_slice,
 )
+from sinkv2.source import SupportsEndPositions
+from sinkv2.text import describe
 
 if TYPE_CHECKING:
     import pyarrow
@@ -77,7 +79,12 @@ def _limit(limit: SparkReadLimit) -> ReadLimit:
 
 
 class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Spark's stream reader over a FLIP-27 source, with positions recorded per epoch."""
+    """Spark's stream reader over a FLIP-27 source, with positions recorded per epoch.
+
+    Raises:
+        SinkConfigurationError: Both limits, or a record limit for a source whose
+            splits cannot be cut (no `SupportsEndPositions`).
+    """
 
     def __init__(
         self,
@@ -97,6 +104,13 @@ class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._store = store
         self._parallelism = parallelism
         self._batch_rows = batch_rows
+        if max_records is not None and not isinstance(source, SupportsEndPositions):
+            raise SinkConfigurationError(
+                f"maxRecordsPerTrigger ({max_records}) limits the records cut from splits with "
+                f"end positions, and {describe(source)} does not implement "
+                "sinkv2.source.SupportsEndPositions: its splits are read whole. Limit it with "
+                "maxSplitsPerTrigger (max_splits_per_trigger) instead"
+            )
         self._default_limit = read_limit(max_records, max_splits)
         self._coordinator: SourceEpochCoordinator | None = None
 

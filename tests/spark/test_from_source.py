@@ -81,6 +81,14 @@ def test_an_unbounded_source_without_end_positions_is_refused_for_a_stream(spark
         from_source(spark, NumberSequenceSource(0, None), streaming=False)
     with pytest.raises(SinkConfigurationError, match="needs source_id"):
         from_source(spark, NumberSequenceSource(0, 9), streaming=True)
+    with pytest.raises(SinkConfigurationError, match="Limit it with maxSplitsPerTrigger"):
+        from_source(
+            spark,
+            NumberSequenceSource(0, 9),
+            source_id="n",
+            streaming=True,
+            max_records_per_trigger=5,
+        )
 
 
 def test_a_bounded_source_streams_split_by_split_and_ends_under_available_now(spark, tmp_path):
