@@ -45,7 +45,7 @@ def source(server: Any, **kwargs: Any) -> RedisStreamSource:
 
 
 class Run:
-    """One query run: a coordinator over a fresh source, and the rows each epoch it planned holds."""
+    """One query run: a coordinator over a fresh source, and the rows of each epoch it planned."""
 
     def __init__(self, server: Any, store: Any, parallelism: int = 2, **kwargs: Any) -> None:
         self.source = source(server, discovery_interval_ms=1, **kwargs)
@@ -309,7 +309,9 @@ def test_string_options_make_the_same_source():
         keys="a, b",
         trim="true",
     )
-    assert made.keys == ("a", "b") and made.trim and not made.bounded
+    assert made.keys == ("a", "b")
+    assert made.trim
+    assert not made.bounded
     assert made.get_produced_type() == source_schema()
     assert parse_fields("p decimal(10, 2), t timestamp").field("p").type == pa.decimal128(10, 2)
     with pytest.raises(SinkConfigurationError, match="'fields' option declares 'x' as 'list'"):
