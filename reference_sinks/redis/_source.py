@@ -184,9 +184,12 @@ class RedisStreamSource:
         self._enumerator = enumerator
 
     def detach(self, enumerator: RedisStreamEnumerator) -> None:
-        """Stop telling ``enumerator`` of cuts."""
+        """Stop telling ``enumerator`` of cuts; close the driver's client (made again if asked)."""
         if self._enumerator is enumerator:
             self._enumerator = None
+            if self._client is not None:
+                client, self._client = self._client, None
+                client.close()
 
     def _driver_client(self) -> Any:
         if self._client is None:

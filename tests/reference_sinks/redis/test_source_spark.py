@@ -86,6 +86,16 @@ def test_streams_into_a_file_sink_exactly_once_across_a_restart_and_trims_after_
         got = read_visible(out, "parquet")
     finally:
         query.stop()
+    left_now = (  # a bounded batch read of what the trims left
+        spark.read.format("sinkv2")
+        .option("source", "redis_stream")
+        .option("url", redis_server.url)
+        .option("keys", ",".join(ids))
+        .option("fields", FIELDS)
+        .option("bounded", "true")
+        .load()
+        .collect()
+    )
     written = sorted((key, entry_id) for key, key_ids in ids.items() for entry_id in key_ids)
     assert sorted((row["stream"], row["id"]) for row in got) == written  # each once
     assert all(isinstance(row["n"], int) and row["amount"] == row["n"] / 4 for row in got)
@@ -95,3 +105,6 @@ def test_streams_into_a_file_sink_exactly_once_across_a_restart_and_trims_after_
         assert [e.decode() for e, _ in redis_client.xrange(key)] == key_ids[
             len(key_ids) - left[key] :
         ]
+    assert sorted((row.stream, row.id) for row in left_now) == sorted(
+        (key, e.decode()) for key in ids for e, _ in redis_client.xrange(key)
+    )
