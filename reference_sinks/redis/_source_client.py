@@ -1,0 +1,148 @@
+"""The Redis commands `RedisStreamSource` sends, each batch of them in one pipelined round trip.
+
+Synchronous redis-py (the enumerator and the readers each own a client; redis-py
+makes the connections from the URL and ``client_options``). Every call here takes
+many keys and sends one pipeline (no ``MULTI``), so asking the last id of a
+thousand streams is one round trip. An error reply for one key is turned into an
+error naming that key: ``WRONGTYPE`` into `NotAStreamError`.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from reference_sinks.redis._source_rows import Entry
+from sinkv2.errors import SinkV2Error
+from sinkv2.text import missing_extra
+
+__all__ = [
+    "NotAStreamError",
+    "connect",
+    "last_ids",
+    "read_ranges",
+    "scan_streams",
+    "trim",
+]
+
+SCAN_COUNT: Final = 1000
+"""Keys Redis looks at per ``SCAN`` call when discovering streams by pattern."""
+
+
+class NotAStreamError(SinkV2Error, TypeError):
+    """A key the source reads holds another type than a stream (Redis answered ``WRONGTYPE``).
+
+    Attributes:
+        key: The key.
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _redis() -> types.ModuleType:
+    try:
+        import redis  # noqa: PLC0415  # the redis extra
+    except ImportError as error:
+        raise missing_extra("RedisStreamSource", "redis-py", "redis") from error
+    return redis
+
+
+def connect(url: str, client_options: Mapping[str, Any]) -> Any:
+    """A redis-py client (sync, raw bytes replies) for ``url``.
+
+    Raises:
+        ImportError: redis-py is not installed (the message has the install line).
+    """
+    redis = _redis()
+    return redis.Redis.from_url(url, **{**client_options, "decode_responses": False})
+
+
+def _check(key: str, reply: Any, command: str) -> Any:
+    if isinstance(reply, Exception):
+        text = str(reply)
+        if text.startswith("WRONGTYPE"):
+            raise NotAStreamError(
+                f"the key {key!r} holds another type than a stream, so RedisStreamSource "
+                f"cannot read it ({command} answered {text!r}); read only stream keys (list "
+                "them in keys=, or narrow the pattern), or delete or rename that key",
+                key=key,
+            ) from reply
+        raise reply
+    return reply
+
+
+def last_ids(client: Any, keys: Sequence[str]) -> list[str | None]:
+    """Each key's last entry id (``XREVRANGE key + - COUNT 1``), ``None`` for no entry.
+
+    A missing key and an empty stream both have none.
+
+    Raises:
+        NotAStreamError: A key holds another type.
+    """
+    if not keys:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.xrevrange(key, "+", "-", count=1)
+    replies = pipe.execute(raise_on_error=False)
+    ids: list[str | None] = []
+    for key, reply in zip(keys, replies, strict=True):
+        entries = _check(key, reply, "XREVRANGE")
+        ids.append(entries[0][0].decode("ascii") if entries else None)
+    return ids
+
+
+def read_ranges(
+    client: Any, ranges: Sequence[tuple[str, str, str | None, int]]
+) -> list[list[Entry]]:
+    """The entries of each ``(key, after, stop, count)``: ``XRANGE key (after stop COUNT count``.
+
+    ``stop`` ``None`` reads to the stream's end (``+``). A missing key has none.
+
+    Raises:
+        NotAStreamError: A key holds another type.
+    """
+    if not ranges:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for key, after, stop, count in ranges:
+        pipe.xrange(key, f"({after}", "+" if stop is None else stop, count=count)
+    replies = pipe.execute(raise_on_error=False)
+    return [
+        list(_check(key, reply, "XRANGE"))
+        for (key, _, _, _), reply in zip(ranges, replies, strict=True)
+    ]
+
+
+def scan_streams(client: Any, pattern: str) -> list[str]:
+    """The stream keys matching the glob ``pattern`` now (``SCAN ... MATCH ... TYPE stream``).
+
+    Keys that are not valid UTF-8 are skipped: the source names keys as text.
+    """
+    found: set[str] = set()
+    for raw in client.scan_iter(match=pattern, count=SCAN_COUNT, _type="stream"):
+        try:
+            found.add(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    return sorted(found)
+
+
+def trim(client: Any, min_ids: Mapping[str, str]) -> list[int]:
+    """``XTRIM key MINID min_id`` (exact) for each key: entries below ``min_id`` are deleted.
+
+    Returns how many entries each trim deleted. A key that no longer exists is left.
+
+    Raises:
+        NotAStreamError: A key holds another type now.
+    """
+    if not min_ids:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for key, min_id in min_ids.items():
+        pipe.xtrim(key, minid=min_id, approximate=False)
+    replies = pipe.execute(raise_on_error=False)
+    return [int(_check(key, r, "XTRIM")) for key, r in zip(min_ids, replies, strict=True)]
