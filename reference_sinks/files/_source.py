@@ -212,7 +212,10 @@ class FileSource:
                 ``None`` (default): every file counts, and the set keeps every path.
             clean_source: ``"off"`` (default), ``"archive"`` (move processed files to
                 ``archive_dir``) or ``"delete"``; a file is cleaned once a completed
-                checkpoint holds all of its records (Spark's ``cleanSource``).
+                checkpoint holds all of its records (Spark's ``cleanSource``). On
+                Spark, the source coordinator tells the enumerator once the
+                micro-batch that read a file is committed
+                (`sinkv2.source.SupportsFinishedSplits`).
             archive_dir: Where ``"archive"`` moves files, their path below ``path``
                 kept; must be outside ``path``.
 
