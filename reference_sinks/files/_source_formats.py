@@ -22,7 +22,8 @@ Types, as Spark's readers give them for the same files:
   off): numbers are ``int64`` or ``double``, ISO dates and timestamps stay
   strings, a column of nulls only is a string.
 - CSV: every column a string (Spark's default, ``inferSchema`` off), an empty field
-  null; with `CsvOptions.infer_schema`, pyarrow's inference on the first file.
+  null, and a quoted empty one (``""``) too, as Spark reads it; with
+  `CsvOptions.infer_schema`, pyarrow's inference on the first file.
 """
 
 from __future__ import annotations
@@ -271,7 +272,7 @@ def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, objec
         column_types=None if schema is None else dict(zip(schema.names, schema.types, strict=True)),
         strings_can_be_null=True,
         null_values=[""],
-        quoted_strings_can_be_null=False,
+        quoted_strings_can_be_null=True,  # Spark's reader: "" is null, as an empty field is
     )
     return {"read_options": read, "parse_options": parse, "convert_options": convert}
 
