@@ -182,3 +182,49 @@ def test_the_read_door_streams_files_and_deletes_them_once_committed(spark: Any,
         query.stop()
     assert sorted(got) == list(range(2 * PER_FILE))
     assert early == []  # no file deleted before the micro-batch that read it ran
+
+
+def test_a_file_source_stream_gives_the_rows_spark_own_parquet_stream_gives(
+    spark: Any, tmp_path: Path
+):
+    """The same directory, files arriving (hidden name, then renamed): the same rows, once."""
+    register(spark)
+    base = tmp_path / "in"
+    base.mkdir()
+    arrive(base, 0)  # the read door infers the schema from the first file
+    ours: list[tuple[Any, ...]] = []
+    spark_own: list[tuple[Any, ...]] = []
+
+    def keep(into: list[tuple[Any, ...]]) -> Callable[[Any, int], None]:
+        return lambda df, _: into.extend(tuple(row) for row in df.collect())
+
+    door = (
+        spark.readStream.format("sinkv2")
+        .option("source", "files")
+        .option("source_id", "parity")
+        .option("state_store", str(tmp_path / "source.sqlite"))
+        .option("path", str(base))
+        .option("monitor_interval", "0.2")
+        .load()
+    )
+    native = spark.readStream.schema(door.schema).parquet(str(base))
+    assert door.schema == native.schema
+    queries = [
+        df.writeStream.foreachBatch(keep(into))
+        .option("checkpointLocation", str(tmp_path / name))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+        for df, into, name in ((door, ours, "ours"), (native, spark_own, "native"))
+    ]
+    files = 5
+    try:
+        for index in range(1, files):
+            time.sleep(0.3)
+            arrive(base, index)
+        for query in queries:
+            wait_until(query, lambda: min(len(ours), len(spark_own)) >= files * PER_FILE)
+    finally:
+        for query in queries:
+            query.stop()
+    expected = [tuple(row.values()) for row in rows(0, files * PER_FILE)]
+    assert Counter(ours) == Counter(spark_own) == Counter(expected)
