@@ -1,4 +1,9 @@
-"""`FileSource`: Parquet, JSON-lines or CSV files as a FLIP-27 source, bounded or continuous."""
+"""`FileSource`: Parquet, JSON-lines or CSV files as a FLIP-27 source, bounded or continuous.
+
+Over 450 lines because `FileSource` is one configured class: its options, each
+checked eagerly with a message naming it, and the FLIP-27 methods that use them;
+listing, splits, formats, the enumerator and the reader live in their own modules.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import pyarrow.fs as pafs
 
 from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.files._location import resolve_location
+from reference_sinks.files._source_dead_letters import DeadLetters
 from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumerator, make_cleaner
 from reference_sinks.files._source_formats import (
     SOURCE_FORMATS,
@@ -120,6 +126,11 @@ class FileSource:
         batch_rows: Rows per emitted Arrow batch, at most (large batches cost Spark less
             per row; a restored split still resumes at its exact row).
         extensions: File name endings to read; default: the format's usual ones.
+        dead_letter_dir: Where records that do not parse go (JSON lines and CSV: the
+            record, Parquet: the whole file whose footer cannot be read), each with a
+            ``.bad.json`` sidecar saying why, while the rest is read; a local path or
+            URI outside ``path``. ``None`` (default): such input fails the read,
+            naming the file, line and column.
 
     Raises:
         SinkConfigurationError: A bad argument, named; an empty directory without a
@@ -139,6 +150,7 @@ class FileSource:
         split_bytes: int = DEFAULT_SPLIT_BYTES,
         batch_rows: int = 65_536,
         extensions: Sequence[str] | None = None,
+        dead_letter_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(path, os.PathLike):
             path = os.fspath(path)
@@ -174,6 +186,16 @@ class FileSource:
                 f"(got {describe(extensions)})"
             )
         self.extensions = tuple(extensions)
+        if isinstance(dead_letter_dir, os.PathLike):
+            dead_letter_dir = os.fspath(dead_letter_dir)
+        if dead_letter_dir is not None:
+            if not isinstance(dead_letter_dir, str) or not dead_letter_dir.strip():
+                raise SinkConfigurationError(
+                    f"FileSource dead_letter_dir must be a non-empty str, os.PathLike or None "
+                    f"(got {describe(dead_letter_dir)})"
+                )
+            self._outside(dead_letter_dir, "dead_letter_dir", "dead letters would be listed")
+        self.dead_letter_dir: str | None = dead_letter_dir
         self.max_file_age: float | None = None
         self.clean_source: CleanSource = "off"
         self.archive_dir: str | None = None
@@ -212,7 +234,10 @@ class FileSource:
                 ``None`` (default): every file counts, and the set keeps every path.
             clean_source: ``"off"`` (default), ``"archive"`` (move processed files to
                 ``archive_dir``) or ``"delete"``; a file is cleaned once a completed
-                checkpoint holds all of its records (Spark's ``cleanSource``).
+                checkpoint holds all of its records (Spark's ``cleanSource``). On
+                Spark, the source coordinator tells the enumerator once the
+                micro-batch that read a file is committed
+                (`sinkv2.source.SupportsFinishedSplits`).
             archive_dir: Where ``"archive"`` moves files, their path below ``path``
                 kept; must be outside ``path``.
 
@@ -234,14 +259,7 @@ class FileSource:
                 f"clean_source={clean_source!r}, archive_dir={archive_dir!r})"
             )
         if archive_dir is not None:
-            _, root = self.resolve()
-            target = self._inside(archive_dir)
-            if target == root or target.startswith(f"{root.rstrip('/')}/"):
-                raise SinkConfigurationError(
-                    f"FileSource archive_dir {archive_dir!r} is inside path {self.path!r}: "
-                    "archived files would be listed again; archive outside the monitored "
-                    "directory"
-                )
+            self._outside(archive_dir, "archive_dir", "archived files would be listed again")
         other = _copy(self)
         other.monitor_interval = seconds
         other.max_file_age = age
@@ -249,8 +267,25 @@ class FileSource:
         other.archive_dir = archive_dir
         return other
 
-    def _inside(self, location: str) -> str:
-        return resolve_location(location, self.filesystem, what="FileSource archive_dir")[1]
+    def _inside(self, location: str, what: str = "archive_dir") -> str:
+        return resolve_location(location, self.filesystem, what=f"FileSource {what}")[1]
+
+    def _outside(self, location: str, what: str, why: str) -> None:
+        _, root = self.resolve()
+        target = self._inside(location, what)
+        if target == root or target.startswith(f"{root.rstrip('/')}/"):
+            raise SinkConfigurationError(
+                f"FileSource {what} {location!r} is inside path {self.path!r}: {why}; "
+                "put it outside the source's directory"
+            )
+
+    def _dead_letters(self) -> DeadLetters | None:
+        if self.dead_letter_dir is None:
+            return None
+        fs, directory = resolve_location(
+            self.dead_letter_dir, self.filesystem, what="FileSource dead_letter_dir"
+        )
+        return DeadLetters(fs, directory, self.resolve()[1])
 
     def resolve(self) -> tuple[pafs.FileSystem, str]:
         """The filesystem and the root path inside it.
@@ -377,6 +412,7 @@ class FileSource:
             file_format=self.format,
             csv=self.csv,
             batch_rows=self.batch_rows,
+            dead_letters=self._dead_letters(),
         )
         if not self._partitions:
             for batch in batches:

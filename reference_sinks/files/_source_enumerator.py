@@ -23,19 +23,26 @@ finished or growing without bound:
   processed paths older than that are dropped from the set. The set then holds
   only files modified within ``max_file_age`` of the newest one: its bound.
 
-With a clean-up (``clean_source``), a reader reports the splits it read to their end
-once the checkpoint that holds their records has completed (a `SplitsFinished`
-event from its ``notify_checkpoint_complete``); a file is archived or deleted when
-every one of its splits has been reported, never earlier. A report lost in a
-failure leaves its file in place (never removed early): it is not read again (its
-path is processed), and can be removed by hand.
+With a clean-up (``clean_source``), the enumerator learns which splits were read to
+their end once the checkpoint that holds their records has completed, in one of two
+ways, and cleans a file when every one of its splits was reported, never earlier:
+
+- from a reader (Flink's way, the local engine's): a `SplitsFinished` event from
+  the reader's ``notify_checkpoint_complete``. A report lost with a failed reader
+  leaves its file in place (never removed early): it is not read again (its path is
+  processed), and can be removed by hand;
+- from the engine (`sinkv2.source.SupportsFinishedSplits`), where readers live for
+  one task and never hear of a commit (Spark): the source coordinator tells the
+  enumerator the splits each committed epoch read to their end. It tells at least
+  once (a crash repeats a report, never loses one), and a repeated report finds the
+  file gone and does nothing.
 """
 
 from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import final
 
 import pyarrow.fs as pafs
@@ -181,9 +188,21 @@ class FileSplitEnumerator:
 
     def handle_source_event(self, subtask_id: int, source_event: SourceEvent) -> None:
         """A reader reports splits whose records are committed: clean the files they finish."""
-        if not isinstance(source_event, SplitsFinished) or self._cleaner is None:
+        if isinstance(source_event, SplitsFinished):
+            self._finished(source_event.split_ids)
+
+    def notify_splits_finished(self, checkpoint_id: int, split_ids: Sequence[str]) -> None:
+        """The engine reports splits whose records are committed: clean the files they finish.
+
+        `sinkv2.source.SupportsFinishedSplits`: the engine's report, where readers
+        cannot send one (Spark). The same clean-up as a reader's `SplitsFinished`.
+        """
+        self._finished(split_ids)
+
+    def _finished(self, split_ids: Sequence[str]) -> None:
+        if self._cleaner is None:
             return
-        for split_id in source_event.split_ids:
+        for split_id in split_ids:
             path = self._split_files.pop(split_id, None)
             if path is None:  # reported twice, or a file the checkpoint no longer tracks
                 continue

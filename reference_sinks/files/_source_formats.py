@@ -1,5 +1,10 @@
 """Reading a `FileSource` split as Arrow batches: Parquet, JSON lines, CSV.
 
+Over 450 lines because the three formats share one set of type rules (below) and
+one path for bad input - fail naming the file, line and column, or set the record
+aside in the dead-letter directory (``_source_dead_letters``) - which each reader
+takes at its own point of failure.
+
 Types, as Spark's readers give them for the same files:
 
 - Parquet: the file's own types (FileSink's and Spark's files read back as written);
@@ -17,14 +22,15 @@ Types, as Spark's readers give them for the same files:
   off): numbers are ``int64`` or ``double``, ISO dates and timestamps stay
   strings, a column of nulls only is a string.
 - CSV: every column a string (Spark's default, ``inferSchema`` off), an empty field
-  null; with `CsvOptions.infer_schema`, pyarrow's inference on the first file.
+  null, and a quoted empty one (``""``) too, as Spark reads it; with
+  `CsvOptions.infer_schema`, pyarrow's inference on the first file.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, Literal, final
 
 import attrs
@@ -35,6 +41,15 @@ import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
 from reference_sinks._arrow_types import rebuild_type
+from reference_sinks.files._source_dead_letters import (
+    BadRecord,
+    DeadLetters,
+    Record,
+    csv_records,
+    json_column,
+    json_records,
+    sift,
+)
 from reference_sinks.files._source_split import FileSourceSplit
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.text import describe
@@ -57,18 +72,23 @@ _BLOCK_BYTES: Final = 8 << 20
 class FileReadError(SinkV2Error, ValueError):
     """A file `FileSource` reads does not parse, or holds a value of another type.
 
-    The message names the file (and the column when it is about one); the task
-    fails rather than skip a record.
+    The message names the file, and the line and column when the problem is one
+    record's or one value's; the task fails rather than skip a record (unless the
+    source has a ``dead_letter_dir``, where such records go instead).
 
     Attributes:
         path: The file.
         column: The column, when the problem is one column's value; else ``None``.
+        line: The record's first line (1-based), for JSON lines and CSV; else ``None``.
     """
 
-    def __init__(self, message: str, *, path: str, column: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str, column: str | None = None, line: int | None = None
+    ) -> None:
         super().__init__(message)
         self.path = path
         self.column = column
+        self.line = line
 
 
 def _one_char(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
@@ -110,10 +130,43 @@ class CsvOptions:
 def _failed(path: str, what: str, error: Exception) -> FileReadError:
     return FileReadError(
         f"FileSource cannot read {path!r} as {what}: {type(error).__name__}: {error}. Fix or "
-        "move the file (a file that does not parse is never skipped silently), or give a "
-        "schema= that matches it",
+        "move the file (a file that does not parse is never skipped silently), give a "
+        "schema= that matches it, or a dead_letter_dir= to set such files aside",
         path=path,
     )
+
+
+def _bad_record(path: str, what: str, bad: BadRecord) -> FileReadError:
+    where = f"line {bad.line}" + ("" if bad.column is None else f", column {bad.column!r}")
+    text = bad.text.decode("utf-8", errors="replace").rstrip("\r\n")
+    return FileReadError(
+        f"FileSource cannot read {path!r} as {what}: {where} ({text[:200]!r}) does not "
+        f"parse: {bad.error}. Fix the file (a record that does not parse is never skipped "
+        "silently), or give a dead_letter_dir= to set such records aside and read the rest",
+        path=path,
+        column=bad.column,
+        line=bad.line,
+    )
+
+
+def _good_records(
+    path: str,
+    what: str,
+    records: list[Record],
+    *,
+    parse: Callable[[Sequence[Record]], pa.Table],
+    column_of: Callable[[Record, Exception], str | None],
+    dead_letters: DeadLetters | None,
+    error: Exception,
+) -> list[pa.Table]:
+    """The tables of ``path``'s good records; the bad ones dead-lettered, or an error."""
+    tables, bad = sift(records, parse, column_of)
+    if not bad:  # no record fails alone: the file as a whole does not parse
+        raise _failed(path, what, error) from error
+    if dead_letters is None:
+        raise _bad_record(path, what, bad[0]) from error
+    dead_letters.records(path, what, bad)
+    return tables
 
 
 # --- schemas --------------------------------------------------------------------------------
@@ -219,7 +272,7 @@ def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, objec
         column_types=None if schema is None else dict(zip(schema.names, schema.types, strict=True)),
         strings_can_be_null=True,
         null_values=[""],
-        quoted_strings_can_be_null=False,
+        quoted_strings_can_be_null=True,  # Spark's reader: "" is null, as an empty field is
     )
     return {"read_options": read, "parse_options": parse, "convert_options": convert}
 
@@ -267,13 +320,21 @@ def _after(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBa
 
 
 def _parquet(
-    fs: pafs.FileSystem, split: FileSourceSplit, schema: pa.Schema, batch_rows: int
+    fs: pafs.FileSystem,
+    split: FileSourceSplit,
+    schema: pa.Schema,
+    batch_rows: int,
+    *,
+    dead_letters: DeadLetters | None,
 ) -> Iterator[pa.RecordBatch]:
     with fs.open_input_file(split.path) as handle:
         try:
             parquet = pq.ParquetFile(handle)
         except (pa.ArrowInvalid, OSError) as error:
-            raise _failed(split.path, "Parquet", error) from error
+            if dead_letters is None:
+                raise _failed(split.path, "Parquet", error) from error
+            dead_letters.whole_file(fs, split.path, "parquet", f"{type(error).__name__}: {error}")
+            return
         metadata = parquet.metadata
         groups = (
             list(split.row_groups)
@@ -288,8 +349,16 @@ def _parquet(
         present = set(parquet.schema_arrow.names)
         names = [name for name in schema.names if name in present]
         batches = parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=names)
-        for batch in _after(batches, skip):
-            yield _conform(batch, schema, split.path)
+        try:
+            for batch in _after(batches, skip):
+                yield _conform(batch, schema, split.path)
+        except (pa.ArrowInvalid, OSError) as error:  # a row group that does not decode
+            raise FileReadError(
+                f"FileSource cannot read {split.path!r} as Parquet: row groups {groups} (of "
+                f"{metadata.num_row_groups}) do not decode: {type(error).__name__}: {error}. "
+                "Fix or move the file; its earlier rows were read, so it cannot be set aside",
+                path=split.path,
+            ) from error
 
 
 # --- JSON lines -----------------------------------------------------------------------------
@@ -311,24 +380,20 @@ def _from_text(column: pa.Array, kind: pa.DataType) -> pa.Array:
     return column.cast(kind)
 
 
-def _jsonl(
-    fs: pafs.FileSystem, split: FileSourceSplit, schema: pa.Schema, batch_rows: int
-) -> Iterator[pa.RecordBatch]:
+def _jsonl_table(data: bytes, schema: pa.Schema, path: str) -> pa.Table:
+    """JSON lines ``data`` as a table of ``schema``; pyarrow's errors, or `FileReadError`."""
     textual = [field.name for field in schema if _needs_text(field.type)]
     parse_schema = pa.schema(
         [field.with_type(pa.string()) if field.name in textual else field for field in schema]
     )
     options = pjson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior="ignore")
-    try:
-        with fs.open_input_stream(split.path, compression="detect") as stream:
-            table = pjson.read_json(
-                stream,
-                read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
-                parse_options=options,
-            )
-    except (pa.ArrowInvalid, OSError) as error:
-        raise _failed(split.path, "JSON lines", error) from error
-    table = table.slice(split.records_read)
+    if not data.strip():
+        return schema.empty_table()
+    table = pjson.read_json(
+        pa.BufferReader(data),
+        read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
+        parse_options=options,
+    )
     for name in textual:
         index = table.schema.get_field_index(name)
         kind = schema.field(name).type
@@ -336,14 +401,43 @@ def _jsonl(
             converted = _from_text(table.column(name).combine_chunks(), kind)
         except (pa.ArrowInvalid, ValueError) as error:
             raise FileReadError(
-                f"FileSource: column {name!r} of {split.path!r} holds a value that is not a "
+                f"FileSource: column {name!r} of {path!r} holds a value that is not a "
                 f"{kind} ({error}); fix the file, or give a schema= with a string column",
-                path=split.path,
+                path=path,
                 column=name,
             ) from error
         table = table.set_column(index, schema.field(name), converted)
-    for batch in table.to_batches(max_chunksize=batch_rows):
-        yield _conform(batch, schema, split.path)
+    batches = [_conform(batch, schema, path) for batch in table.to_batches()]
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _jsonl(
+    fs: pafs.FileSystem,
+    split: FileSourceSplit,
+    schema: pa.Schema,
+    batch_rows: int,
+    *,
+    dead_letters: DeadLetters | None,
+) -> Iterator[pa.RecordBatch]:
+    try:
+        with fs.open_input_stream(split.path, compression="detect") as stream:
+            data = stream.read()
+    except OSError as error:
+        raise _failed(split.path, "JSON lines", error) from error
+    try:
+        table = _jsonl_table(data, schema, split.path)
+    except (pa.ArrowInvalid, FileReadError) as error:
+        tables = _good_records(
+            split.path,
+            "JSON lines",
+            json_records(data),
+            parse=lambda group: _jsonl_table(b"".join(t for _, t in group), schema, split.path),
+            column_of=json_column,
+            dead_letters=dead_letters,
+            error=error,
+        )
+        table = pa.concat_tables([schema.empty_table(), *tables])
+    yield from table.slice(split.records_read).to_batches(max_chunksize=batch_rows)
 
 
 # --- CSV ------------------------------------------------------------------------------------
@@ -355,49 +449,77 @@ def _csv(
     schema: pa.Schema,
     csv: CsvOptions,
     batch_rows: int,
+    *,
+    dead_letters: DeadLetters | None,
 ) -> Iterator[pa.RecordBatch]:
-    skip = split.records_read
+    skip, emitted = split.records_read, 0
     with fs.open_input_stream(split.path, compression="detect") as stream:
         try:
             reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
             for batch in _after(reader, skip):
                 for start in range(0, batch.num_rows, batch_rows):
-                    yield _conform(batch.slice(start, batch_rows), schema, split.path)
+                    piece = _conform(batch.slice(start, batch_rows), schema, split.path)
+                    emitted += piece.num_rows
+                    yield piece
+            return
         except pa.ArrowInvalid as error:
-            found = _csv_culprit(fs, split.path, schema, csv)
+            failure = error
+    # the rows before the failing block were emitted: go on after them, record by record
+    with fs.open_input_stream(split.path, compression="detect") as stream:
+        data = stream.read()
+    records = csv_records(
+        data, header=csv.header, delimiter=csv.delimiter, quote_char=csv.quote_char
+    )
+    header = records[:1] if csv.header else []
+    body = records[1:] if csv.header else records
+
+    def parse(group: Sequence[Record]) -> pa.Table:
+        text = b"".join(t for _, t in [*header, *group])
+        try:
+            table = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, schema))
+        except pa.ArrowInvalid as error:
+            found = _csv_culprit(text, schema, csv) if len(group) == 1 else None
             if found is None:
-                raise _failed(split.path, "CSV", error) from error
-            line, column, text = found
+                raise
+            column, value = found
             raise FileReadError(
-                f"FileSource cannot read {split.path!r} as CSV: line {line}, column {column!r} "
-                f"holds {text!r}, which is not a {schema.field(column).type} ({error}). Fix the "
-                "file (a row that does not parse is never skipped silently), or give a schema= "
-                "with a string column",
+                f"column {column!r} holds {value!r}, which is not a {schema.field(column).type}",
                 path=split.path,
                 column=column,
             ) from error
+        batches = [_conform(batch, schema, split.path) for batch in table.to_batches()]
+        return pa.Table.from_batches(batches, schema=schema)
+
+    tables = _good_records(
+        split.path,
+        "CSV",
+        body,
+        parse=parse,
+        column_of=lambda record, error: None,
+        dead_letters=dead_letters,
+        error=failure,
+    )
+    table = pa.concat_tables([schema.empty_table(), *tables]).slice(skip + emitted)
+    yield from table.to_batches(max_chunksize=batch_rows)
 
 
-def _csv_culprit(
-    fs: pafs.FileSystem, path: str, schema: pa.Schema, csv: CsvOptions
-) -> tuple[int, str, str] | None:
-    """The first value of the file that does not convert: (line, column, text), if any."""
+def _csv_culprit(text: bytes, schema: pa.Schema, csv: CsvOptions) -> tuple[str, str] | None:
+    """The first value of CSV ``text`` that does not convert: (column, value), if any."""
     text_schema = pa.schema([(name, pa.string()) for name in schema.names])
     try:
-        with fs.open_input_stream(path, compression="detect") as stream:
-            table = pcsv.read_csv(stream, **_csv_arguments(csv, text_schema))
+        table = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, text_schema))
     except pa.ArrowInvalid:  # the text does not parse either: no single value to name
         return None
     for field in schema:
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
             continue
-        for index, value in enumerate(table.column(field.name).to_pylist()):
+        for value in table.column(field.name).to_pylist():
             if value is None:
                 continue
             try:
                 pa.scalar(value).cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                return index + 1 + int(csv.header), field.name, value
+                return field.name, value
     return None
 
 
@@ -409,15 +531,19 @@ def read_split(
     file_format: SourceFormat,
     csv: CsvOptions,
     batch_rows: int,
+    dead_letters: DeadLetters | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``split`` after its position, as batches of ``schema`` (data columns).
 
+    With ``dead_letters``, what does not parse goes there and the rest is read
+    (see ``_source_dead_letters``); without, it fails the read.
+
     Raises:
         FileReadError: The file does not parse, or a value does not convert;
-            the message names the file (and the column).
+            the message names the file (and the line and column).
     """
     if file_format == "parquet":
-        return _parquet(fs, split, schema, batch_rows)
+        return _parquet(fs, split, schema, batch_rows, dead_letters=dead_letters)
     if file_format == "jsonl":
-        return _jsonl(fs, split, schema, batch_rows)
-    return _csv(fs, split, schema, csv, batch_rows)
+        return _jsonl(fs, split, schema, batch_rows, dead_letters=dead_letters)
+    return _csv(fs, split, schema, csv, batch_rows, dead_letters=dead_letters)

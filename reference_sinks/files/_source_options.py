@@ -6,6 +6,7 @@ here with an error that names the option::
     .option("source", "files").option("path", "/data/in").option("format", "jsonl")
     .option("monitor_interval", "10").option("max_file_age", "604800")
     .option("clean_source", "archive").option("archive_dir", "/data/done")
+    .option("dead_letter_dir", "/data/bad")
 """
 
 from __future__ import annotations
@@ -70,13 +71,14 @@ def file_source_from_options(
     header: str | None = None,
     sep: str | None = None,
     infer_schema: str | None = None,
+    dead_letter_dir: str | None = None,
 ) -> FileSource:
     """A `FileSource` from Spark's string options (names as Spark's file readers spell them).
 
     ``path`` is required. ``monitor_interval`` (seconds) makes the source continuous;
     ``max_file_age`` (seconds), ``clean_source`` and ``archive_dir`` go with it. CSV
     takes ``header``, ``sep`` and ``infer_schema``. The schema is inferred from the
-    first file.
+    first file. ``dead_letter_dir`` sets aside what does not parse (see `FileSource`).
 
     Raises:
         SinkConfigurationError: A missing or bad option, named.
@@ -100,7 +102,13 @@ def file_source_from_options(
         count = _count(option, value)
         if count is not None:
             kwargs[option] = count
-    source = FileSource(path, _format(file_format), csv=csv, **kwargs)  # type: ignore[arg-type]
+    source = FileSource(
+        path,
+        _format(file_format),
+        csv=csv,
+        dead_letter_dir=dead_letter_dir,
+        **kwargs,  # type: ignore[arg-type]
+    )
     interval = _number("monitor_interval", monitor_interval)
     continuous_only = {"max_file_age": max_file_age, "archive_dir": archive_dir}
     if interval is None:

@@ -23,7 +23,11 @@ logs its offset (``shared/research/flip27-sources.md`` section 3.3):
 - the engine asking for the epoch after ``e`` proves the micro-batch ending at ``e``
   is committed: ``notify_checkpoint_complete(e)`` fires then (or on the engine's
   own late commit, whichever comes first), once, and the epochs below ``e`` are
-  pruned.
+  pruned;
+- the splits read to their end in a committed epoch (a split read whole, or a cut
+  with no rest) are then told to an enumerator that asks for them
+  (`SupportsFinishedSplits`): at least once, since each record carries the
+  finished splits not yet told, so a driver crash repeats a report, never loses one.
 
 The offset is a `SourceOffset` (``_source_slices``): a source id and an epoch, O(1)
 however long the history. Engine-neutral: no pyspark here.
@@ -49,7 +53,13 @@ from sinkv2.errors import CommitStateError, SinkConfigurationError
 from sinkv2.runtime._source_plan import PlanningContext, split_id_of
 from sinkv2.runtime._source_slices import EpochSlice, ReadLimit, check_streamable
 from sinkv2.runtime._source_store import FIRST_SOURCE_EPOCH, SourceLease, SourceStateStore
-from sinkv2.source import SourceContractError, SplitCut, SupportsEndPositions, check_enumerator
+from sinkv2.source import (
+    SourceContractError,
+    SplitCut,
+    SupportsEndPositions,
+    SupportsFinishedSplits,
+    check_enumerator,
+)
 
 __all__ = ["MAX_SPLITS_PER_EPOCH", "SourceEpochCoordinator"]
 
@@ -68,6 +78,8 @@ class _State:
     enumerator: Any
     context: PlanningContext
     carried: list[list[Any]]  # per subtask: splits assigned and not finished, with positions
+    finished: list[tuple[int, list[str]]] = attrs.field(factory=list)
+    # (epoch, split ids read to their end in it), not yet told the enumerator
 
 
 def _frame(serializer: Any, value: Any) -> bytes:
@@ -205,18 +217,42 @@ class SourceEpochCoordinator:
         Marked in the store first, then notified: across a crash between the two a
         notification can be missed, never doubled; as in Flink, a later epoch's
         notification covers the earlier ones.
+
+        Then an enumerator that implements `SupportsFinishedSplits` is told the
+        splits read to their end in the epochs up to ``epoch`` and not told yet.
+        Those are kept in every epoch record until a later record is written after
+        the report, so a crash between the report and that record repeats the
+        report on the restart (at least once), and none is lost.
         """
         if epoch <= FIRST_SOURCE_EPOCH:
             return
         lease = self._lease_now()
         record = lease.get(epoch)
-        if record is None or record.acknowledged:
+        if record is None:
             return
+        if record.acknowledged and self._state is None and not self._reports_finished(record):
+            return  # notified before, and nothing left to tell: no enumerator to restore
         state = self._state if self._state is not None else self._state_at(epoch)
-        if lease.mark_acknowledged(epoch):
+        if not record.acknowledged and lease.mark_acknowledged(epoch):
             notify = getattr(state.enumerator, "notify_checkpoint_complete", None)
             if callable(notify):
                 notify(epoch)
+        self._report_finished(state, epoch)
+
+    def _reports_finished(self, record: Any) -> bool:
+        """Whether ``record`` holds finished splits not yet told the enumerator."""
+        if record.end_positions is None:
+            return False
+        return bool(msgpack.unpackb(record.end_positions).get("finished"))
+
+    def _report_finished(self, state: _State, epoch: int) -> None:
+        due = [ids for finished_in, ids in state.finished if finished_in <= epoch]
+        if not due:
+            return
+        state.finished = [entry for entry in state.finished if entry[0] > epoch]
+        enumerator = state.enumerator
+        if isinstance(enumerator, SupportsFinishedSplits):
+            enumerator.notify_splits_finished(epoch, [i for ids in due for i in ids])
 
     def prepare_available_now(self) -> None:
         """Fix what "available now" is: discover once, then fix every split's end.
@@ -302,8 +338,10 @@ class SourceEpochCoordinator:
         for subtask in range(self.parallelism):
             enumerator.add_reader(subtask)
         carried = self._empty()
+        finished: list[tuple[int, list[str]]] = []
         if record.end_positions is not None:
             kept = msgpack.unpackb(record.end_positions)
+            finished = [(e, list(ids)) for e, ids in kept.get("finished", [])]
             flat = [
                 _unframe(self._split_serializer, framed)
                 for subtask in kept["carried"]
@@ -318,7 +356,7 @@ class SourceEpochCoordinator:
             else:  # rescaled: positions are per split, so deal them round-robin
                 for index, split in enumerate(flat):
                     carried[index % self.parallelism].append(split)
-        state = _State(epoch, enumerator, context, carried)
+        state = _State(epoch, enumerator, context, carried, finished)
         context.run_due(wait=False)
         self._take_assigned(state)
         self._state = state
@@ -333,8 +371,9 @@ class SourceEpochCoordinator:
     def _plan(self, state: _State, limit: ReadLimit) -> list[EpochSlice]:
         budget = _Budget(limit)
         reads: list[list[tuple[bytes, int | None]]] = self._empty()
+        finished: list[str] = []
         self._take_assigned(state)  # pushed by the enumerator on its own (a discovery timer)
-        self._admit(state, reads, budget)
+        self._admit(state, reads, budget, finished)
         for _ in range(MAX_SPLITS_PER_EPOCH):
             if budget.spent():
                 break
@@ -352,7 +391,11 @@ class SourceEpochCoordinator:
             self._take_assigned(state)
             if sum(len(part) for part in state.carried) == before:
                 break
-            self._admit(state, reads, budget)
+            self._admit(state, reads, budget, finished)
+        if finished and isinstance(state.enumerator, SupportsFinishedSplits):
+            # told once the epoch that reads them is committed (or a later one, when
+            # nothing else is read now and this epoch is never recorded)
+            state.finished.append((state.epoch + 1, finished))
         events = state.context.take_events()
         slices = []
         for subtask in range(self.parallelism):
@@ -373,9 +416,16 @@ class SourceEpochCoordinator:
         return slices
 
     def _admit(
-        self, state: _State, reads: list[list[tuple[bytes, int | None]]], budget: _Budget
+        self,
+        state: _State,
+        reads: list[list[tuple[bytes, int | None]]],
+        budget: _Budget,
+        finished: list[str],
     ) -> None:
         """Move what the budget allows from the carried splits into this epoch's reads.
+
+        The ids of the splits this epoch reads to their end (read whole, or cut
+        with no rest) are added to ``finished``.
 
         Fair under a limit: the splits are visited from a place that moves on by one
         every epoch, so each split comes first in turn and a busy split cannot keep
@@ -397,11 +447,14 @@ class SourceEpochCoordinator:
             if end is None:  # ends by itself: read whole
                 reads[subtask].append((_frame(self._split_serializer, split), None))
                 budget.take(None)
+                finished.append(split_id_of(split, "end_positions"))
                 continue
             cut = self._cut(split, end, budget.records_left)
             if cut.read is not None:
                 reads[subtask].append((_frame(self._split_serializer, cut.read), cut.records))
                 budget.take(cut.records)
+            if cut.rest is None:
+                finished.append(split_id_of(split, "cut_split"))
             rests[index] = cut.rest
         kept = self._empty()
         for (subtask, _), rest in zip(pending, rests, strict=True):
@@ -473,6 +526,7 @@ class SourceEpochCoordinator:
                     for part in state.carried
                 ],
                 "no_more": sorted(state.context.no_more),
+                "finished": [[e, ids] for e, ids in state.finished],
             }
         )
         self._lease_now().record_epoch(

@@ -21,6 +21,7 @@ from sinkv2.source._end_positions import SplitCut, SupportsEndPositions
 from sinkv2.source._enumerator import SplitEnumerator
 from sinkv2.source._errors import SourceContractError, SourceDefinitionError, SourceReaderError
 from sinkv2.source._event import SourceEvent
+from sinkv2.source._finished_splits import SupportsFinishedSplits
 from sinkv2.source._inspect import (
     SourceCapabilities,
     check_enumerator,
@@ -52,6 +53,7 @@ __all__ = [
     "SplitEnumeratorContext",
     "SplitsAssignment",
     "SupportsEndPositions",
+    "SupportsFinishedSplits",
     "check_enumerator",
     "check_reader",
     "inspect_source",

@@ -361,4 +361,5 @@ def test_a_bad_csv_row_fails_naming_file_row_and_column(tmp_path: Path):
     problem = caught.value.__cause__
     assert isinstance(problem, FileReadError)
     assert problem.column == "id"
-    assert "a.csv' as CSV: line 3, column 'id' holds 'x'" in str(problem)
+    assert "a.csv' as CSV: line 3, column 'id'" in str(problem)
+    assert "holds 'x', which is not a int64" in str(problem)

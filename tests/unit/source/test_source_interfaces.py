@@ -48,6 +48,7 @@ EXTENSIONS = {
     "SourceReaderError",
     "SplitCut",
     "SupportsEndPositions",
+    "SupportsFinishedSplits",
     "check_enumerator",
     "check_reader",
     "inspect_source",
