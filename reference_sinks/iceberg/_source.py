@@ -214,6 +214,7 @@ class IcebergSource:
         self._io_properties = tuple(
             sorted({**self.catalog.properties, **loaded.properties}.items())
         )
+        self._name_mapping = loaded.name_mapping()
         self._plan_schema(loaded)
         self._resolve_snapshot(loaded)
 
@@ -542,6 +543,7 @@ class IcebergSource:
             position_deletes=split.position_deletes,
             skip=split.records_read,
             batch_rows=self.batch_rows,
+            name_mapping=self._name_mapping,
         )
 
     def get_split_serializer(self) -> AttrsMsgpackSerializer[IcebergSourceSplit]:

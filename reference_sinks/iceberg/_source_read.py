@@ -30,6 +30,7 @@ from sinkv2.errors import SinkV2Error
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.schema import Schema
+    from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
 __all__ = ["DataFileReadError", "arrow_type", "read_data_file"]
@@ -144,6 +145,59 @@ def _convert(
         ) from error
 
 
+def _with_ids(kind: pa.DataType, iceberg: IcebergType) -> pa.DataType:
+    """The file's ``kind`` with the field ids of ``iceberg`` (same shape) on its struct fields."""
+    from pyiceberg.types import ListType, MapType, StructType  # noqa: PLC0415  # optional extra
+
+    if isinstance(iceberg, StructType):
+        return pa.struct(
+            [
+                field.with_type(_with_ids(field.type, nested.field_type)).with_metadata(
+                    {FIELD_ID: str(nested.field_id).encode()}
+                )
+                for field, nested in zip(kind, iceberg.fields, strict=True)
+            ]
+        )
+    if isinstance(iceberg, ListType):
+        value = kind.value_field
+        return pa.list_(value.with_type(_with_ids(value.type, iceberg.element_type)))
+    if isinstance(iceberg, MapType):
+        return pa.map_(
+            kind.key_field.with_type(_with_ids(kind.key_type, iceberg.key_type)),
+            kind.item_field.with_type(_with_ids(kind.item_type, iceberg.value_type)),
+        )
+    return kind
+
+
+def _mapped(file_schema: pa.Schema, name_mapping: NameMapping | None, path: str) -> pa.Schema:
+    """A file schema without field ids, given ids by the table's name mapping.
+
+    Files written by other writers (Spark's Parquet writer under `IcebergSink`'s native
+    path, ``add_files``) carry no field ids; Iceberg reads them through the table's
+    ``schema.name-mapping.default``, and so does this.
+    """
+    from pyiceberg.io.pyarrow import pyarrow_to_schema  # noqa: PLC0415  # optional extra
+    from pyiceberg.types import StructType  # noqa: PLC0415  # optional extra
+
+    if name_mapping is None:
+        raise DataFileReadError(
+            f"Iceberg data file {path} has no Parquet field ids and the table has no name "
+            "mapping (schema.name-mapping.default) to give them; IcebergSource maps columns "
+            "by field id: set the table's name mapping, or rewrite the file with an Iceberg writer",
+            path=path,
+        )
+    try:
+        iceberg = pyarrow_to_schema(file_schema, name_mapping=name_mapping)
+    except ValueError as error:
+        raise DataFileReadError(
+            f"Iceberg data file {path} has no Parquet field ids and the table's name mapping "
+            f"does not cover its columns: {error}",
+            path=path,
+        ) from error
+    annotated = _with_ids(pa.struct(list(file_schema)), StructType(*iceberg.fields))
+    return pa.schema(list(annotated))
+
+
 def _open(io: FileIO, path: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(io.new_input(path).open())
@@ -208,6 +262,7 @@ def read_data_file(
     position_deletes: Sequence[str],
     skip: int,
     batch_rows: int,
+    name_mapping: NameMapping | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file as ``produced``, after deletes and the filter, past ``skip``.
 
@@ -221,6 +276,7 @@ def read_data_file(
         position_deletes: Position-delete files that may name rows of this file.
         skip: Rows (counted after deletes and the filter) already emitted.
         batch_rows: Rows read from the file at a time.
+        name_mapping: The table's name mapping, for files without field ids.
 
     Raises:
         DataFileReadError: The file is missing, is not Parquet, has no field ids, or
@@ -229,12 +285,7 @@ def read_data_file(
     parquet = _open(io, path)
     file_schema = parquet.schema_arrow
     if all(_field_id(field) is None for field in file_schema):
-        raise DataFileReadError(
-            f"Iceberg data file {path} has no Parquet field ids (it was added without being "
-            "written by an Iceberg writer); IcebergSource maps columns by field id only: "
-            "rewrite the file with an Iceberg writer",
-            path=path,
-        )
+        file_schema = _mapped(file_schema, name_mapping, path)
     wanted = {f.field_id for f in projection.fields}
     if row_filter is not None:
         wanted |= {f.field_id for f in row_filter[0].fields}
@@ -249,13 +300,13 @@ def read_data_file(
             keep = pa.array(np.flatnonzero(~np.isin(rows, deleted)))
         if row_filter is not None:
             filter_schema, filter_arrow, expression = row_filter
-            values = _batch(batch, batch.schema, filter_schema, filter_arrow, path)
+            values = _batch(batch, file_schema, filter_schema, filter_arrow, path)
             values = values.append_column(_ROW, pa.array(np.arange(count, dtype=np.int64)))
             if keep is not None:
                 values = values.take(keep)
             keep = pa.Table.from_batches([values]).filter(expression).column(_ROW).combine_chunks()
         start += count
-        out = _batch(batch, batch.schema, projection, produced, path)
+        out = _batch(batch, file_schema, projection, produced, path)
         if keep is not None:
             out = out.take(keep)
         if skip:
