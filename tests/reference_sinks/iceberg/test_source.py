@@ -32,6 +32,7 @@ from reference_sinks.iceberg import (
     IcebergSource,
     IcebergSourceError,
     IcebergSourceSplit,
+    iceberg_source_from_options,
     local_catalog,
 )
 from sinkv2.errors import SinkConfigurationError
@@ -393,3 +394,63 @@ def test_bad_stream_arguments_are_named(tmp_path: Path) -> None:
         pinned.monitor_continuously(1)
     with pytest.raises(SinkConfigurationError, match="pyiceberg Catalog"):
         IcebergSource("catalog", "ns.t")  # type: ignore[arg-type]
+
+
+def test_equality_deletes_and_non_parquet_files_are_refused_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    """pyiceberg 0.12 writes neither: the planned task is rebuilt with such a delete file."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.table import FileScanTask
+
+    table = flat_table(tmp_path)
+    snapshot = append(table, flat_rows(0, 3))
+    (task,) = table.scan().plan_files()
+    source = IcebergSource(local_catalog(tmp_path), "ns.t")
+    equality = DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path="file:///warehouse/eq-deletes.parquet",
+        file_format=FileFormat.PARQUET,
+        record_count=1,
+        file_size_in_bytes=10,
+    )
+    with pytest.raises(
+        IcebergSourceError, match=r"equality-delete file .*eq-deletes\.parquet"
+    ) as err:
+        source._split(FileScanTask(task.file, {equality}), snapshot)
+    assert err.value.snapshot_id == snapshot
+    orc = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path="file:///warehouse/data.orc",
+        file_format=FileFormat.ORC,
+        record_count=1,
+        file_size_in_bytes=10,
+    )
+    with pytest.raises(IcebergSourceError, match=r"data\.orc of 'ns\.t' is ORC"):
+        source._split(FileScanTask(orc), snapshot)
+
+
+def test_spark_options_make_the_same_source(tmp_path: Path) -> None:
+    table = flat_table(tmp_path)
+    append(table, flat_rows(0, 6))
+    source = iceberg_source_from_options(
+        table="ns.t", warehouse=str(tmp_path), row_filter="id > 2", selected_fields="id, key"
+    )
+    assert source.get_produced_type().names == ["id", "key"]
+    assert sorted(r["id"] for r in read_all(source)) == [3, 4, 5]
+    stream = iceberg_source_from_options(
+        table="ns.t", warehouse=str(tmp_path), monitor_interval="2", start="latest"
+    )
+    assert (stream.monitor_interval, stream.start) == (2.0, "latest")
+    for options, message in [
+        ({}, "needs the 'table' option"),
+        ({"table": "ns.t"}, "needs a catalog"),
+        ({"table": "ns.t", "warehouse": str(tmp_path), "start": "latest"}, "for a stream"),
+        ({"table": "ns.t", "warehouse": str(tmp_path), "bogus": "1"}, "does not know"),
+        (
+            {"table": "ns.t", "warehouse": str(tmp_path), "monitor_interval": "1", "start": "x"},
+            "'start' option",
+        ),
+    ]:
+        with pytest.raises(SinkConfigurationError, match=message):
+            iceberg_source_from_options(**options)
