@@ -74,8 +74,9 @@ def _millis(moment: dt.datetime, name: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=16)
 def _file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
+    """The table's file IO, one per process and table (pyiceberg's choice by scheme)."""
     from pyiceberg.io import load_file_io  # noqa: PLC0415  # optional extra
 
     return load_file_io(dict(properties), location)
@@ -215,6 +216,7 @@ class IcebergSource:
             sorted({**self.catalog.properties, **loaded.properties}.items())
         )
         self._name_mapping = loaded.name_mapping()
+        self._location = loaded.location()
         self._plan_schema(loaded)
         self._resolve_snapshot(loaded)
 
@@ -535,7 +537,7 @@ class IcebergSource:
 
     def _read(self, split: IcebergSourceSplit) -> Iterator[pa.RecordBatch]:
         return read_data_file(
-            _file_io(self._io_properties, split.path),
+            _file_io(self._io_properties, self._location),
             split.path,
             projection=self._projection,
             produced=self._produced,

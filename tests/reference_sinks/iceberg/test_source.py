@@ -100,7 +100,9 @@ def test_a_snapshot_passes_the_source_kit(tmp_path: Path) -> None:
         append(table, flat_rows(index * 13, 13))
     expected = [row for rows in file_rows(table).values() for row in rows]
     catalog = local_catalog(tmp_path)
-    check_source(lambda: IcebergSource(catalog, "ns.t", batch_rows=5), expected=expected)
+    check_source(
+        lambda: IcebergSource(catalog, "ns.t", batch_rows=5), expected=expected, max_examples=20
+    )
 
 
 def test_a_stream_of_appends_passes_the_source_kit(tmp_path: Path) -> None:
@@ -113,6 +115,7 @@ def test_a_stream_of_appends_passes_the_source_kit(tmp_path: Path) -> None:
         lambda: IcebergSource(catalog, "ns.t", batch_rows=4).monitor_continuously(1),
         split_records=lambda split_id: by_file[split_id],
         records_to_read=44,
+        max_examples=20,
     )
 
 
