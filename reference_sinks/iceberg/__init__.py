@@ -1,4 +1,4 @@
-"""Exactly-once appends to Apache Iceberg tables: `IcebergSink`.
+"""Apache Iceberg tables: `IcebergSink` appends exactly once, `IcebergSource` reads them back.
 
 Needs ``pip install 'sinkv2[iceberg]'`` (pyiceberg with its SQL catalog and
 pyarrow). The embedded default catalog is `local_catalog`: pyiceberg's SQL catalog
@@ -28,6 +28,11 @@ from reference_sinks.iceberg._model import (
     IcebergWriteResult,
 )
 from reference_sinks.iceberg._sink import IcebergSink
+from reference_sinks.iceberg._source import IcebergSource
+from reference_sinks.iceberg._source_errors import IcebergSourceError
+from reference_sinks.iceberg._source_options import iceberg_source_from_options
+from reference_sinks.iceberg._source_read import DataFileReadError
+from reference_sinks.iceberg._source_split import IcebergEnumeratorState, IcebergSourceSplit
 from reference_sinks.iceberg._writer import IcebergWriter
 from sinkv2.text import publish as _publish
 
@@ -38,13 +43,19 @@ __all__ = [
     "SINK_ID_PROPERTY",
     "CatalogSpec",
     "CommittedState",
+    "DataFileReadError",
     "IcebergCommittable",
     "IcebergCommitter",
     "IcebergDataFile",
+    "IcebergEnumeratorState",
     "IcebergSink",
+    "IcebergSource",
+    "IcebergSourceError",
+    "IcebergSourceSplit",
     "IcebergWriteResult",
     "IcebergWriter",
     "committed_state",
+    "iceberg_source_from_options",
     "local_catalog",
 ]
 

@@ -1,0 +1,581 @@
+"""`IcebergSource`: an Iceberg table as a FLIP-27 source, a snapshot or its appends as a stream."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, final
+
+import pyarrow as pa
+
+from reference_sinks.iceberg._catalog import CatalogSpec, local_catalog
+from reference_sinks.iceberg._source_enumerator import (
+    Discovered,
+    IcebergSplitEnumerator,
+    walk_new_snapshots,
+)
+from reference_sinks.iceberg._source_errors import IcebergSourceError
+from reference_sinks.iceberg._source_read import arrow_type, read_data_file
+from reference_sinks.iceberg._source_reader import IcebergSourceReader
+from reference_sinks.iceberg._source_split import (
+    IcebergEnumeratorState,
+    IcebergSourceSplit,
+    enumerator_state_serializer,
+    split_serializer,
+)
+from sinkv2 import AttrsMsgpackSerializer
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.source import (
+    Boundedness,
+    SourceContractError,
+    SourceReaderContext,
+    SplitCut,
+    SplitEnumeratorContext,
+)
+from sinkv2.text import describe
+
+if TYPE_CHECKING:
+    import pyarrow.compute as pc
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import FileScanTask, Table
+    from pyiceberg.table.snapshots import Snapshot
+
+__all__ = ["IcebergSource", "StartingPoint"]
+
+StartingPoint = Literal["table", "earliest", "latest"] | int | dt.datetime
+"""Where a stream starts (Iceberg's ``StreamingStartingStrategy``).
+
+See `IcebergSource.monitor_continuously`.
+"""
+
+_STARTS: Final = ("table", "earliest", "latest")
+
+
+def _positive_int(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SinkConfigurationError(
+            f"IcebergSource {name} must be a positive int (got {describe(value)}); set it to at "
+            "least 1"
+        )
+    return value
+
+
+def _millis(moment: dt.datetime, name: str) -> int:
+    if moment.tzinfo is None:
+        raise SinkConfigurationError(
+            f"IcebergSource {name} must be a timezone-aware datetime (got {moment!r}); e.g. "
+            "datetime.datetime(2024, 3, 30, tzinfo=datetime.UTC)"
+        )
+    return int(moment.timestamp() * 1000)
+
+
+@functools.lru_cache(maxsize=16)
+def _file_io(properties: tuple[tuple[str, str], ...], location: str) -> FileIO:
+    """The table's file IO, one per process and table (pyiceberg's choice by scheme)."""
+    from pyiceberg.io import load_file_io  # noqa: PLC0415  # optional extra
+
+    return load_file_io(dict(properties), location)
+
+
+@final
+class IcebergSource:
+    """An Apache Iceberg table as a FLIP-27 source (Iceberg's Flink ``IcebergSource``).
+
+    Bounded (the default): the table at its current snapshot when the job starts,
+    or at ``snapshot_id``, at the snapshot current at ``as_of``, or at the head of
+    a tag or branch ``ref``. `monitor_continuously` makes it ``CONTINUOUS_UNBOUNDED``:
+    every append snapshot after a start point, each snapshot's added data files read
+    exactly once (the last snapshot read is in the enumerator's checkpoint).
+
+    A split is one data file (a ``FileScanTask``) with its position: records already
+    emitted. The source reads the Parquet files itself with pyarrow, matching columns
+    by Iceberg field id (renamed columns keep their values, columns added after a
+    file was written are null in it, widened types are widened) and keeping nulls at
+    every level of nesting. Position deletes (v2) are applied; equality deletes and
+    deletion vectors are refused, naming the file: never ignored.
+
+    Records are Arrow batches of `get_produced_type`: the table's current schema (or
+    its ``selected_fields``), nullability from ``required``.
+
+    Args:
+        catalog: A pyiceberg ``Catalog`` (kept as its class and properties, so it
+            survives cloudpickle; see `IcebergSink`).
+        table: ``"namespace.table"``.
+        snapshot_id: Read this snapshot (bounded only).
+        as_of: Read the snapshot current at this time (a timezone-aware datetime).
+        ref: Read the head of this tag or branch; with `monitor_continuously`, follow
+            this branch's appends.
+        row_filter: Rows to read: an Iceberg expression or its string form
+            (``"id > 10 and key = 'a'"``); pushed into the scan's planning (files
+            and partitions that cannot match are not read) and applied to each row.
+        selected_fields: Columns to read (Iceberg's ``select``, nested names with
+            dots); ``None`` for all.
+        case_sensitive: Whether names in ``row_filter`` and ``selected_fields`` are
+            case sensitive.
+        batch_rows: Rows per emitted Arrow batch, at most.
+
+    Raises:
+        SinkConfigurationError: A bad argument, named; a table that does not exist;
+            a snapshot, time or ref the table does not have.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        table: str,
+        *,
+        snapshot_id: int | None = None,
+        as_of: dt.datetime | None = None,
+        ref: str | None = None,
+        row_filter: str | BooleanExpression | None = None,
+        selected_fields: Sequence[str] | None = None,
+        case_sensitive: bool = True,
+        batch_rows: int = 65_536,
+    ) -> None:
+        from pyiceberg.catalog import Catalog  # noqa: PLC0415  # optional extra
+        from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
+        from pyiceberg.expressions import AlwaysTrue, BooleanExpression  # noqa: PLC0415
+
+        if not isinstance(catalog, Catalog):
+            raise SinkConfigurationError(
+                f"IcebergSource needs a pyiceberg Catalog (got {describe(catalog)}); pass e.g. "
+                "pyiceberg.catalog.load_catalog(...) or reference_sinks.iceberg.local_catalog(dir)"
+            )
+        if not isinstance(table, str) or "." not in table.strip(".") or not table.strip():
+            raise SinkConfigurationError(
+                f"IcebergSource table must be 'namespace.table' (got {describe(table)})"
+            )
+        self.catalog = CatalogSpec.of(catalog)
+        self.table = table
+        given = {
+            name: value
+            for name, value in (("snapshot_id", snapshot_id), ("as_of", as_of), ("ref", ref))
+            if value is not None
+        }
+        if len(given) > 1:
+            raise SinkConfigurationError(
+                f"IcebergSource takes at most one of snapshot_id, as_of and ref (got "
+                f"{sorted(given)}); they each name the snapshot to read"
+            )
+        if snapshot_id is not None and (
+            isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int)
+        ):
+            raise SinkConfigurationError(
+                f"IcebergSource snapshot_id must be an int (got {describe(snapshot_id)})"
+            )
+        if as_of is not None and not isinstance(as_of, dt.datetime):
+            raise SinkConfigurationError(
+                f"IcebergSource as_of must be a datetime (got {describe(as_of)})"
+            )
+        self.as_of_ms = None if as_of is None else _millis(as_of, "as_of")
+        if ref is not None and (not isinstance(ref, str) or not ref):
+            raise SinkConfigurationError(
+                f"IcebergSource ref must be a tag or branch name (got {describe(ref)})"
+            )
+        self.snapshot_id = snapshot_id
+        self.ref = ref
+        if row_filter is None:
+            row_filter = AlwaysTrue()
+        if not isinstance(row_filter, str | BooleanExpression):
+            raise SinkConfigurationError(
+                f"IcebergSource row_filter must be a str or a pyiceberg BooleanExpression (got "
+                f"{describe(row_filter)}); e.g. \"id > 10 and key = 'a'\""
+            )
+        self.row_filter: str | BooleanExpression = row_filter
+        if selected_fields is not None and (
+            isinstance(selected_fields, str)
+            or not all(isinstance(name, str) and name for name in selected_fields)
+        ):
+            raise SinkConfigurationError(
+                f"IcebergSource selected_fields must be a list of column names such as "
+                f"['id', 'key'] (got {describe(selected_fields)})"
+            )
+        self.selected_fields = None if selected_fields is None else tuple(selected_fields)
+        if not isinstance(case_sensitive, bool):
+            raise SinkConfigurationError(
+                f"IcebergSource case_sensitive must be a bool (got {describe(case_sensitive)})"
+            )
+        self.case_sensitive = case_sensitive
+        self.batch_rows = _positive_int("batch_rows", batch_rows)
+        self.monitor_interval: float | None = None
+        self.start: StartingPoint = "table"
+        self.skip_overwrites = False
+        try:
+            loaded = catalog.load_table(table)
+        except NoSuchTableError as error:
+            raise SinkConfigurationError(
+                f"Iceberg table {table!r} does not exist in catalog {catalog.name!r}; create it "
+                "first, or name an existing table"
+            ) from error
+        self._io_properties = tuple(
+            sorted({**self.catalog.properties, **loaded.properties}.items())
+        )
+        self._name_mapping = loaded.name_mapping()
+        self._location = loaded.location()
+        self._plan_schema(loaded)
+        self._resolve_snapshot(loaded)
+
+    @classmethod
+    def local(cls, warehouse: str | os.PathLike[str], table: str, **options: Any) -> IcebergSource:
+        """A source on the embedded default catalog `local_catalog` (SQLite + local files)."""
+        return cls(local_catalog(warehouse), table, **options)
+
+    def _plan_schema(self, table: Table) -> None:
+        """The projection, produced type and row filter's columns, from the table's schema."""
+        from pyiceberg.expressions import AlwaysTrue  # noqa: PLC0415  # optional extra
+        from pyiceberg.expressions.visitors import bind, extract_field_ids  # noqa: PLC0415
+        from pyiceberg.io.pyarrow import expression_to_pyarrow  # noqa: PLC0415
+        from pyiceberg.schema import prune_columns  # noqa: PLC0415
+        from pyiceberg.table import _parse_row_filter  # noqa: PLC0415  # pyiceberg's own parser
+
+        schema = table.schema()
+        try:
+            if self.selected_fields is None:
+                self._projection = schema
+            else:
+                self._projection = schema.select(
+                    *self.selected_fields, case_sensitive=self.case_sensitive
+                )
+            expression = _parse_row_filter(self.row_filter)
+            bound = bind(schema, expression, case_sensitive=self.case_sensitive)
+        except (ValueError, KeyError) as error:
+            raise SinkConfigurationError(
+                f"IcebergSource on {self.table!r}: {error} (columns: {schema.column_names})"
+            ) from error
+        self._produced = arrow_type(self._projection)
+        self._filter: tuple[Schema, pa.Schema, pc.Expression] | None = None
+        if bound != AlwaysTrue():
+            filter_schema = prune_columns(schema, extract_field_ids(bound), select_full_types=True)
+            self._filter = (
+                filter_schema,
+                arrow_type(filter_schema),
+                expression_to_pyarrow(bound, filter_schema),
+            )
+
+    def _resolve_snapshot(self, table: Table) -> Snapshot | None:
+        """The snapshot a bounded read reads (``None``: an empty table's current state).
+
+        Raises:
+            SinkConfigurationError: The table has no such snapshot, time or ref.
+        """
+        if self.snapshot_id is not None:
+            found = table.snapshot_by_id(self.snapshot_id)
+            what = f"snapshot_id {self.snapshot_id}"
+        elif self.as_of_ms is not None:
+            found = table.snapshot_as_of_timestamp(self.as_of_ms)
+            what = f"a snapshot current at {self.as_of_ms} ms since the epoch (as_of)"
+        elif self.ref is not None:
+            found = table.snapshot_by_name(self.ref)
+            what = f"the ref (tag or branch) {self.ref!r}"
+        else:
+            return table.current_snapshot()
+        if found is None:
+            raise SinkConfigurationError(
+                f"Iceberg table {self.table!r} has no {what}; its snapshots: "
+                f"{[s.snapshot_id for s in table.snapshots()][-10:]}, refs: {sorted(table.refs())}"
+            )
+        return found
+
+    # --- configuration -----------------------------------------------------------------------
+
+    def monitor_continuously(
+        self,
+        interval: float | dt.timedelta,
+        *,
+        start: StartingPoint = "table",
+        skip_overwrites: bool = False,
+    ) -> IcebergSource:
+        """This source, continuous: look for new snapshots every ``interval``.
+
+        Returns a new source (Iceberg's ``streaming(true)`` with ``monitorInterval``);
+        this one is unchanged.
+
+        Args:
+            interval: Time between two looks at the table (seconds or a timedelta).
+            start: ``"table"`` (default, Iceberg's ``TABLE_SCAN_THEN_INCREMENTAL``):
+                the current snapshot whole, then every later append; ``"earliest"``:
+                every append from the oldest snapshot kept; ``"latest"``: the
+                current snapshot's appended files, then every later append; a
+                snapshot id: the appends from that snapshot on (inclusive); a
+                timezone-aware datetime: the appends from the oldest snapshot at or
+                after it.
+            skip_overwrites: Skip ``overwrite`` and ``delete`` snapshots (their added
+                files too) instead of failing on them (Iceberg's
+                ``streaming-skip-overwrite-snapshots`` and
+                ``streaming-skip-delete-snapshots``).
+
+        Raises:
+            SinkConfigurationError: A bad argument, named; ``snapshot_id`` or
+                ``as_of`` set (a stream follows the table's head; ``ref`` names the
+                branch it follows).
+        """
+        if isinstance(interval, dt.timedelta):
+            interval = interval.total_seconds()
+        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
+            raise SinkConfigurationError(
+                f"IcebergSource monitor_continuously interval must be a positive number of "
+                f"seconds or a timedelta (got {describe(interval)})"
+            )
+        if self.snapshot_id is not None or self.as_of_ms is not None:
+            raise SinkConfigurationError(
+                "IcebergSource.monitor_continuously follows the table's head: drop snapshot_id "
+                "and as_of, and say where the stream starts with start=<snapshot id or datetime>"
+            )
+        valid_start = (
+            start in _STARTS
+            if isinstance(start, str)
+            else (isinstance(start, int | dt.datetime) and not isinstance(start, bool))
+        )
+        if not valid_start:
+            raise SinkConfigurationError(
+                f"IcebergSource start must be one of {list(_STARTS)}, a snapshot id (int) or a "
+                f"datetime (got {describe(start)})"
+            )
+        if isinstance(start, dt.datetime):
+            _millis(start, "start")
+        if not isinstance(skip_overwrites, bool):
+            raise SinkConfigurationError(
+                f"IcebergSource skip_overwrites must be a bool (got {describe(skip_overwrites)})"
+            )
+        other = object.__new__(IcebergSource)
+        other.__dict__.update(self.__dict__)
+        other.monitor_interval = float(interval)
+        other.start = start
+        other.skip_overwrites = skip_overwrites
+        return other
+
+    def load_table(self) -> Table:
+        """The table at its current version, from a new catalog."""
+        return self.catalog.load_table(self.table)
+
+    def __repr__(self) -> str:
+        mode = "" if self.monitor_interval is None else f", monitor={self.monitor_interval:g}s"
+        return f"IcebergSource({self.table!r}{mode})"
+
+    # --- planning ----------------------------------------------------------------------------
+
+    def _split(self, task: FileScanTask, snapshot_id: int) -> IcebergSourceSplit:
+        from pyiceberg.manifest import DataFileContent, FileFormat  # noqa: PLC0415
+
+        data = task.file
+        if data.file_format != FileFormat.PARQUET:
+            raise IcebergSourceError(
+                f"IcebergSource reads Parquet data files; {data.file_path} of {self.table!r} is "
+                f"{data.file_format.name}",
+                snapshot_id=snapshot_id,
+            )
+        deletes = []
+        for delete in sorted(task.delete_files, key=lambda d: d.file_path):
+            if delete.content != DataFileContent.POSITION_DELETES:
+                raise IcebergSourceError(
+                    f"IcebergSource cannot apply the equality-delete file {delete.file_path} of "
+                    f"{self.table!r} (it deletes rows of {data.file_path}); it never ignores "
+                    "deletes: rewrite the table's data files (compaction) to remove them",
+                    snapshot_id=snapshot_id,
+                )
+            if delete.file_format != FileFormat.PARQUET:
+                raise IcebergSourceError(
+                    f"IcebergSource cannot apply the {delete.file_format.name} delete file "
+                    f"{delete.file_path} of {self.table!r} (deletion vectors are not read); it "
+                    f"never ignores deletes: rewrite {data.file_path} (compaction) to remove them",
+                    snapshot_id=snapshot_id,
+                )
+            deletes.append(delete.file_path)
+        return IcebergSourceSplit(
+            path=data.file_path,
+            record_count=data.record_count,
+            file_size=data.file_size_in_bytes,
+            snapshot_id=snapshot_id,
+            position_deletes=tuple(deletes),
+        )
+
+    def _scan_kwargs(self) -> dict[str, Any]:
+        return {
+            "row_filter": self.row_filter,
+            "selected_fields": self.selected_fields or ("*",),
+            "case_sensitive": self.case_sensitive,
+        }
+
+    def _plan_snapshot(self, table: Table, snapshot_id: int) -> list[IcebergSourceSplit]:
+        tasks = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs()).plan_files()
+        return sorted((self._split(t, snapshot_id) for t in tasks), key=lambda s: s.path)
+
+    def _plan_append(self, table: Table, snapshot: Snapshot) -> list[IcebergSourceSplit]:
+        tasks = table.incremental_append_scan(
+            from_snapshot_id_exclusive=snapshot.parent_snapshot_id,
+            to_snapshot_id_inclusive=snapshot.snapshot_id,
+            **self._scan_kwargs(),
+        ).plan_files()
+        splits = (self._split(t, snapshot.snapshot_id) for t in tasks)
+        return sorted(splits, key=lambda s: s.path)
+
+    def _head(self, table: Table) -> Snapshot | None:
+        if self.ref is None:
+            return table.current_snapshot()
+        return table.snapshot_by_name(self.ref)
+
+    def _start_position(
+        self, table: Table, head: Snapshot | None
+    ) -> tuple[list[IcebergSourceSplit], int | None]:
+        """The first splits and the position after them, by ``start``."""
+        if self.start == "table":
+            if head is None:
+                return [], None
+            return self._plan_snapshot(table, head.snapshot_id), head.snapshot_id
+        if self.start == "earliest":
+            return [], None
+        if self.start == "latest":
+            return [], None if head is None else head.parent_snapshot_id
+        if isinstance(self.start, dt.datetime):
+            after = _millis(self.start, "start")
+            oldest = None
+            for snapshot in walk_new_snapshots(table, head, None, self.table)[::-1]:
+                if snapshot.timestamp_ms < after:
+                    break
+                oldest = snapshot
+            if oldest is None:
+                raise IcebergSourceError(
+                    f"IcebergSource start={self.start.isoformat()}: {self.table!r} has no "
+                    "snapshot at or after that time (Iceberg's INCREMENTAL_FROM_SNAPSHOT_TIMESTAMP "
+                    "needs one); start from 'latest' to read only appends to come"
+                )
+            return [], oldest.parent_snapshot_id
+        assert isinstance(self.start, int)  # checked by monitor_continuously
+        found = table.snapshot_by_id(self.start)
+        if found is None:
+            raise IcebergSourceError(
+                f"IcebergSource start={self.start}: {self.table!r} has no snapshot "
+                f"{self.start} (expired, or of another table)",
+                snapshot_id=self.start,
+            )
+        return [], found.parent_snapshot_id
+
+    def _discover(self, position: IcebergEnumeratorState) -> Discovered:
+        """The splits of every snapshot after ``position`` (see the enumerator's module)."""
+        from pyiceberg.table.snapshots import Operation  # noqa: PLC0415  # optional extra
+
+        table = self.load_table()
+        head = self._head(table)
+        splits: list[IcebergSourceSplit] = []
+        last = position.last_snapshot_id
+        if not position.started:
+            splits, last = self._start_position(table, head)
+        for snapshot in walk_new_snapshots(table, head, last, self.table):
+            operation = None if snapshot.summary is None else snapshot.summary.operation
+            if operation == Operation.APPEND:
+                splits += self._plan_append(table, snapshot)
+            elif operation == Operation.REPLACE:
+                continue  # a compaction: the same rows in other files
+            elif not self.skip_overwrites:
+                kind = "an unknown operation" if operation is None else repr(operation.value)
+                raise IcebergSourceError(
+                    f"IcebergSource reads appends, and snapshot {snapshot.snapshot_id} of "
+                    f"{self.table!r} is {kind}: "
+                    "it removes or rewrites rows a stream of appends cannot retract. Set "
+                    "monitor_continuously(..., skip_overwrites=True) to skip such snapshots "
+                    "(their added files too), or start a new stream after it",
+                    snapshot_id=snapshot.snapshot_id,
+                )
+        return Discovered(
+            position.started,
+            position.last_snapshot_id,
+            tuple(splits),
+            last if head is None else head.snapshot_id,
+        )
+
+    # --- FLIP-27 -----------------------------------------------------------------------------
+
+    def get_boundedness(self) -> Boundedness:
+        """``BOUNDED`` unless `monitor_continuously` was asked."""
+        if self.monitor_interval is None:
+            return Boundedness.BOUNDED
+        return Boundedness.CONTINUOUS_UNBOUNDED
+
+    def get_produced_type(self) -> pa.Schema:
+        """The table's schema (or its selected fields) as Arrow; nullable unless ``required``."""
+        return self._produced
+
+    def create_enumerator(
+        self, enum_context: SplitEnumeratorContext[IcebergSourceSplit]
+    ) -> IcebergSplitEnumerator:
+        """Bounded: plan the snapshot's file scan tasks now. Continuous: discover every interval."""
+        if self.monitor_interval is not None:
+            return self.restore_enumerator(enum_context, IcebergEnumeratorState())
+        table = self.load_table()
+        snapshot = self._resolve_snapshot(table)
+        splits = [] if snapshot is None else self._plan_snapshot(table, snapshot.snapshot_id)
+        state = IcebergEnumeratorState(
+            remaining=tuple(splits),
+            started=True,
+            last_snapshot_id=None if snapshot is None else snapshot.snapshot_id,
+        )
+        return self.restore_enumerator(enum_context, state)
+
+    def restore_enumerator(
+        self,
+        enum_context: SplitEnumeratorContext[IcebergSourceSplit],
+        checkpoint: IcebergEnumeratorState,
+    ) -> IcebergSplitEnumerator:
+        """Go on from ``checkpoint``: its splits and its last snapshot read."""
+        if self.monitor_interval is None:
+            return IcebergSplitEnumerator(enum_context, checkpoint, planner=None)
+        return IcebergSplitEnumerator(
+            enum_context,
+            checkpoint,
+            planner=self._discover,
+            interval_ms=max(1, int(self.monitor_interval * 1000)),
+        )
+
+    def create_reader(self, reader_context: SourceReaderContext) -> IcebergSourceReader:
+        """A reader that reads one data file after another, as Arrow batches."""
+        return IcebergSourceReader(reader_context, self._read)
+
+    def _read(self, split: IcebergSourceSplit) -> Iterator[pa.RecordBatch]:
+        return read_data_file(
+            _file_io(self._io_properties, self._location),
+            split.path,
+            projection=self._projection,
+            produced=self._produced,
+            row_filter=self._filter,
+            position_deletes=split.position_deletes,
+            skip=split.records_read,
+            batch_rows=self.batch_rows,
+            name_mapping=self._name_mapping,
+        )
+
+    def get_split_serializer(self) -> AttrsMsgpackSerializer[IcebergSourceSplit]:
+        """Splits, positions included, as msgpack."""
+        return split_serializer()
+
+    def get_enumerator_checkpoint_serializer(
+        self,
+    ) -> AttrsMsgpackSerializer[IcebergEnumeratorState]:
+        """The enumerator's checkpoint as msgpack."""
+        return enumerator_state_serializer()
+
+    # --- sinkv2.source.SupportsEndPositions ---------------------------------------------------
+
+    def end_positions(self, splits: Sequence[IcebergSourceSplit]) -> Sequence[object | None]:
+        """``None`` for every split: a data file ends by itself and is read whole."""
+        return [None] * len(splits)
+
+    def cut_split(
+        self, split: IcebergSourceSplit, end: object, max_records: int | None
+    ) -> SplitCut[IcebergSourceSplit]:
+        """Never needed: `end_positions` gives no end to cut at.
+
+        Raises:
+            SourceContractError: Always: an engine cut a split it was told is finite.
+        """
+        raise SourceContractError(
+            f"IcebergSource.cut_split({split.path!r}, {end!r}): data-file splits are finite "
+            "(end_positions returns None for each) and are read whole; an engine must not cut "
+            "them",
+            method="cut_split",
+            split_id=split.path,
+        )
