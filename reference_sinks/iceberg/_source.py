@@ -1,4 +1,9 @@
-"""`IcebergSource`: an Iceberg table as a FLIP-27 source, a snapshot or its appends as a stream."""
+"""`IcebergSource`: an Iceberg table as a FLIP-27 source, a snapshot or its appends as a stream.
+
+Over 450 lines because the source is one picklable object that checks its many options
+(snapshot, time, ref, filter, projection, start point, overwrite rule) and turns them
+into splits on the driver; reading, enumerating, splits and errors are modules of their own.
+"""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ read open splits on their own) tells nothing, and nothing is trimmed.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, final
 
 from reference_sinks.redis._source_client import connect, last_ids, scan_streams, trim
 from reference_sinks.redis._source_split import (
@@ -35,10 +35,36 @@ from reference_sinks.redis._source_split import (
 )
 from sinkv2.source import SourceEvent, SplitEnumeratorContext
 
-if TYPE_CHECKING:
-    from reference_sinks.redis._source import RedisStreamSource
-
 __all__ = ["RedisStreamEnumerator"]
+
+
+class _StreamSettings(Protocol):
+    """What the enumerator reads of its `RedisStreamSource` (which attaches it for cuts)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def client_options(self) -> Mapping[str, Any]: ...
+
+    @property
+    def bounded(self) -> bool: ...
+
+    @property
+    def keys(self) -> tuple[str, ...]: ...
+
+    @property
+    def pattern(self) -> str | None: ...
+
+    @property
+    def discovery_interval_ms(self) -> int: ...
+
+    @property
+    def trim(self) -> bool: ...
+
+    def attach(self, enumerator: RedisStreamEnumerator) -> None: ...
+
+    def detach(self, enumerator: RedisStreamEnumerator) -> None: ...
 
 
 @final
@@ -54,7 +80,7 @@ class RedisStreamEnumerator:
     def __init__(
         self,
         context: SplitEnumeratorContext[RedisStreamSplit],
-        source: RedisStreamSource,
+        source: _StreamSettings,
         state: RedisStreamEnumeratorState | None = None,
     ) -> None:
         state = state or RedisStreamEnumeratorState()
