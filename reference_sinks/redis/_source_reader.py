@@ -10,7 +10,8 @@ entries). With nothing to read it waits ``poll_interval_s``, or until woken.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Mapping
+from typing import Any, Protocol, final
 
 import attrs
 import pyarrow as pa
@@ -26,10 +27,28 @@ from sinkv2.source.reader import (
     SplitsChange,
 )
 
-if TYPE_CHECKING:
-    from reference_sinks.redis._source import RedisStreamSource
-
 __all__ = ["RedisStreamReader", "StreamSplitReader", "StreamSplitState"]
+
+
+class _ReaderSettings(Protocol):
+    """What a reader reads of its `RedisStreamSource`."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def client_options(self) -> Mapping[str, Any]: ...
+
+    @property
+    def bounded(self) -> bool: ...
+
+    @property
+    def batch_entries(self) -> int: ...
+
+    @property
+    def poll_interval_s(self) -> float: ...
+
+    def get_produced_type(self) -> pa.Schema: ...
 
 
 @final
@@ -54,7 +73,7 @@ class _Chunk:
 class StreamSplitReader:
     """Reads the next entries of every split per fetch (one pipelined ``XRANGE`` each)."""
 
-    def __init__(self, source: RedisStreamSource) -> None:
+    def __init__(self, source: _ReaderSettings) -> None:
         self._source = source
         self._rows = EntryRows(source.get_produced_type())
         self._client: Any = connect(source.url, source.client_options)
@@ -122,7 +141,7 @@ class RedisStreamReader(
     finished one. Unbounded: splits are pushed, so it never asks.
     """
 
-    def __init__(self, context: SourceReaderContext, source: RedisStreamSource) -> None:
+    def __init__(self, context: SourceReaderContext, source: _ReaderSettings) -> None:
         super().__init__(lambda: StreamSplitReader(source), _ChunkEmitter(), context)
         self._pull = source.bounded
         self._restored = False
