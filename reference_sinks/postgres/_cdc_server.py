@@ -339,6 +339,13 @@ def peek_changes(
             first = next(stream, None)
         except Exception as error:
             cursor.close()
+            if getattr(error, "sqlstate", None) == "42704":  # undefined_object
+                raise SinkConfigurationError(
+                    f"slot {slot!r} cannot decode with publication {publication!r}: {error}. "
+                    "pgoutput reads a publication as it was when each change was made, so "
+                    "the publication must exist before the slot's first change; create the "
+                    "publication first, then a new slot"
+                ) from error
             if not _busy(error) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)

@@ -153,8 +153,15 @@ class CdcEnumerator:
             CommitStateError: The slot of a restored query is gone or invalidated, or
                 another query holds it.
         """
+        self._connection = self._source.connect()
+        try:
+            self._start(self._connection)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, connection: psycopg.Connection[Any]) -> None:
         source = self._source
-        connection = self._connection = source.connect()
         source.check_server(connection)
         if self._state is not None:
             lock_slot(connection, self.slot)
