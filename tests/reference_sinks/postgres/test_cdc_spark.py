@@ -4,7 +4,7 @@ A seeded random workload of inserts, updates and deletes (single statements and
 multi-statement transactions) runs against ``src``; one transaction is open across
 the whole first run, so its changes reach the stream only in the second run, after
 the slot was advanced past its first change. The query reads with
-``from_source(..., streaming=True)`` at most 40 changes a micro-batch and writes
+``from_source(..., streaming=True)`` at most 30 changes a micro-batch and writes
 ``writeStream.format("sinkv2")`` into ``dst`` (upsert by ``id``; a delete lands as a
 tombstone row, ``_op = 'delete'``). Meanwhile a thread samples the slot's
 ``confirmed_flush_lsn`` and then the target: every change at or below the confirmed
@@ -55,7 +55,7 @@ def _random_changes(connection: Any, rng: random.Random, live: set[int], count: 
                     live.discard(key)
 
 
-def _run(spark: Any, source: PostgresCdcSource, tmp_path: Path, url: str) -> None:
+def _run(spark: Any, source: PostgresCdcSource, tmp_path: Path, url: str) -> list[int]:
     df = from_source(
         spark,
         source,
@@ -63,7 +63,7 @@ def _run(spark: Any, source: PostgresCdcSource, tmp_path: Path, url: str) -> Non
         streaming=True,
         state_store=str(tmp_path / "state.sqlite"),
         parallelism=2,
-        max_records_per_trigger=40,
+        max_records_per_trigger=30,
     )
     query = (
         df.writeStream.format("sinkv2")
@@ -82,6 +82,7 @@ def _run(spark: Any, source: PostgresCdcSource, tmp_path: Path, url: str) -> Non
         if query.isActive:
             query.stop()
     assert query.exception() is None
+    return [p["numInputRows"] for p in query.recentProgress]
 
 
 class _Sampler(threading.Thread):
@@ -133,17 +134,19 @@ def test_changes_stream_into_an_upsert_target_exactly_and_the_slot_never_passes_
             db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
         db.execute("INSERT INTO src VALUES (999, 'kept', 0)")  # the random changes leave it
         live: set[int] = set()
-        _random_changes(db, rng, live, 30)
+        _random_changes(db, rng, live, 15)
         long.execute("INSERT INTO src VALUES (1000, 'long', 1)")  # open across the first run
         long.execute("UPDATE src SET qty = -1 WHERE id = 999")
-        _random_changes(db, rng, live, 30)
+        _random_changes(db, rng, live, 15)
         sampler.start()
-        _run(spark, source, tmp_path, postgres_url)
+        batches = _run(spark, source, tmp_path, postgres_url)
         first = {row[0] for row in db.execute("SELECT id FROM dst").fetchall()}
         assert 1000 not in first  # not committed yet: not read
         long.commit()
-        _random_changes(db, rng, live, 30)
-        _run(spark, source, tmp_path, postgres_url)  # restarted from the checkpoint
+        _random_changes(db, rng, live, 15)
+        batches += _run(spark, source, tmp_path, postgres_url)  # restarted from the checkpoint
+        assert len([n for n in batches if n]) >= 3  # micro-batches of at most 30 changes
+        assert max(batches) <= 30
         sampler.done.set()
         sampler.join()
         want = db.execute("SELECT id, name, qty FROM src ORDER BY id").fetchall()
@@ -154,7 +157,7 @@ def test_changes_stream_into_an_upsert_target_exactly_and_the_slot_never_passes_
         assert 1000 in {row[0] for row in got}
         oracle = source.transactions(db, "oracle", flush_lsn(db))
         changes = sorted(t.end_lsn for t in oracle for _ in t.changes)
-        assert len(changes) > 150
+        assert len(changes) > 60
         confirmed_now = max(c for c, _ in sampler.samples)
         assert confirmed_now > min(changes)  # the slot was advanced
         for confirmed, committed in sampler.samples:
