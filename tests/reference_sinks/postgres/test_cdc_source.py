@@ -19,6 +19,7 @@ import pytest
 from reference_sinks.postgres import PostgresCdcSource
 from reference_sinks.postgres._cdc_server import parse_lsn
 from reference_sinks.postgres._cdc_source import CdcSplit
+from sinkv2._cli import main
 from sinkv2._serialization import SimpleVersionedSerialization
 from sinkv2.errors import CommitStateError, ConcurrentCommitError, SinkConfigurationError
 from sinkv2.runtime import (
@@ -154,7 +155,9 @@ def test_changes_are_whole_transactions_typed_and_a_replay_reads_the_same(
         drop(db, "items_slot")
 
 
-def test_the_slot_is_advanced_only_after_an_epoch_is_acknowledged(db, postgres_url, tmp_path):
+def test_the_slot_is_advanced_only_after_an_epoch_is_acknowledged(
+    db, postgres_url, tmp_path, capsys
+):
     store = SqliteCommitStateStore(tmp_path / "state.sqlite")
     run = Run(make(postgres_url), store)
     try:
@@ -175,6 +178,11 @@ def test_the_slot_is_advanced_only_after_an_epoch_is_acknowledged(db, postgres_u
         assert [r["id"] for r in run.read(later)] == [5]
         run.coordinator.acknowledge(later)
         assert slot_position(db, slot) > rows[-1]["_lsn"]
+        run.coordinator.close()  # a stopped query: its slot stays, and the CLI names it
+        assert main(["state", "show-source", str(tmp_path / "state.sqlite"), "cdc"]) == 0
+        out = capsys.readouterr().out
+        assert any(line.startswith("replication slot") and slot in line for line in out.split("\n"))
+        assert f"pg_drop_replication_slot('{slot}')" in out
     finally:
         run.coordinator.close()
         drop(db, slot)
