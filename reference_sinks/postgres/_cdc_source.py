@@ -46,6 +46,7 @@ from reference_sinks.postgres._cdc_server import (
     qualified_table,
     slot_state,
 )
+from reference_sinks.postgres._cdc_snapshot import drop_copy, read_chunk, snapshot_into_copy
 from reference_sinks.postgres._table import TableName, describe_table
 from sinkv2 import AttrsMsgpackSerializer
 from sinkv2.errors import SinkConfigurationError
@@ -85,21 +86,29 @@ so that the slot still moves on, and frees WAL, while the table is idle."""
 @final
 @attrs.frozen
 class CdcSplit:
-    """The slot from an LSN on: transactions committing after ``start`` (up to ``stop``).
+    """The slot from an LSN on, or one chunk of the snapshot copy.
+
+    The stream split (``chunk_end`` is ``None``): transactions committing after
+    ``start`` (an LSN), up to ``stop``. A snapshot chunk: the copy's rows numbered
+    ``(start, stop or chunk_end]``, all read as of the slot's consistent point ``lsn``.
 
     Attributes:
-        slot: The replication slot's name; the split's id.
-        start: Transactions whose commit ends at or before it are read already.
-        stop: The last commit end LSN to read, or ``None`` for a split that never ends.
+        slot: The replication slot's name; the stream split's id.
+        start: Where the split goes on from (exclusive): an LSN, or a row number.
+        stop: Where a read ends (inclusive), or ``None`` for an open split.
+        chunk_end: A snapshot chunk's last row number; ``None`` for the stream split.
+        lsn: A snapshot chunk's LSN (the slot's consistent point).
     """
 
     slot: str
     start: int
     stop: int | None = None
+    chunk_end: int | None = None
+    lsn: int = 0
 
     def split_id(self) -> str:
-        """The slot's name."""
-        return self.slot
+        """The slot's name; ``<slot>#snapshot-<last row>`` for a snapshot chunk."""
+        return self.slot if self.chunk_end is None else f"{self.slot}#snapshot-{self.chunk_end}"
 
 
 @final
@@ -113,7 +122,12 @@ class CdcEnumeratorState:
         committed: The LSN the slot was last advanced to by this source.
         position: The end of the last epoch snapshotted.
         ends: ``(epoch, end LSN)`` of the epochs not yet acknowledged.
-        assigned: Whether the split was handed to a reader.
+        assigned: Whether the stream split was handed to a reader.
+        chunks_left: The last row numbers of the snapshot chunks not read yet.
+        snapshot_epoch: The epoch that read the last snapshot chunk; the stream split
+            is handed out once it is acknowledged (-1: not yet; ``None``: no snapshot).
+        checkpoint: The epoch this checkpoint was taken for.
+        unassigned: ``(first, last)`` row numbers of the chunks not handed out yet.
     """
 
     replication_slot: str
@@ -122,6 +136,10 @@ class CdcEnumeratorState:
     position: int
     ends: tuple[tuple[int, int], ...] = ()
     assigned: bool = True
+    chunks_left: tuple[int, ...] = ()
+    snapshot_epoch: int | None = None
+    checkpoint: int = -1
+    unassigned: tuple[tuple[int, int], ...] = ()
 
 
 class CdcEnumerator:
@@ -166,21 +184,63 @@ class CdcEnumerator:
         if self._state is not None:
             lock_slot(connection, self.slot)
             check_slot(connection, self.slot)
+            restored = self._state
+            self._pending.extend(
+                CdcSplit(self.slot, low, None, end, restored.start)
+                for low, end in restored.unassigned
+            )
+            if restored.snapshot_epoch is None:
+                drop_copy(connection, self.slot)  # acknowledged, but a crash left it
+            elif 0 <= restored.snapshot_epoch <= restored.checkpoint:
+                self._release_stream()  # restored at an epoch: it is committed
             return
         slot = source.slot_name or f"sinkv2_cdc_{uuid.uuid4().hex[:16]}"
         lock_slot(connection, slot)
-        state = slot_state(connection, slot)
-        if state is None:
+        existing = slot_state(connection, slot)
+        if source.snapshot:
+            if existing is not None:
+                raise SinkConfigurationError(
+                    f"snapshot=True reads the table as of a new slot's consistent point, but "
+                    f"slot {slot!r} exists already; name a new slot (or none), or read "
+                    "without a snapshot"
+                )
+            drop_copy(connection, slot)  # a crashed first start's
+            start, rows = snapshot_into_copy(
+                source.conninfo, slot, source.schema_name, source.table_name
+            )
+            step = source.snapshot_chunk_rows
+            ends = tuple(min(low + step, rows) for low in range(0, rows, step))
+            self._pending.extend(
+                CdcSplit(slot, low, None, end, start)
+                for low, end in zip((0, *ends), ends, strict=False)
+            )
+            self._state = CdcEnumeratorState(
+                slot, start, start, start, (), False, ends, None if not ends else -1
+            )
+            if not ends:
+                self._pending.append(CdcSplit(slot, start))
+            return
+        if existing is None:
             start = create_slot(source.conninfo, slot)
         else:
             start = check_slot(connection, slot).confirmed_flush or 0
         self._state = CdcEnumeratorState(slot, start, start, start, (), assigned=False)
         self._pending.append(CdcSplit(slot, start))
 
+    def _release_stream(self) -> CdcEnumeratorState:
+        """Every snapshot chunk is committed: drop the copy, hand the stream split out."""
+        assert self._state is not None
+        assert self._connection is not None
+        drop_copy(self._connection, self._state.replication_slot)
+        self._state = attrs.evolve(self._state, snapshot_epoch=None)
+        self._pending.append(CdcSplit(self._state.replication_slot, self._state.start))
+        return self._state
+
     def _assign(self, subtask_id: int) -> None:
         if self._pending and subtask_id in self._context.registered_readers():
-            self._context.assign_split(self._pending.pop(0), subtask_id)
-            if self._state is not None:
+            split = self._pending.pop(0)
+            self._context.assign_split(split, subtask_id)
+            if self._state is not None and split.chunk_end is None:
                 self._state = attrs.evolve(self._state, assigned=True)
 
     def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
@@ -192,16 +252,31 @@ class CdcEnumerator:
         self._pending.extend(splits)
 
     def add_reader(self, subtask_id: int) -> None:
-        """The first reader to register takes the split."""
+        """A reader registered: it takes a chunk, or the stream split, if one is pending."""
         self._assign(subtask_id)
 
     def snapshot_state(self, checkpoint_id: int) -> CdcEnumeratorState:
         """The slot, the committed LSN, and the end of this epoch (see the module)."""
         assert self._state is not None, "start() first"
-        position = self._source.cut_end(self._state.replication_slot, self._state.position)
-        ends = tuple(e for e in self._state.ends if e[0] < checkpoint_id)
+        state = self._state
+        position = self._source.cut_end(state.replication_slot, state.position)
+        ends = tuple(e for e in state.ends if e[0] < checkpoint_id)
+        left = self._source.chunks_left(state.replication_slot, state.chunks_left)
+        snapshot_epoch = state.snapshot_epoch
+        if snapshot_epoch == -1 and not left:
+            snapshot_epoch = checkpoint_id  # it read the last chunk
         self._state = attrs.evolve(
-            self._state, position=position, ends=(*ends, (checkpoint_id, position))
+            state,
+            position=position,
+            ends=(*ends, (checkpoint_id, position)),
+            chunks_left=left,
+            snapshot_epoch=snapshot_epoch,
+            checkpoint=checkpoint_id,
+            unassigned=tuple(
+                (split.start, split.chunk_end)
+                for split in self._pending
+                if split.chunk_end is not None
+            ),
         )
         return self._state
 
@@ -214,6 +289,8 @@ class CdcEnumerator:
         state = self._state
         if state is None or self._connection is None:
             return
+        if state.snapshot_epoch is not None and 0 <= state.snapshot_epoch <= checkpoint_id:
+            state = self._release_stream()
         done = [end for epoch, end in state.ends if epoch <= checkpoint_id]
         if not done:
             return
@@ -290,6 +367,17 @@ class _Rows:
                 column.append(value)
             self.count += 1
 
+    def add_snapshot(self, rows: list[tuple[int, tuple[bytes | None, ...]]], lsn: int) -> None:
+        for number, text in rows:
+            values = self._decoder.values(text, op="read")
+            row: list[Any] = ["read", lsn, number]
+            row.extend(values[i] for i in self._index)
+            if self._source.before:
+                row.append(None)
+            for column, value in zip(self._columns, row, strict=True):
+                column.append(value)
+            self.count += 1
+
     def batch(self) -> pa.RecordBatch:
         schema = self._source.schema
         arrays = [
@@ -319,7 +407,7 @@ class CdcSplitReader:
             chunks, position = self._read(split)
             if chunks:
                 records[split_id] = chunks
-            if split.stop is not None:
+            if split.stop is not None or split.chunk_end is not None:
                 finished.append(split_id)
                 del self._splits[split_id]
             else:
@@ -334,6 +422,13 @@ class CdcSplitReader:
     def _read(self, split: CdcSplit) -> tuple[list[_Chunk], int]:
         source = self._source
         connection = self._connection
+        if split.chunk_end is not None:
+            stop = split.chunk_end if split.stop is None else split.stop
+            rows = _Rows(source, self._decoder)
+            rows.add_snapshot(
+                read_chunk(connection, split.slot, source.all_names, split.start, stop), split.lsn
+            )
+            return [_Chunk(rows.batch(), stop)], stop
         check_slot(connection, split.slot, split.start)
         upto = split.stop if split.stop is not None else flush_lsn(connection)
         if upto <= split.start:
@@ -360,7 +455,7 @@ class CdcSplitReader:
     def handle_splits_changes(self, splits_changes: SplitsChange[CdcSplit]) -> None:
         """Add splits."""
         for split in splits_changes.splits:
-            self._splits[split.slot] = split
+            self._splits[split.split_id()] = split
 
     def wake_up(self) -> None:
         """End a wait early."""
@@ -466,6 +561,8 @@ class PostgresCdcSource:
         before: bool = False,
         columns: Sequence[str] | None = None,
         batch_rows: int = 4096,
+        snapshot: bool = False,
+        snapshot_chunk_rows: int = 50_000,
     ) -> None:
         self.conninfo = _name("connection (a conninfo string or URL)", connection)
         self.table = TableName.parse(table)
@@ -476,6 +573,17 @@ class PostgresCdcSource:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise SinkConfigurationError(f"batch_rows must be an int >= 1 (got {batch_rows!r})")
         self.batch_rows = batch_rows
+        self.snapshot = bool(snapshot)
+        if (
+            isinstance(snapshot_chunk_rows, bool)
+            or not isinstance(snapshot_chunk_rows, int)
+            or snapshot_chunk_rows < 1
+        ):
+            raise SinkConfigurationError(
+                f"snapshot_chunk_rows must be an int >= 1 (got {snapshot_chunk_rows!r})"
+            )
+        self.snapshot_chunk_rows = snapshot_chunk_rows
+        self._chunks_cut: set[tuple[str, int]] = set()
         self.poll_interval_s = 0.05
         self.idle_advance_bytes = IDLE_ADVANCE_BYTES
         self._cuts: dict[tuple[str, int], int] = {}
@@ -553,6 +661,12 @@ class PostgresCdcSource:
             columns,
         )
 
+    def chunks_left(self, slot: str, left: tuple[int, ...]) -> tuple[int, ...]:
+        """``left`` without the snapshot chunks cut to their end since it was taken."""
+        done = {end for (name, end) in self._chunks_cut if name == slot}
+        self._chunks_cut -= {(slot, end) for end in done}
+        return tuple(end for end in left if end not in done)
+
     def cut_end(self, slot: str, position: int) -> int:
         """Where the cuts noted since ``position`` end (``position`` if none)."""
         seen = 0
@@ -598,12 +712,18 @@ class PostgresCdcSource:
     # -- SupportsEndPositions ---------------------------------------------------------------
 
     def end_positions(self, splits: Sequence[CdcSplit]) -> list[int | None]:
-        """The server's WAL flush position for an open split; ``None`` for a stopped one."""
-        if all(split.stop is not None for split in splits):
-            return [None] * len(splits)
-        with self.connect() as connection:
-            now = flush_lsn(connection)
-        return [None if split.stop is not None else now for split in splits]
+        """The WAL flush position for the open stream split, a chunk's last row for a chunk.
+
+        ``None`` for a split that stops already (a cut's read part).
+        """
+        now = None
+        if any(split.stop is None and split.chunk_end is None for split in splits):
+            with self.connect() as connection:
+                now = flush_lsn(connection)
+        return [
+            None if split.stop is not None else now if split.chunk_end is None else split.chunk_end
+            for split in splits
+        ]
 
     def cut_split(
         self, split: CdcSplit, end: object, max_records: int | None
@@ -625,6 +745,8 @@ class PostgresCdcSource:
         """
         if split.stop is not None:
             raise ValueError(f"split {split.slot!r} already stops at {split.stop}; it is not cut")
+        if split.chunk_end is not None:
+            return self._cut_chunk(split, end, max_records)
         if not isinstance(end, int) or isinstance(end, bool) or end < split.start:
             raise ValueError(
                 f"the end position of split {split.slot!r} must be an int LSN >= its start "
@@ -662,9 +784,31 @@ class PostgresCdcSource:
         self._cuts[(split.slot, split.start)] = stop
         return SplitCut(CdcSplit(split.slot, split.start, stop), CdcSplit(split.slot, stop), count)
 
+    def _cut_chunk(
+        self, split: CdcSplit, end: object, max_records: int | None
+    ) -> SplitCut[CdcSplit]:
+        """Rows ``(start, end]`` of a snapshot chunk, at most ``max_records`` of them."""
+        assert split.chunk_end is not None
+        if not isinstance(end, int) or isinstance(end, bool) or not split.start <= end:
+            raise ValueError(
+                f"the end of snapshot chunk {split.split_id()!r} must be a row number >= "
+                f"{split.start} (got {end!r}); pass a value end_positions() returned"
+            )
+        stop = min(end, split.chunk_end)
+        if max_records is not None:
+            stop = min(stop, split.start + max_records)
+        if stop == split.start:
+            return SplitCut(None, split, 0)
+        read = attrs.evolve(split, stop=stop)
+        if stop == split.chunk_end:
+            self._chunks_cut.add((split.slot, split.chunk_end))
+            return SplitCut(read, None, stop - split.start)
+        return SplitCut(read, attrs.evolve(split, start=stop), stop - split.start)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_cuts"] = {}  # the driver's notes stay on the driver
+        state["_chunks_cut"] = set()
         return state
 
     def __repr__(self) -> str:
