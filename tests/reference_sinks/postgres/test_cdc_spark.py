@@ -1,22 +1,25 @@
 """PostgresCdcSource streamed by Spark into a PostgresSink upsert target: one test, several checks.
 
-A seeded random workload of inserts, updates and deletes (single statements and
-multi-statement transactions) runs against ``src``; one transaction is open across
-the whole first run, so its changes reach the stream only in the second run, after
-the slot was advanced past its first change. The query reads with
-``from_source(..., streaming=True)`` at most 30 changes a micro-batch and writes
-``writeStream.format("sinkv2")`` into ``dst`` (upsert by ``id``; a delete lands as a
-tombstone row, ``_op = 'delete'``). Meanwhile a thread samples the slot's
-``confirmed_flush_lsn`` and then the target: every change at or below the confirmed
-position must already be committed in the target (the slot never passes the sink).
-The change list to compare with comes from a second slot, made at the same moment and
-never advanced.
+The table holds rows (and a seeded random workload of inserts, updates and deletes)
+before the query first starts: the source makes its slot and reads them from the
+slot's exported snapshot (``snapshot=True``), in chunks of at most 30 rows a
+micro-batch. Once the first micro-batch is in the target, a thread opens a
+transaction (left open until the first run ends) and makes more changes; after the
+run it commits, more changes follow, and a second run restarts from the checkpoint.
+The query reads with ``from_source(..., streaming=True)`` at most 30 changes a
+micro-batch and writes ``writeStream.format("sinkv2")`` into ``dst`` (upsert by
+``id``; a delete lands as a tombstone row, ``_op = 'delete'``): it must end equal to
+the table. Meanwhile a thread samples the slot's ``confirmed_flush_lsn`` and then the
+target: every change at or below the confirmed position must already be committed in
+the target (the slot never passes the sink). The change list comes from a second slot,
+made before everything and never advanced.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +112,7 @@ class _Sampler(threading.Thread):
                 self.samples.append((confirmed, committed))
 
 
-def test_changes_stream_into_an_upsert_target_exactly_and_the_slot_never_passes_the_sink(
+def test_a_snapshot_then_changes_stream_into_an_upsert_target_that_ends_equal_to_the_table(
     spark, postgres_url, tmp_path
 ):
     register(spark)
@@ -117,33 +120,36 @@ def test_changes_stream_into_an_upsert_target_exactly_and_the_slot_never_passes_
     db = psycopg.connect(postgres_url, autocommit=True)
     long = psycopg.connect(postgres_url)
     sampler = _Sampler(postgres_url, "items_cdc")
+    opener = _OpenWhenTheTargetFills(postgres_url, long, rng)
     try:
         db.execute("CREATE TABLE src (id int PRIMARY KEY, name text, qty int)")
         db.execute(
             "CREATE TABLE dst (id int PRIMARY KEY, name text, qty int, _op text, _lsn bigint, "
             "_seq int)"
         )
+        db.execute("CREATE PUBLICATION src_pub FOR TABLE src")
+        db.execute("SELECT pg_create_logical_replication_slot('oracle', 'pgoutput')")
+        db.execute("INSERT INTO src SELECT n, 'n' || n, 0 FROM generate_series(1, 20) n")
+        db.execute("INSERT INTO src VALUES (999, 'kept', 0)")  # the random changes leave it
+        live = set(range(1, 21))
+        _random_changes(db, rng, live, 15)  # all before the slot: read from the snapshot
         source = PostgresCdcSource(
             postgres_url,
             "src",
             publication="src_pub",
-            create_publication=True,
             slot_name="items_cdc",
+            snapshot=True,
+            snapshot_chunk_rows=8,
         )
-        for slot in ("oracle", "items_cdc"):  # both before the first change
-            db.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
-        db.execute("INSERT INTO src VALUES (999, 'kept', 0)")  # the random changes leave it
-        live: set[int] = set()
-        _random_changes(db, rng, live, 15)
-        long.execute("INSERT INTO src VALUES (1000, 'long', 1)")  # open across the first run
-        long.execute("UPDATE src SET qty = -1 WHERE id = 999")
-        _random_changes(db, rng, live, 15)
         sampler.start()
+        opener.start()  # once the target has rows: a transaction left open, more changes
         batches = _run(spark, source, tmp_path, postgres_url)
+        opener.join()
         first = {row[0] for row in db.execute("SELECT id FROM dst").fetchall()}
         assert 1000 not in first  # not committed yet: not read
+        assert {row[0] for row in db.execute("SELECT _op FROM dst").fetchall()} >= {"read"}
         long.commit()
-        _random_changes(db, rng, live, 15)
+        _random_changes(db, rng, live | opener.live, 15)
         batches += _run(spark, source, tmp_path, postgres_url)  # restarted from the checkpoint
         assert len([n for n in batches if n]) >= 3  # micro-batches of at most 30 changes
         assert max(batches) <= 30
@@ -155,20 +161,48 @@ def test_changes_stream_into_an_upsert_target_exactly_and_the_slot_never_passes_
         ).fetchall()
         assert got == want
         assert 1000 in {row[0] for row in got}
+        assert db.execute("SELECT to_regclass('sinkv2_snap_items_cdc')").fetchone()[0] is None
+        point = min(c for c, _ in sampler.samples)  # the slot's consistent point
         oracle = source.transactions(db, "oracle", flush_lsn(db))
-        changes = sorted(t.end_lsn for t in oracle for _ in t.changes)
-        assert len(changes) > 60
-        confirmed_now = max(c for c, _ in sampler.samples)
-        assert confirmed_now > min(changes)  # the slot was advanced
+        changes = sorted(t.end_lsn for t in oracle for _ in t.changes if t.end_lsn > point)
+        assert len(changes) > 30
+        assert max(c for c, _ in sampler.samples) > min(changes)  # the slot was advanced
         for confirmed, committed in sampler.samples:
             acknowledged = [lsn for lsn in changes if lsn <= confirmed]
             if acknowledged:  # the newest change it gave up is in the target already
                 assert max(acknowledged) <= max(committed)
     finally:
         sampler.done.set()
+        opener.join()
         long.close()
         db.execute(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
             "WHERE slot_name IN ('oracle', 'items_cdc')"
         )
         db.close()
+
+
+class _OpenWhenTheTargetFills(threading.Thread):
+    """Once the first micro-batch is in the target: open a transaction, then more changes.
+
+    The slot exists by then (a logical slot waits for open transactions when it is
+    made), and the open transaction stays open until the test commits it.
+    """
+
+    def __init__(self, url: str, long: Any, rng: random.Random) -> None:
+        super().__init__(daemon=True)
+        self.url, self.long, self.rng = url, long, rng
+        self.live: set[int] = set()
+
+    def run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            deadline = time.monotonic() + TIMEOUT_S
+            while not connection.execute("SELECT count(*) FROM dst").fetchone()[0]:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)
+            self.long.execute("INSERT INTO src VALUES (1000, 'long', 1)")
+            self.long.execute("UPDATE src SET qty = -1 WHERE id = 999")
+            self.live = {2000}
+            connection.execute("INSERT INTO src VALUES (2000, 'during', 0)")
+            _random_changes(connection, self.rng, self.live, 10)
