@@ -544,6 +544,10 @@ class PostgresCdcSource:
         before: Add ``_before`` (needs REPLICA IDENTITY FULL on the table).
         columns: Read only these columns (default: all).
         batch_rows: Rows per Arrow batch.
+        snapshot: First read the rows the table holds when the query first starts,
+            through the new slot's exported snapshot (``_op`` ``read``), then the
+            changes after it; each row exactly once (``_cdc_snapshot``).
+        snapshot_chunk_rows: Rows per snapshot chunk (one split each).
 
     Raises:
         SinkConfigurationError: An option is invalid, the table is missing, a column's

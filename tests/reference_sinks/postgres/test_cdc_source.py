@@ -294,7 +294,12 @@ def test_the_source_passes_the_contract_kit(db, postgres_url):
                 db.execute("INSERT INTO items VALUES (%s, %s, %s, '{}')", (n, f"n{n}", n))
         db.execute("DELETE FROM items WHERE id < 10")
         flushed(db)
-        factory = lambda: make(postgres_url, slot_name="kit", batch_rows=7)  # noqa: E731
+
+        def factory() -> PostgresCdcSource:
+            made = make(postgres_url, slot_name="kit", batch_rows=7)
+            made.poll_interval_s = 0.005  # an idle reader of the open split looks again soon
+            return made
+
         source = factory()
         split = CdcSplit("kit", slot_position(db, "kit"))
         (end,) = source.end_positions([split])
