@@ -195,14 +195,27 @@ def _truncated(reader: _Reader) -> set[int]:
     return {reader.take(_U32) for _ in range((len(reader.data) - reader.at) // 4)}
 
 
+_COUNTED: Final = {
+    b"I": Change("insert", None, None),
+    b"U": Change("update", None, None),
+    b"D": Change("delete", None, None),
+}
+
+
 def transactions(
-    messages: Iterable[bytes], schema: str, table: str, columns: Sequence[tuple[str, int]]
+    messages: Iterable[bytes],
+    schema: str,
+    table: str,
+    columns: Sequence[tuple[str, int]],
+    *,
+    values: bool = True,
 ) -> Iterator[Transaction]:
     """The committed transactions in ``messages``, with their changes to ``schema.table``.
 
     A transaction that changed nothing of the table still comes (with no changes):
     it moves the position. ``columns`` are the table's columns as the source was
-    made with them (name, type oid).
+    made with them (name, type oid). With ``values=False`` the changes carry no
+    values (counting them is all the driver's cut needs).
 
     Raises:
         SinkConfigurationError: The table's columns changed since the source was made
@@ -235,7 +248,7 @@ def transactions(
                 ours.discard(oid)
         elif kind in (b"I", b"U", b"D"):
             if reader.take(_U32) in ours:  # else another table of the publication
-                changes.append(_change(kind, reader))
+                changes.append(_change(kind, reader) if values else _COUNTED[kind])
         elif kind == b"T" and _truncated(reader) & ours:
             raise SinkConfigurationError(
                 f"table {schema}.{table} was truncated, and a TRUNCATE is not a row change "

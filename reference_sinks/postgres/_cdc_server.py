@@ -41,6 +41,7 @@ __all__ = [
 
 PLUGIN: Final = "pgoutput"
 _BUSY_WAIT_S: Final = 30.0  # a slot another backend holds a moment (a peek, an advance)
+_FETCH: Final = 5000  # messages fetched from the server-side cursor at a time
 
 
 def parse_lsn(text: str) -> int:
@@ -325,20 +326,35 @@ def peek_changes(
 ) -> Iterator[bytes]:
     """The slot's pgoutput messages (protocol 1) up to ``upto``, without consuming them.
 
-    Decoding starts at the slot's confirmed position; the slot does not move.
+    Decoding starts at the slot's confirmed position; the slot does not move. The
+    messages come through a server-side cursor, ``_FETCH`` at a time.
+
+    Raises:
+        SinkConfigurationError: The publication did not exist when the slot's first
+            change was made.
     """
+    query = (
+        "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+        "'proto_version', '1', 'publication_names', %s)"
+    )
+    params = (slot, format_lsn(upto), _quoted_name(publication))
     deadline = time.monotonic() + _BUSY_WAIT_S
     while True:
-        cursor = connection.cursor(binary=True)
+        started = False
         try:
-            stream = cursor.stream(
-                "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
-                "'proto_version', '1', 'publication_names', %s)",
-                (slot, format_lsn(upto), _quoted_name(publication)),
-            )
-            first = next(stream, None)
+            with (
+                connection.transaction(),
+                connection.cursor(name="sinkv2_cdc_peek", binary=True) as cursor,
+            ):
+                cursor.execute(query, params)
+                while rows := cursor.fetchmany(_FETCH):
+                    started = True
+                    for (data,) in rows:
+                        yield bytes(data)
+            return
         except Exception as error:
-            cursor.close()
+            if started:
+                raise
             if getattr(error, "sqlstate", None) == "42704":  # undefined_object
                 raise SinkConfigurationError(
                     f"slot {slot!r} cannot decode with publication {publication!r}: {error}. "
@@ -349,15 +365,6 @@ def peek_changes(
             if not _busy(error) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-            continue
-        break
-    try:
-        if first is not None:
-            yield bytes(first[0])
-            for (data,) in stream:
-                yield bytes(data)
-    finally:
-        cursor.close()
 
 
 def _quoted_name(name: str) -> str:

@@ -21,13 +21,13 @@ never advanced, which is safe, never early.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 import pyarrow as pa
 
-from reference_sinks.postgres._cdc_decode import arrow_type, transactions
+from reference_sinks.postgres._cdc_decode import Transaction, arrow_type, transactions
 from reference_sinks.postgres._cdc_enumerator import CdcEnumerator
 from reference_sinks.postgres._cdc_reader import BEFORE, CdcSourceReader
 from reference_sinks.postgres._cdc_server import (
@@ -231,8 +231,8 @@ class PostgresCdcSource:
         )
 
     def transactions(
-        self, connection: psycopg.Connection[Any], slot: str, upto: int
-    ) -> Any:  # Iterator[Transaction]
+        self, connection: psycopg.Connection[Any], slot: str, upto: int, *, values: bool = True
+    ) -> Iterator[Transaction]:
         """The slot's committed transactions up to ``upto`` (peeked: the slot stays)."""
         columns = list(zip(self.all_names, self.all_oids, strict=True))
         return transactions(
@@ -240,6 +240,7 @@ class PostgresCdcSource:
             self.schema_name,
             self.table_name,
             columns,
+            values=values,
         )
 
     def chunks_left(self, slot: str, left: tuple[int, ...]) -> tuple[int, ...]:
@@ -338,7 +339,7 @@ class PostgresCdcSource:
         count, stop, capped, crossed = 0, split.start, False, False
         with self.connect() as connection:
             check_slot(connection, split.slot, split.start)
-            for transaction in self.transactions(connection, split.slot, end):
+            for transaction in self.transactions(connection, split.slot, end, values=False):
                 if transaction.end_lsn <= split.start:
                     continue
                 if transaction.end_lsn > end:
