@@ -29,15 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from reference_sinks.postgres import PostgresCdcSource  # noqa: E402
-from reference_sinks.postgres._cdc_server import flush_lsn, format_lsn  # noqa: E402
-from sinkv2.runtime import (  # noqa: E402
+from reference_sinks.postgres import PostgresCdcSource
+from reference_sinks.postgres._cdc_server import flush_lsn, format_lsn
+from sinkv2.runtime import (
     ReadLimit,
     SourceEpochCoordinator,
     SqliteCommitStateStore,
     read_epoch_slice,
 )
-from tests.servers.postgres_server import LocalPostgresServer  # noqa: E402
+from tests.servers.postgres_server import LocalPostgresServer
 
 
 def _write(connection: object, first: int, changes: int) -> None:
