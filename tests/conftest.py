@@ -106,8 +106,9 @@ def postgres_server():
 def postgres_url(postgres_server):
     """The URL of a fresh, empty database; dropped after the test.
 
-    A test that leaves a prepared transaction behind fails here: prepared transactions
-    hold locks and block vacuum, and no sink may leave one once its run is over.
+    A test that leaves a prepared transaction or a replication slot behind fails here,
+    after they are removed: prepared transactions hold locks and block vacuum, a slot
+    holds WAL, and no sink or source may leave one once its run is over.
     """
     import uuid
 
@@ -126,5 +127,15 @@ def postgres_url(postgres_server):
             with psycopg.connect(url, autocommit=True) as connection:
                 for (gid,) in left:
                     connection.execute("ROLLBACK PREPARED %s", (gid,))
+        slots = admin.execute(
+            "SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = %s "
+            "ORDER BY slot_name",
+            (name,),
+        ).fetchall()
+        for slot, pid in slots:
+            if pid is not None:  # a walsender still streams it: end it, wait for it
+                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     assert not left, f"prepared transactions left behind: {[gid for (gid,) in left]}"
+    assert not slots, f"replication slots left behind: {[slot for (slot, _) in slots]}"

@@ -19,6 +19,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 from reference_sinks.postgres._bookkeeping import CHECKPOINTS, CLEANUPS, MARKERS
+from reference_sinks.postgres._cdc_source import PostgresCdcSource
 from reference_sinks.postgres._committer import PostgresCommitter, RolledBackTransactionError
 from reference_sinks.postgres._encode import json_text
 from reference_sinks.postgres._model import PostgresTransaction, parse_gid
@@ -33,6 +34,7 @@ __all__ = [
     "MARKERS",
     "Connect",
     "PostgresAtLeastOnceSink",
+    "PostgresCdcSource",
     "PostgresCommitter",
     "PostgresSink",
     "PostgresTransaction",

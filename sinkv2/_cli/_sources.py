@@ -23,6 +23,7 @@ from sinkv2.runtime import SourceEpochRecord
 __all__ = ["forget_source", "show_source"]
 
 _EVERY_EPOCH = 2**63 - 1
+_FRAME = 8  # a framed checkpoint's version and length (SimpleVersionedSerialization)
 
 
 def _known(store: OperatorStore, source_id: str) -> list[SourceEpochRecord]:
@@ -44,6 +45,24 @@ def _reads(record: SourceEpochRecord) -> tuple[int, int]:
     except (ValueError, KeyError, TypeError, msgpack.UnpackException):
         return -1, -1
     return sum(len(piece[1]) for piece in slices), sum(len(c) for c in carried["carried"])
+
+
+def _replication_slot(record: SourceEpochRecord) -> str | None:
+    """The replication slot a source's enumerator checkpoint names, if it names one.
+
+    A change-data-capture source (``PostgresCdcSource``) keeps its slot's name under
+    ``replication_slot`` in a msgpack map; a stopped query's slot holds WAL on the
+    server, so the operator is told its name. Any other checkpoint: ``None``.
+    """
+    data = record.enumerator_checkpoint
+    if len(data) < _FRAME:
+        return None
+    try:
+        state = msgpack.unpackb(data[_FRAME:])
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return None
+    slot = state.get("replication_slot") if isinstance(state, dict) else None
+    return slot if isinstance(slot, str) else None
 
 
 def show_source(store: OperatorStore, source_id: str) -> Report:
@@ -78,10 +97,25 @@ def show_source(store: OperatorStore, source_id: str) -> Report:
             }
         )
     location = store_location(store)
+    slot = _replication_slot(records[-1]) if records else None
     headers = ["EPOCH", "ACKNOWLEDGED", "SPLIT READS", "CARRIED ON", "RECORDED (UTC)", "JOB"]
-    text = key_values([("store", location), ("source id", source_id)])
+    facts = [("store", location), ("source id", source_id)]
+    if slot is not None:
+        facts.append(
+            (
+                "replication slot",
+                f"{slot} (it keeps WAL on the server while no query reads it; drop a slot no "
+                f"query will read again: SELECT pg_drop_replication_slot('{slot}'))",
+            )
+        )
+    text = key_values(facts)
     text += f"\n\n{table(headers, rows)}"
-    data: dict[str, Any] = {"store": location, "source_id": source_id, "epochs": epochs}
+    data: dict[str, Any] = {
+        "store": location,
+        "source_id": source_id,
+        "replication_slot": slot,
+        "epochs": epochs,
+    }
     return Report(text=text, data=data)
 
 

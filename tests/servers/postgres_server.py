@@ -10,7 +10,8 @@ It lives in the repository's tests, not in the wheel: copy it to test your own s
 
 ``initdb`` makes a fresh cluster in a temporary directory, ``pg_ctl`` starts it on a
 free port of 127.0.0.1 with ``max_prepared_transactions`` set (two-phase commit needs
-it), and `stop` ends it by the PID in ``postmaster.pid`` and deletes the directory.
+it) and ``wal_level = logical`` (change data capture needs replication slots), and
+`stop` ends it by the PID in ``postmaster.pid`` and deletes the directory.
 Dynamic shared memory lives in that directory too (``dynamic_shared_memory_type =
 mmap``), so nothing is left in ``/dev/shm``. A cluster whose test run was killed is
 stopped and removed when the next server starts (its owner's pid is in the
@@ -125,6 +126,10 @@ class LocalPostgresServer:
             "shared_buffers": "128MB",
             "logging_collector": "off",
             "dynamic_shared_memory_type": "mmap",
+            # change data capture (PostgresCdcSource) decodes the WAL through slots
+            "wal_level": "logical",
+            "max_replication_slots": "20",
+            "max_wal_senders": "20",
         }
         with (server.data_dir / "postgresql.conf").open("a") as conf:
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())

@@ -1,0 +1,207 @@
+"""The CDC source's enumerator: takes (or makes) the slot, acknowledges epochs by advancing it.
+
+It hands out the snapshot chunks first (``snapshot=True``), then the stream split -
+only once the epoch that read the last chunk is acknowledged. ``snapshot_state(e)``
+records where epoch ``e`` ends, from the cuts the engine made on the driver (see
+``_cdc_source``), and ``notify_checkpoint_complete(e)`` advances the slot there: the
+only place the slot ever moves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from reference_sinks.postgres._cdc_server import (
+    advance_slot,
+    check_slot,
+    create_slot,
+    lock_slot,
+    slot_state,
+)
+from reference_sinks.postgres._cdc_snapshot import drop_copy, snapshot_into_copy
+from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
+from sinkv2.errors import SinkConfigurationError
+from sinkv2.source import SourceEvent, SplitEnumeratorContext
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from reference_sinks.postgres._cdc_source import PostgresCdcSource
+
+__all__ = ["CdcEnumerator"]
+
+
+class CdcEnumerator:
+    """Takes (or makes) the slot, hands its one split out, advances it on acknowledgement."""
+
+    def __init__(
+        self,
+        context: SplitEnumeratorContext[CdcSplit],
+        source: PostgresCdcSource,
+        state: CdcEnumeratorState | None,
+    ) -> None:
+        self._context = context
+        self._source = source
+        self._state = state
+        self._pending: list[CdcSplit] = []
+        self._connection: psycopg.Connection[Any] | None = None
+
+    @property
+    def slot(self) -> str:
+        """The slot's name (known once started)."""
+        assert self._state is not None, "start() first"
+        return self._state.replication_slot
+
+    def start(self) -> None:
+        """Check the server, lock the slot, and make it if it is missing (fresh start only).
+
+        Raises:
+            SinkConfigurationError: A server requirement is not met.
+            CommitStateError: The slot of a restored query is gone or invalidated, or
+                another query holds it.
+        """
+        self._connection = self._source.connect()
+        try:
+            self._start(self._connection)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, connection: psycopg.Connection[Any]) -> None:
+        source = self._source
+        source.check_server(connection)
+        if self._state is not None:
+            lock_slot(connection, self.slot)
+            check_slot(connection, self.slot)
+            restored = self._state
+            self._pending.extend(
+                CdcSplit(self.slot, low, None, end, restored.start)
+                for low, end in restored.unassigned
+            )
+            if restored.snapshot_epoch is None:
+                drop_copy(connection, self.slot)  # acknowledged, but a crash left it
+            elif 0 <= restored.snapshot_epoch <= restored.checkpoint:
+                self._release_stream()  # restored at an epoch: it is committed
+            return
+        slot = source.slot_name or f"sinkv2_cdc_{uuid.uuid4().hex[:16]}"
+        lock_slot(connection, slot)
+        existing = slot_state(connection, slot)
+        if source.snapshot:
+            if existing is not None:
+                raise SinkConfigurationError(
+                    f"snapshot=True reads the table as of a new slot's consistent point, but "
+                    f"slot {slot!r} exists already; name a new slot (or none), or read "
+                    "without a snapshot"
+                )
+            drop_copy(connection, slot)  # a crashed first start's
+            start, rows = snapshot_into_copy(
+                source.conninfo, slot, source.schema_name, source.table_name
+            )
+            step = source.snapshot_chunk_rows
+            ends = tuple(min(low + step, rows) for low in range(0, rows, step))
+            self._pending.extend(
+                CdcSplit(slot, low, None, end, start)
+                for low, end in zip((0, *ends), ends, strict=False)
+            )
+            self._state = CdcEnumeratorState(
+                slot, start, start, start, (), False, ends, None if not ends else -1
+            )
+            if not ends:
+                self._pending.append(CdcSplit(slot, start))
+            return
+        if existing is None:
+            start = create_slot(source.conninfo, slot)
+        else:
+            start = check_slot(connection, slot).confirmed_flush or 0
+        self._state = CdcEnumeratorState(slot, start, start, start, (), assigned=False)
+        self._pending.append(CdcSplit(slot, start))
+
+    def _release_stream(self) -> CdcEnumeratorState:
+        """Every snapshot chunk is committed: drop the copy, hand the stream split out."""
+        assert self._state is not None
+        assert self._connection is not None
+        drop_copy(self._connection, self._state.replication_slot)
+        self._state = attrs.evolve(self._state, snapshot_epoch=None)
+        self._pending.append(CdcSplit(self._state.replication_slot, self._state.start))
+        return self._state
+
+    def _assign(self, subtask_id: int) -> None:
+        if self._pending and subtask_id in self._context.registered_readers():
+            split = self._pending.pop(0)
+            self._context.assign_split(split, subtask_id)
+            if self._state is not None and split.chunk_end is None:
+                self._state = attrs.evolve(self._state, assigned=True)
+
+    def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
+        """Hand the split out if it is not read by anyone."""
+        self._assign(subtask_id)
+
+    def add_splits_back(self, splits: list[CdcSplit], subtask_id: int) -> None:
+        """A failed reader's split comes back, at its position."""
+        self._pending.extend(splits)
+
+    def add_reader(self, subtask_id: int) -> None:
+        """A reader registered: it takes a chunk, or the stream split, if one is pending."""
+        self._assign(subtask_id)
+
+    def snapshot_state(self, checkpoint_id: int) -> CdcEnumeratorState:
+        """The slot, the committed LSN, and the end of this epoch (see the module)."""
+        assert self._state is not None, "start() first"
+        state = self._state
+        position = self._source.cut_end(state.replication_slot, state.position)
+        ends = tuple(e for e in state.ends if e[0] < checkpoint_id)
+        left = self._source.chunks_left(state.replication_slot, state.chunks_left)
+        snapshot_epoch = state.snapshot_epoch
+        if snapshot_epoch == -1 and not left:
+            snapshot_epoch = checkpoint_id  # it read the last chunk
+        self._state = attrs.evolve(
+            state,
+            position=position,
+            ends=(*ends, (checkpoint_id, position)),
+            chunks_left=left,
+            snapshot_epoch=snapshot_epoch,
+            checkpoint=checkpoint_id,
+            unassigned=tuple(
+                (split.start, split.chunk_end)
+                for split in self._pending
+                if split.chunk_end is not None
+            ),
+        )
+        return self._state
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Epoch ``checkpoint_id`` is committed downstream: advance the slot to its end.
+
+        Raises:
+            CommitStateError: The slot is gone or invalidated.
+        """
+        state = self._state
+        if state is None or self._connection is None:
+            return
+        if state.snapshot_epoch is not None and 0 <= state.snapshot_epoch <= checkpoint_id:
+            state = self._release_stream()
+        done = [end for epoch, end in state.ends if epoch <= checkpoint_id]
+        if not done:
+            return
+        target = max(done)
+        if target > state.committed:
+            slot = check_slot(self._connection, state.replication_slot)
+            if slot.confirmed_flush is not None and slot.confirmed_flush < target:
+                advance_slot(self._connection, state.replication_slot, target)
+        self._state = attrs.evolve(
+            state,
+            committed=max(target, state.committed),
+            ends=tuple(e for e in state.ends if e[0] > checkpoint_id),
+        )
+
+    def handle_source_event(self, subtask_id: int, source_event: SourceEvent) -> None:
+        """No events are expected."""
+
+    def close(self) -> None:
+        """Close the connection (releasing the slot's lock); the slot stays."""
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            connection.close()

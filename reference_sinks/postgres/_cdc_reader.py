@@ -1,0 +1,203 @@
+"""The CDC source's reader: a stream range by peeking the slot, a snapshot chunk from the copy.
+
+A stopped split (a micro-batch's range) is read whole in one fetch and finished at its
+stop; an open one (an engine with long-lived readers) is read up to the WAL flush
+position each fetch, transaction by transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pyarrow as pa
+
+from reference_sinks.postgres._cdc_decode import Transaction, TupleDecoder
+from reference_sinks.postgres._cdc_server import check_slot, flush_lsn
+from reference_sinks.postgres._cdc_snapshot import read_chunk
+from reference_sinks.postgres._cdc_split import CdcSplit
+from sinkv2.source import SourceReaderContext
+from sinkv2.source.reader import (
+    RecordsBySplits,
+    SingleThreadMultiplexSourceReaderBase,
+    SplitsChange,
+)
+
+if TYPE_CHECKING:
+    from reference_sinks.postgres._cdc_source import PostgresCdcSource
+
+__all__ = ["BEFORE", "CdcSourceReader", "CdcSplitReader"]
+
+BEFORE = "_before"
+
+
+@attrs.define
+class _SplitState:
+    split: CdcSplit
+    position: int
+
+
+@attrs.frozen
+class _Chunk:
+    batch: pa.RecordBatch
+    position: int
+
+
+class _Rows:
+    """Builds Arrow batches of changes for one source."""
+
+    def __init__(self, source: PostgresCdcSource, decoder: TupleDecoder) -> None:
+        self._source = source
+        self._decoder = decoder
+        self._index = source.column_index
+        self.clear()
+
+    def clear(self) -> None:
+        self.count = 0
+        self._columns: list[list[Any]] = [[] for _ in self._source.schema]
+
+    def add(self, transaction: Transaction) -> None:
+        before = self._source.before
+        for seq, change in enumerate(transaction.changes):
+            if change.op == "delete":
+                assert change.old is not None
+                values = self._decoder.values(change.old, op="delete")
+            else:
+                assert change.new is not None
+                merged = self._decoder.merge(change.new, change.old)
+                values = self._decoder.values(merged, op=change.op)
+            row: list[Any] = [change.op, transaction.end_lsn, seq]
+            row.extend(values[i] for i in self._index)
+            if before:
+                old = None if change.old is None else self._decoder.values(change.old, op=change.op)
+                names = self._source.schema.field(BEFORE).type
+                row.append(
+                    None
+                    if old is None
+                    else {names.field(k).name: old[i] for k, i in enumerate(self._index)}
+                )
+            for column, value in zip(self._columns, row, strict=True):
+                column.append(value)
+            self.count += 1
+
+    def add_snapshot(self, rows: list[tuple[int, tuple[bytes | None, ...]]], lsn: int) -> None:
+        for number, text in rows:
+            values = self._decoder.values(text, op="read")
+            row: list[Any] = ["read", lsn, number]
+            row.extend(values[i] for i in self._index)
+            if self._source.before:
+                row.append(None)
+            for column, value in zip(self._columns, row, strict=True):
+                column.append(value)
+            self.count += 1
+
+    def batch(self) -> pa.RecordBatch:
+        schema = self._source.schema
+        arrays = [
+            pa.array(values, type=field.type)
+            for values, field in zip(self._columns, schema, strict=True)
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+class CdcSplitReader:
+    """Reads the slot's split: a stopped split whole in one fetch, an open one up to now."""
+
+    def __init__(self, source: PostgresCdcSource) -> None:
+        self._source = source
+        self._connection = source.connect()
+        self._decoder = TupleDecoder(
+            self._connection, source.all_names, source.all_oids, source.all_types
+        )
+        self._splits: dict[str, CdcSplit] = {}
+        self._woken = False
+
+    def fetch(self) -> RecordsBySplits[_Chunk]:
+        """The changes of every split up to its stop (or up to the flush position now)."""
+        records: dict[str, list[_Chunk]] = {}
+        finished: list[str] = []
+        for split_id, split in list(self._splits.items()):
+            chunks, position = self._read(split)
+            if chunks:
+                records[split_id] = chunks
+            if split.stop is not None or split.chunk_end is not None:
+                finished.append(split_id)
+                del self._splits[split_id]
+            else:
+                self._splits[split_id] = attrs.evolve(split, start=position)
+        if not records and not finished and not self._woken:
+            time.sleep(self._source.poll_interval_s)
+        self._woken = False
+        return RecordsBySplits(records, finished)
+
+    def _read(self, split: CdcSplit) -> tuple[list[_Chunk], int]:
+        source = self._source
+        connection = self._connection
+        if split.chunk_end is not None:
+            stop = split.chunk_end if split.stop is None else split.stop
+            rows = _Rows(source, self._decoder)
+            rows.add_snapshot(
+                read_chunk(connection, split.slot, source.all_names, split.start, stop), split.lsn
+            )
+            return [_Chunk(rows.batch(), stop)], stop
+        check_slot(connection, split.slot, split.start)
+        upto = split.stop if split.stop is not None else flush_lsn(connection)
+        if upto <= split.start:
+            return [], split.start
+        rows = _Rows(source, self._decoder)
+        chunks: list[_Chunk] = []
+        position = split.start
+        for transaction in source.transactions(connection, split.slot, upto):
+            if transaction.end_lsn <= split.start:
+                continue
+            if transaction.end_lsn > upto:
+                break  # its commit record crosses the stop: the next range's
+            rows.add(transaction)
+            position = transaction.end_lsn
+            if rows.count >= source.batch_rows:
+                chunks.append(_Chunk(rows.batch(), position))
+                rows.clear()
+        if split.stop is not None:
+            position = split.stop
+        if rows.count or (chunks == [] and position != split.start):
+            chunks.append(_Chunk(rows.batch(), position))
+        return chunks, position
+
+    def handle_splits_changes(self, splits_changes: SplitsChange[CdcSplit]) -> None:
+        """Add splits."""
+        for split in splits_changes.splits:
+            self._splits[split.split_id()] = split
+
+    def wake_up(self) -> None:
+        """End a wait early."""
+        self._woken = True
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._connection.close()
+
+
+class _ChunkEmitter:
+    def emit_record(self, element: _Chunk, output: Any, split_state: _SplitState) -> None:
+        if element.batch.num_rows:
+            output.collect_batch(element.batch)
+        split_state.position = element.position
+
+
+class CdcSourceReader(SingleThreadMultiplexSourceReaderBase[_Chunk, Any, CdcSplit, _SplitState]):
+    """Reads the slot's split; a split with a stop ends exactly there."""
+
+    def __init__(self, context: SourceReaderContext, source: PostgresCdcSource) -> None:
+        super().__init__(lambda: CdcSplitReader(source), _ChunkEmitter(), context)
+
+    def initialized_state(self, split: CdcSplit) -> _SplitState:
+        """The split at its position."""
+        return _SplitState(split, split.start)
+
+    def to_split_type(self, split_id: str, split_state: _SplitState) -> CdcSplit:
+        """The split at the position reached."""
+        return attrs.evolve(split_state.split, start=split_state.position)
+
+    def on_split_finished(self, finished_split_ids: dict[str, _SplitState]) -> None:
+        """Nothing to ask for."""

@@ -1,0 +1,119 @@
+"""The snapshot a CDC source starts with: the table as of its slot's consistent point.
+
+Flink CDC's incremental snapshot reads each chunk of the live table between a low and a
+high watermark of the log, and its readers report each chunk's high watermark to the
+enumerator so that the stream skips what the chunk already holds. Neither works on
+Spark: a task cannot report back to the driver, and a replayed micro-batch must read
+the same rows, which a second ``SELECT`` of a live table does not give.
+
+The equivalent here is exact by construction. The slot is created over a replication
+connection with ``SNAPSHOT 'export'``: PostgreSQL hands out the snapshot of the slot's
+consistent point, in which every transaction committed before the point is visible
+and none after it. Inside that snapshot the table is copied once into an UNLOGGED
+table with a row number (``sinkv2_row``); chunks are ranges of row numbers of the copy,
+so a replayed chunk reads the same rows. Every change the slot then decodes committed
+after the point: each row is in the snapshot or in the stream, never both, never
+neither. The copy is dropped once the epochs that read it are acknowledged (and, if a
+crash left it, when the query starts again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from reference_sinks.postgres._cdc_server import PLUGIN, parse_lsn
+from sinkv2.errors import SinkConfigurationError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["copy_name", "drop_copy", "read_chunk", "snapshot_into_copy"]
+
+
+def copy_name(slot: str) -> str:
+    """The UNLOGGED copy of the snapshot of ``slot`` (a slot name is at most 63 bytes)."""
+    return f"sinkv2_snap_{slot}"[:63]
+
+
+def snapshot_into_copy(conninfo: str, slot: str, schema: str, table: str) -> tuple[int, int]:
+    """Create ``slot`` exporting its snapshot, and copy the table in that snapshot.
+
+    Returns:
+        The slot's consistent point, and how many rows the copy holds.
+
+    Raises:
+        SinkConfigurationError: The server refused to create the slot.
+    """
+    import psycopg  # noqa: PLC0415  # optional extra
+    from psycopg import pq, sql  # noqa: PLC0415
+
+    with psycopg.connect(
+        conninfo, autocommit=True, replication="database", application_name="sinkv2-cdc"
+    ) as replication:
+        command = f"CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL {PLUGIN} (SNAPSHOT 'export')"
+        result = replication.pgconn.exec_(command.encode())
+        if result.status != pq.ExecStatus.TUPLES_OK:
+            message = (result.error_message or b"").decode(errors="replace").strip()
+            raise SinkConfigurationError(
+                f"creating replication slot {slot!r} failed: {message}. Free a slot "
+                "(max_replication_slots) or name another one"
+            )
+        point, snapshot = result.get_value(0, 1), result.get_value(0, 2)
+        assert point is not None
+        assert snapshot is not None
+        # the snapshot lives while the replication connection stays idle: copy now
+        with psycopg.connect(conninfo, application_name="sinkv2-cdc") as connection:
+            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            connection.execute(
+                sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot.decode()))
+            )
+            connection.execute(
+                sql.SQL(
+                    "CREATE UNLOGGED TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* "
+                    "FROM {} t"
+                ).format(sql.Identifier(copy_name(slot)), sql.Identifier(schema, table))
+            )
+            row = connection.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(copy_name(slot)))
+            ).fetchone()
+            connection.commit()
+    return parse_lsn(point.decode()), int(row[0] if row else 0)
+
+
+def read_chunk(
+    connection: psycopg.Connection[Any], slot: str, names: Sequence[str], low: int, high: int
+) -> list[tuple[int, tuple[bytes | None, ...]]]:
+    """Rows ``(low, high]`` of the copy: ``(row number, each column's text)``.
+
+    Raises:
+        SinkConfigurationError: The copy is gone (dropped by hand before its epochs
+            were acknowledged).
+    """
+    from psycopg import sql  # noqa: PLC0415  # optional extra
+
+    columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(n)) for n in names)
+    query = sql.SQL(
+        "SELECT sinkv2_row, {} FROM {} WHERE sinkv2_row > %s AND sinkv2_row <= %s "
+        "ORDER BY sinkv2_row"
+    ).format(columns, sql.Identifier(copy_name(slot)))
+    try:
+        rows = connection.execute(query, (low, high)).fetchall()
+    except Exception as error:
+        if getattr(error, "sqlstate", None) == "42P01":  # undefined_table
+            raise SinkConfigurationError(
+                f"the snapshot copy {copy_name(slot)!r} of slot {slot!r} is gone before its "
+                "rows were all read and acknowledged; start over under a new source_id"
+            ) from error
+        raise
+    return [
+        (int(row[0]), tuple(None if v is None else str(v).encode() for v in row[1:]))
+        for row in rows
+    ]
+
+
+def drop_copy(connection: psycopg.Connection[Any], slot: str) -> None:
+    """Drop the snapshot copy of ``slot`` if it exists."""
+    from psycopg import sql  # noqa: PLC0415  # optional extra
+
+    connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(copy_name(slot))))

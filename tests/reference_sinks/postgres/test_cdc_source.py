@@ -1,0 +1,381 @@
+"""PostgresCdcSource on a real PostgreSQL (the ``postgres_url`` fixture), no Spark.
+
+The epochs are planned by the engine-neutral `SourceEpochCoordinator` exactly as
+Spark's stream reader plans them, and read with `read_epoch_slice` as a task reads
+them; the source contract kit runs the source on its local engine.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+
+from reference_sinks.postgres import PostgresCdcSource
+from reference_sinks.postgres._cdc_server import parse_lsn
+from reference_sinks.postgres._cdc_source import CdcSplit
+from sinkv2._cli import main
+from sinkv2._serialization import SimpleVersionedSerialization
+from sinkv2.errors import CommitStateError, ConcurrentCommitError, SinkConfigurationError
+from sinkv2.runtime import (
+    ReadLimit,
+    SourceEpochCoordinator,
+    SqliteCommitStateStore,
+    read_epoch_slice,
+)
+from sinkv2.source import SourceReaderError, SupportsEndPositions
+from sinkv2.testing import check_source
+
+DDL = "CREATE TABLE items (id int PRIMARY KEY, name text, price numeric(10,2), tags int[])"
+
+
+@pytest.fixture
+def db(postgres_url: str) -> Any:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(DDL)
+        yield connection
+
+
+def make(url: str, **options: Any) -> PostgresCdcSource:
+    options.setdefault("publication", "items_pub")
+    options.setdefault("create_publication", True)
+    return PostgresCdcSource(url, "items", **options)
+
+
+def flushed(connection: Any) -> None:
+    """Wait until the WAL written so far is flushed (the test server commits asynchronously)."""
+    row = connection.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    want = parse_lsn(row[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        now = connection.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
+        if parse_lsn(now[0]) >= want:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the WAL was not flushed in 10 s")
+
+
+def workload(connection: Any) -> list[tuple[str, int, str | None]]:
+    """Single changes, a transaction of several, updates and deletes; (op, id, name) in order."""
+    connection.execute("INSERT INTO items VALUES (1, 'a', 1.50, '{1,2}')")
+    with connection.transaction():
+        connection.execute("INSERT INTO items VALUES (2, 'b', NULL, NULL)")
+        connection.execute("UPDATE items SET name = 'a2' WHERE id = 1")
+        connection.execute("INSERT INTO items VALUES (3, 'c', 3, '{}')")
+    connection.execute("DELETE FROM items WHERE id = 2")
+    with connection.transaction():
+        connection.execute("UPDATE items SET price = 9.99 WHERE id = 3")
+        connection.execute("INSERT INTO items VALUES (4, 'd', 4, '{4}')")
+    flushed(connection)
+    return [
+        ("insert", 1, "a"),
+        ("insert", 2, "b"),
+        ("update", 1, "a2"),
+        ("insert", 3, "c"),
+        ("delete", 2, None),
+        ("update", 3, "c"),
+        ("insert", 4, "d"),
+    ]
+
+
+def slot_position(connection: Any, slot: str) -> int:
+    row = connection.execute(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+    ).fetchone()
+    return parse_lsn(row[0])
+
+
+def drop(connection: Any, slot: str) -> None:
+    connection.execute(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
+        (slot,),
+    )
+
+
+class Run:
+    """One query run on the coordinator; each epoch read as a task reads it."""
+
+    def __init__(self, source: PostgresCdcSource, store: Any, source_id: str = "cdc") -> None:
+        self.source = source
+        self.coordinator = SourceEpochCoordinator(source, store, source_id, parallelism=2)
+
+    def read(self, epoch: int) -> list[dict[str, Any]]:
+        return [
+            row
+            for piece in self.coordinator.slices(epoch)
+            for batch in read_epoch_slice(self.source, self.source.schema, piece)
+            for row in batch.to_pylist()
+        ]
+
+    def slot(self) -> str:
+        record = self.coordinator._lease_now().get(0)  # the recorded checkpoint
+        assert record is not None
+        state = SimpleVersionedSerialization.read_version_and_deserialize(
+            self.source.get_enumerator_checkpoint_serializer(), record.enumerator_checkpoint
+        )
+        return str(state.replication_slot)
+
+
+def test_changes_are_whole_transactions_typed_and_a_replay_reads_the_same(
+    db, postgres_url, tmp_path
+):
+    source = make(postgres_url, slot_name="items_slot")
+    assert isinstance(source, SupportsEndPositions)
+    assert source.schema.names == ["_op", "_lsn", "_seq", "id", "name", "price", "tags"]
+    run = Run(source, SqliteCommitStateStore(tmp_path / "state.sqlite"))
+    try:
+        start = run.coordinator.initial_epoch()
+        expected = workload(db)
+        epoch = run.coordinator.next_epoch(start, ReadLimit(max_records=3))
+        first = run.read(epoch)
+        assert [(r["_op"], r["id"]) for r in first] == [("insert", 1)]  # 3 whole ones do not fit
+        assert run.read(epoch) == first  # the same range read again: the same changes
+        after_first = CdcSplit("items_slot", first[0]["_lsn"])
+        (end,) = source.end_positions([after_first])
+        with pytest.raises(SinkConfigurationError, match="never split across micro-batches"):
+            source.cut_split(after_first, end, 2)  # the next transaction has 3 changes
+        rows = list(first)
+        while (after := run.coordinator.next_epoch(epoch, ReadLimit())) != epoch:
+            epoch = after
+            rows += run.read(epoch)
+        assert [(r["_op"], r["id"], r["name"]) for r in rows] == expected
+        assert rows[0]["price"] == Decimal("1.50")
+        assert rows[0]["tags"] == [1, 2]
+        by_transaction = [(r["_lsn"], r["_seq"]) for r in rows]
+        assert by_transaction == sorted(by_transaction)
+        assert len(set(by_transaction)) == 7
+        assert [r["_seq"] for r in rows] == [0, 0, 1, 2, 0, 0, 1]
+    finally:
+        run.coordinator.close()
+        drop(db, "items_slot")
+
+
+def test_the_slot_is_advanced_only_after_an_epoch_is_acknowledged(
+    db, postgres_url, tmp_path, capsys
+):
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    run = Run(make(postgres_url), store)
+    try:
+        start = run.coordinator.initial_epoch()
+        slot = run.slot()
+        assert slot.startswith("sinkv2_cdc_")  # made by the source, named in its checkpoint
+        created = slot_position(db, slot)
+        workload(db)
+        epoch = run.coordinator.next_epoch(start, ReadLimit())
+        rows = run.read(epoch)
+        assert len(rows) == 7
+        assert slot_position(db, slot) == created  # planned and read, not acknowledged
+        assert run.read(epoch) == rows
+        db.execute("INSERT INTO items VALUES (5, 'e', 5, NULL)")
+        flushed(db)
+        later = run.coordinator.next_epoch(epoch, ReadLimit())  # proves `epoch` committed
+        assert slot_position(db, slot) == rows[-1]["_lsn"]  # exactly its end, no further
+        assert [r["id"] for r in run.read(later)] == [5]
+        run.coordinator.acknowledge(later)
+        assert slot_position(db, slot) > rows[-1]["_lsn"]
+        run.coordinator.close()  # a stopped query: its slot stays, and the CLI names it
+        assert main(["state", "show-source", str(tmp_path / "state.sqlite"), "cdc"]) == 0
+        out = capsys.readouterr().out
+        assert any(line.startswith("replication slot") and slot in line for line in out.split("\n"))
+        assert f"pg_drop_replication_slot('{slot}')" in out
+    finally:
+        run.coordinator.close()
+        drop(db, slot)
+
+
+def test_one_slot_is_read_by_one_query(db, postgres_url, tmp_path):
+    """The same source id: the coordinator's lease; another source id: the slot's lock."""
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    first = Run(make(postgres_url, slot_name="shared"), store)
+    try:
+        first.coordinator.initial_epoch()
+        second = Run(make(postgres_url, slot_name="shared"), store)
+        with pytest.raises(ConcurrentCommitError):
+            second.coordinator.initial_epoch()
+        other = Run(make(postgres_url, slot_name="shared"), store, source_id="other")
+        with pytest.raises(CommitStateError, match="'shared' is read by another query"):
+            other.coordinator.initial_epoch()
+        other.coordinator.close()
+    finally:
+        first.coordinator.close()
+        drop(db, "shared")
+
+
+def test_a_slot_dropped_or_moved_behind_the_query_is_a_clear_error(db, postgres_url, tmp_path):
+    source = make(postgres_url, slot_name="gone")
+    run = Run(source, SqliteCommitStateStore(tmp_path / "state.sqlite"))
+    try:
+        start = run.coordinator.initial_epoch()
+        workload(db)
+        epoch = run.coordinator.next_epoch(start, ReadLimit(max_records=1))
+        assert len(run.read(epoch)) == 1
+        db.execute("SELECT pg_replication_slot_advance('gone', pg_current_wal_flush_lsn())")
+        moved = r"'gone' has confirmed LSN .* past the position"
+        with pytest.raises(SourceReaderError, match=moved):
+            run.read(epoch)  # a replay of a range the slot no longer has
+    finally:
+        run.coordinator.close()
+    drop(db, "gone")
+    again = Run(make(postgres_url, slot_name="gone"), run.coordinator._store)
+    try:
+        with pytest.raises(CommitStateError, match="'gone' does not exist"):
+            again.coordinator.next_epoch(epoch, ReadLimit())  # restored: never made anew
+    finally:
+        again.coordinator.close()
+    assert db.execute("SELECT count(*) FROM pg_replication_slots").fetchone()[0] == 0
+
+
+def test_server_requirements_are_checked_before_anything_runs(db, postgres_url):
+    with pytest.raises(SinkConfigurationError, match="publication 'nope' does not exist"):
+        make(postgres_url, publication="nope", create_publication=False)
+    db.execute("CREATE TABLE other (id int PRIMARY KEY)")
+    db.execute("CREATE PUBLICATION other_pub FOR TABLE other")
+    with pytest.raises(SinkConfigurationError, match=r"does not cover table public\.items"):
+        make(postgres_url, publication="other_pub")
+    with pytest.raises(SinkConfigurationError, match="REPLICA IDENTITY FULL"):
+        make(postgres_url, before=True)
+    db.execute("ALTER TABLE items REPLICA IDENTITY FULL")
+    assert make(postgres_url, before=True).schema.names[-1] == "_before"
+    role = f"r_{uuid.uuid4().hex[:8]}"
+    db.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        url = re.sub(r"://[^@]+@", f"://{role}@", postgres_url)
+        with pytest.raises(SinkConfigurationError, match="needs the REPLICATION privilege"):
+            make(url)
+    finally:
+        db.execute(f"DROP ROLE {role}")
+    db.execute("CREATE TABLE odd (id int, spot point)")
+    with pytest.raises(SinkConfigurationError, match="column 'spot' is of type point"):
+        PostgresCdcSource(postgres_url, "odd", publication="odd_pub", create_publication=True)
+    with pytest.raises(SinkConfigurationError, match="slot_name must be"):
+        make(postgres_url, slot_name="Bad-Name")
+
+
+def test_before_values_under_replica_identity_full(db, postgres_url, tmp_path):
+    db.execute("ALTER TABLE items REPLICA IDENTITY FULL")
+    source = make(postgres_url, slot_name="full", before=True, columns=["id", "name"])
+    run = Run(source, SqliteCommitStateStore(tmp_path / "state.sqlite"))
+    try:
+        start = run.coordinator.initial_epoch()
+        workload(db)
+        rows = run.read(run.coordinator.next_epoch(start, ReadLimit()))
+    finally:
+        run.coordinator.close()
+        drop(db, "full")
+    assert [(r["_op"], r["id"], r["name"], r["_before"]) for r in rows] == [
+        ("insert", 1, "a", None),
+        ("insert", 2, "b", None),
+        ("update", 1, "a2", {"id": 1, "name": "a"}),
+        ("insert", 3, "c", None),
+        ("delete", 2, "b", {"id": 2, "name": "b"}),
+        ("update", 3, "c", {"id": 3, "name": "c"}),
+        ("insert", 4, "d", None),
+    ]
+
+
+def test_the_source_passes_the_contract_kit(db, postgres_url):
+    """Flink's SourceTestSuiteBase cases and the cut checks, on the local engine."""
+    db.execute("CREATE PUBLICATION items_pub FOR TABLE items")  # before the slot decodes
+    db.execute("SELECT pg_create_logical_replication_slot('kit', 'pgoutput')")
+    try:
+        with db.transaction():
+            pass
+        for n in range(40):
+            if n % 5 == 4:
+                with db.transaction():
+                    db.execute("UPDATE items SET name = name || '+' WHERE id = %s", (n - 1,))
+                    db.execute("INSERT INTO items VALUES (%s, %s, %s, NULL)", (n, f"n{n}", n))
+            else:
+                db.execute("INSERT INTO items VALUES (%s, %s, %s, '{}')", (n, f"n{n}", n))
+        db.execute("DELETE FROM items WHERE id < 10")
+        flushed(db)
+
+        def factory() -> PostgresCdcSource:
+            made = make(postgres_url, slot_name="kit", batch_rows=7)
+            made.poll_interval_s = 0.005  # an idle reader of the open split looks again soon
+            return made
+
+        source = factory()
+        split = CdcSplit("kit", slot_position(db, "kit"))
+        (end,) = source.end_positions([split])
+        whole = source.cut_split(split, end, None)
+        records = _read(source, whole.read)
+        assert len(records) == whole.records == 40 + 8 + 10
+        check_source(
+            factory,
+            split_records=lambda split_id: iter(records),
+            records_to_read=len(records),
+            max_parallelism=2,
+            max_examples=3,
+        )
+        assert slot_position(db, "kit") == split.start  # the local engine never cuts: no ack
+    finally:
+        drop(db, "kit")
+
+
+def _read(source: PostgresCdcSource, split: CdcSplit) -> list[dict[str, Any]]:
+    from sinkv2.testing._source_end_check import _read_alone
+
+    return list(_read_alone(source, split, split.slot))
+
+
+def test_a_snapshot_then_the_stream_gives_each_row_exactly_once(db, postgres_url, tmp_path):
+    """The exported-snapshot copy, read in chunks, then the changes after its point.
+
+    A restart in the middle of the snapshot goes on from the recorded epoch; the stream
+    starts only once every chunk's epoch is acknowledged; the copy is dropped then.
+    """
+    db.execute("INSERT INTO items SELECT n, 'n' || n, n, '{}' FROM generate_series(1, 25) AS n")
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+
+    def source() -> PostgresCdcSource:
+        return make(postgres_url, slot_name="snap", snapshot=True, snapshot_chunk_rows=10)
+
+    run = Run(source(), store)
+    epochs: list[list[dict[str, Any]]] = []
+    try:
+        epoch = run.coordinator.initial_epoch()
+        copy = "sinkv2_snap_snap"
+        assert db.execute("SELECT count(*) FROM sinkv2_snap_snap").fetchone()[0] == 25
+        db.execute("UPDATE items SET name = 'changed' WHERE id = 1")  # after the point
+        db.execute("DELETE FROM items WHERE id = 2")
+        db.execute("INSERT INTO items VALUES (100, 'new', 1, NULL)")
+        flushed(db)
+        epoch = run.coordinator.next_epoch(epoch, ReadLimit(max_records=12))
+        epochs.append(run.read(epoch))
+        run.coordinator.close()  # a restart in the middle of the snapshot
+        run = Run(source(), store)
+        while (after := run.coordinator.next_epoch(epoch, ReadLimit(max_records=12))) != epoch:
+            epoch = after
+            epochs.append(run.read(epoch))
+        assert db.execute("SELECT to_regclass(%s)", (copy,)).fetchone()[0] is None  # dropped
+    finally:
+        run.coordinator.close()
+        drop(db, "snap")
+        db.execute("DROP TABLE IF EXISTS sinkv2_snap_snap")
+    assert all(len(rows) <= 12 for rows in epochs)
+    kinds = [{row["_op"] for row in rows} for rows in epochs if rows]
+    first_change = next(i for i, ops in enumerate(kinds) if ops != {"read"})
+    assert all(ops == {"read"} for ops in kinds[:first_change])
+    assert all("read" not in ops for ops in kinds[first_change:])  # never mixed, never after
+    rows = [row for part in epochs for row in part]
+    read = sorted(row["id"] for row in rows if row["_op"] == "read")
+    assert read == list(range(1, 26))  # every row of the snapshot once, as it was
+    assert [(r["_op"], r["id"]) for r in rows if r["_op"] != "read"] == [
+        ("update", 1),
+        ("delete", 2),
+        ("insert", 100),
+    ]
+    mirror: dict[int, str] = {}
+    for row in rows:
+        if row["_op"] == "delete":
+            mirror.pop(row["id"])
+        else:
+            mirror[row["id"]] = row["name"]
+    table = dict(db.execute("SELECT id, name FROM items").fetchall())
+    assert mirror == table
