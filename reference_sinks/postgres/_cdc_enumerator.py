@@ -10,7 +10,7 @@ only place the slot ever moves.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -29,9 +29,37 @@ from sinkv2.source import SourceEvent, SplitEnumeratorContext
 if TYPE_CHECKING:
     import psycopg
 
-    from reference_sinks.postgres._cdc_source import PostgresCdcSource
-
 __all__ = ["CdcEnumerator"]
+
+
+class _CdcSettings(Protocol):
+    """What the enumerator uses of its `PostgresCdcSource` (which it tells of cuts)."""
+
+    @property
+    def conninfo(self) -> str: ...
+
+    @property
+    def slot_name(self) -> str | None: ...
+
+    @property
+    def snapshot(self) -> bool: ...
+
+    @property
+    def snapshot_chunk_rows(self) -> int: ...
+
+    @property
+    def schema_name(self) -> str: ...
+
+    @property
+    def table_name(self) -> str: ...
+
+    def connect(self) -> psycopg.Connection[Any]: ...
+
+    def check_server(self, connection: psycopg.Connection[Any]) -> None: ...
+
+    def chunks_left(self, slot: str, left: tuple[int, ...]) -> tuple[int, ...]: ...
+
+    def cut_end(self, slot: str, position: int) -> int: ...
 
 
 class CdcEnumerator:
@@ -40,7 +68,7 @@ class CdcEnumerator:
     def __init__(
         self,
         context: SplitEnumeratorContext[CdcSplit],
-        source: PostgresCdcSource,
+        source: _CdcSettings,
         state: CdcEnumeratorState | None,
     ) -> None:
         self._context = context
