@@ -574,7 +574,11 @@ def read_chunk(  # noqa: PLR0917  # the interface the CDC source shares
             f"read_chunk got {len(columns)} columns but a schema of {len(schema)} fields"
         )
     reads = [read_expression(name, field.type) for name, field in zip(columns, schema, strict=True)]
-    selected = sql.SQL(", ").join(expression for expression, _ in reads)
+    # Aliased out of the way: ORDER BY names then mean the relation's columns.
+    selected = sql.SQL(", ").join(
+        sql.SQL("{} AS {}").format(expression, sql.Identifier(f"{_ALIAS}_{index}"))
+        for index, (expression, _) in enumerate(reads)
+    )
     order = list(order_by) if order_by is not None else ([key] if key is not None else [])
     query = sql.SQL("SELECT {} FROM {} WHERE {}").format(
         selected, relation.from_item(), chunk.where(key)
