@@ -65,6 +65,15 @@ class PostgresReadError(SinkV2Error, RuntimeError):
         self.split_id = split_id
 
 
+_PRIMARY_KEY: Final = """
+SELECT a.attname
+FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+WHERE i.indrelid = to_regclass(%s) AND i.indisprimary
+ORDER BY array_position(i.indkey::int2[], a.attnum)
+"""
+
+
 def _positive_int(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise SinkConfigurationError(
@@ -92,11 +101,16 @@ class _Described:
     """The relation's columns (all of them) and which of them order ties."""
 
     def __init__(
-        self, columns: list[Column], orderable: dict[str, bool], unique: list[list[str]]
+        self,
+        columns: list[Column],
+        orderable: dict[str, bool],
+        unique: list[list[str]],
+        primary_key: list[str],
     ) -> None:
         self.columns = columns
         self.orderable = orderable
         self.unique = unique  # column sets of unique indexes whose columns are all NOT NULL
+        self.primary_key = primary_key  # in index order
 
 
 def _describe(connection: psycopg.Connection[Any], relation: Relation) -> _Described:
@@ -143,12 +157,19 @@ def _describe(connection: psycopg.Connection[Any], relation: Relation) -> _Descr
     ).fetchall()
     not_null: set[str] = set()
     unique: list[list[str]] = []
+    primary_key: list[str] = []
     if relation.table is not None:
         table = describe_table(connection, relation.table)
         not_null = {column.name for column in table.columns if column.not_null}
         unique = sorted(
             sorted(key) for key in table.unique_keys if all(name in not_null for name in key)
         )
+        primary_key = [
+            name
+            for (name,) in connection.execute(
+                _PRIMARY_KEY, (relation.table.sql().as_string(connection),)
+            ).fetchall()
+        ]
     columns = [
         Column(
             name=name,
@@ -162,7 +183,7 @@ def _describe(connection: psycopg.Connection[Any], relation: Relation) -> _Descr
         for (name, oid, _), (type_name,) in zip(shape, names, strict=True)
     ]
     orderable = {name: bool(kinds[oid][3]) for name, oid, _ in shape}
-    return _Described(columns, orderable, unique)
+    return _Described(columns, orderable, unique, primary_key)
 
 
 @final
@@ -174,8 +195,9 @@ class PostgresSource:
     (even ranges between its minimum and maximum for integer, numeric, date and
     timestamp keys, quantiles of a sample when those would be skewed and for other
     keys), each range a split read with one ``COPY`` in its own read-only
-    repeatable-read transaction. Without a split key the rows are one split (a
-    warning in the log says so when more chunks were asked for).
+    repeatable-read transaction. The split key defaults to a table's primary key's
+    first column; without one the rows are one split (a warning in the log says so
+    when more chunks were asked for).
 
     A split's position is the number of its rows emitted, in a fixed order (the split
     key, then a unique NOT NULL key of the table, else every orderable column), so a
@@ -192,7 +214,9 @@ class PostgresSource:
         url: A libpq URL or conninfo string (``postgresql://user@host:5432/db``).
         table: ``"table"`` or ``"schema.table"`` (names as stored), or a view.
         query: Instead of ``table``: a ``SELECT`` whose rows are read.
-        split_key: The column to cut ranges on; ``None``: one split.
+        split_key: The column to cut ranges on; ``None``: a table's primary key's first
+            column (as Flink CDC chooses), and one split for a table without a primary
+            key or for a query.
         chunks: How many key ranges to cut, at most (a key with few distinct values
             gives fewer).
         columns: The columns to read, in this order; default all.
@@ -237,7 +261,6 @@ class PostgresSource:
                 "PostgresSource split_key must be a column name or None (got "
                 f"{describe(split_key)})"
             )
-        self.split_key = split_key
         self.chunks = _positive_int("chunks", chunks)
         self.batch_rows = _positive_int("batch_rows", batch_rows)
         self.sample_rows = _positive_int("sample_rows", sample_rows)
@@ -254,8 +277,12 @@ class PostgresSource:
         with _connect(url) as connection:
             described = _describe(connection, self.relation)
             self.columns, self._produced = self._select(described, columns)
+            if split_key is None and described.primary_key:
+                first = described.primary_key[0]
+                split_key = first if described.orderable.get(first) else None
             if split_key is not None:
                 split_key_type(connection, self.relation, split_key)
+            self.split_key = split_key
             connection.rollback()
         self.order_by = self._order(described)
 
