@@ -26,6 +26,7 @@ from reference_sinks.postgres._encode import json_text
 from reference_sinks.postgres._model import PostgresTransaction, parse_gid
 from reference_sinks.postgres._sink import Connect, PostgresAtLeastOnceSink, PostgresSink
 from reference_sinks.postgres._source import PostgresReadError, PostgresSource
+from reference_sinks.postgres._source_options import postgres_source_from_options
 from reference_sinks.postgres._source_split import PostgresEnumeratorState, PostgresSourceSplit
 from reference_sinks.postgres._table import TableName
 from reference_sinks.postgres._writer import PostgresWriter
@@ -49,6 +50,7 @@ __all__ = [
     "TableName",
     "json_text",
     "parse_gid",
+    "postgres_source_from_options",
 ]
 
 _publish(__name__)

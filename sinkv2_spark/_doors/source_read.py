@@ -57,8 +57,9 @@ __all__ = [
 
 SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
     "files": "reference_sinks.files:file_source_from_options",
+    "postgres": "reference_sinks.postgres:postgres_source_from_options",
 }
-"""Reference sources by short name: ``.option("source", "files")``."""
+"""Reference sources by short name: ``.option("source", "files")``, ``"postgres"``."""
 
 SOURCE_DOOR_OPTIONS: Final = (
     "source",
