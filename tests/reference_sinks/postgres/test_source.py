@@ -273,3 +273,22 @@ def test_chunks_cover_every_row_exactly_once(postgres_url, table):
                 seen.update(batch.column(0).to_pylist())
         connection.execute(f"DROP TABLE {name}")
     assert seen == Counter(range(len(keys))), (kind, [str(r) for r in ranges])
+
+
+def test_string_options_make_the_source_and_bad_ones_are_named(orders):
+    from reference_sinks.postgres import postgres_source_from_options
+
+    source = postgres_source_from_options(
+        url=orders, dbtable="orders", chunks="3", columns="id, total", split_key="total"
+    )
+    assert (source.split_key, source.chunks, source.columns) == ("total", 3, ("id", "total"))
+    cases = [
+        (dict(table="orders"), r"needs the 'url' option"),
+        (dict(url=orders), r"exactly one of the options 'table' and 'query'"),
+        (dict(url=orders, table="orders", dbtable="orders"), r"'table' or its Spark spelling"),
+        (dict(url=orders, table="orders", chunks="many"), r"'chunks' option must be a positive"),
+        (dict(url=orders, table="orders", columns="id,,total"), r"'columns' option must be"),
+    ]
+    for options, pattern in cases:
+        with pytest.raises(SinkConfigurationError, match=pattern):
+            postgres_source_from_options(**options)
