@@ -31,17 +31,20 @@ boundaries: the first range is open below (and takes the NULLs), the last open a
 each boundary is the lower bound of one range and the upper of the one before.
 
 Reading is ``COPY (SELECT ...) TO STDOUT (FORMAT csv)`` parsed by pyarrow's CSV reader
-in blocks cut at row ends; each column is selected in a form that parser reads
-exactly (`read_expression`): dates as days and timestamps and intervals as
-microseconds since 1970 (``extract(epoch ...)``, exact since PostgreSQL 14), bytea as
-hex, arrays as JSON lists of their elements' text.
+in blocks of whole rows, gathered by a thread while the block before is parsed; each
+column is selected in a form that parser reads exactly (`read_expression`): dates as
+days and timestamps and intervals as microseconds since 1970 (``extract(epoch ...)``,
+exact since PostgreSQL 14), bytea as hex, arrays as JSON lists of their elements' text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import logging
+import queue
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -530,18 +533,61 @@ def _finish(column: pa.Array, kind: pa.DataType) -> pa.Array:
     return type(as_text).from_arrays(as_text.offsets, finished, type=kind, mask=as_text.is_null())
 
 
-def _safe_cut(data: bytes | bytearray) -> int:
-    """The end of the last whole CSV row in ``data`` (a newline outside quotes), or 0."""
-    end = len(data)
-    while True:
-        newline = data.rfind(b"\n", 0, end)
-        if newline < 0:
-            return 0
-        # Quotes come in pairs ("" inside a quoted value too): an even count before a
-        # newline means it ends a row.
-        if data.count(b'"', 0, newline) % 2 == 0:
-            return newline + 1
-        end = newline
+class _Stopped(Exception):  # a signal, not an error
+    """The consumer of `_copy_blocks` went away: stop the COPY."""
+
+
+_END: Final = object()
+
+
+def _copy_blocks(conn: psycopg.Connection[Any], statement: psql.Composed) -> Iterator[bytes]:
+    """The output of a ``COPY ... TO STDOUT`` in blocks of whole rows, read by a thread.
+
+    PostgreSQL sends each row as one message, which psycopg hands over one at a time;
+    a thread gathers them into blocks of about ``_BLOCK_BYTES`` while the caller parses
+    the block before (pyarrow's parser releases the GIL), so the server, the row loop
+    and the parser run at once. Closing the iterator early cancels the COPY (psycopg
+    cancels and drains it; the transaction is then aborted).
+    """
+    handoff: queue.Queue[object] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def drain() -> None:
+        try:
+            with conn.cursor() as cursor, cursor.copy(statement) as copy:
+                parts: list[bytes] = []
+                size = 0
+                for data in copy:
+                    parts.append(bytes(data))
+                    size += len(data)
+                    if size >= _BLOCK_BYTES:
+                        handoff.put(b"".join(parts))
+                        parts, size = [], 0
+                        if stop.is_set():
+                            raise _Stopped
+                if parts:
+                    handoff.put(b"".join(parts))
+            handoff.put(_END)
+        except BaseException as error:  # noqa: BLE001  # handed to the consumer
+            handoff.put(error)
+
+    thread = threading.Thread(target=drain, name="sinkv2-postgres-copy", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = handoff.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, bytes)
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a put until the thread has ended
+            with contextlib.suppress(queue.Empty):
+                handoff.get(timeout=0.05)
+        thread.join()
 
 
 def read_chunk(  # noqa: PLR0917  # the interface the CDC source shares
@@ -614,20 +660,6 @@ def read_chunk(  # noqa: PLR0917  # the interface the CDC source shares
         ]
         yield from pa.Table.from_arrays(arrays, schema=schema).to_batches(batch_rows)
 
-    with (
-        conn.cursor() as cursor,
-        cursor.copy(sql.SQL("COPY ({}) TO STDOUT (FORMAT csv)").format(query)) as copy,
-    ):
-        pending = bytearray()
-        for data in copy:
-            pending += data
-            if len(pending) < _BLOCK_BYTES:
-                continue
-            cut = _safe_cut(pending)
-            if cut == 0:
-                continue
-            block = bytes(pending[:cut])
-            del pending[:cut]
-            yield from parsed(block)
-        if pending:
-            yield from parsed(bytes(pending))
+    statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv)").format(query)
+    for block in _copy_blocks(conn, statement):
+        yield from parsed(block)

@@ -8,6 +8,7 @@ types and the split key), where a bad one fails before any job runs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -381,6 +382,7 @@ class PostgresSource:
     ) -> Iterator[pa.RecordBatch]:
         import psycopg  # noqa: PLC0415  # optional extra
 
+        done = False
         try:
             yield from read_chunk(
                 connection,
@@ -394,8 +396,8 @@ class PostgresSource:
                 batch_rows=self.batch_rows,
             )
             connection.commit()
+            done = True
         except psycopg.Error as error:
-            connection.rollback()
             raise PostgresReadError(
                 f"PostgresSource could not read split {split.id} {split.key_range()} of "
                 f"{self.relation}: {str(error).strip()}. Values Arrow cannot hold (infinite "
@@ -403,6 +405,10 @@ class PostgresSource:
                 "fail the read: filter or cast them in query='SELECT ...'",
                 split_id=split.id,
             ) from error
+        finally:
+            if not done:  # failed or closed early: end the transaction (if the connection lives)
+                with contextlib.suppress(psycopg.Error):
+                    connection.rollback()
 
     def get_split_serializer(self) -> AttrsMsgpackSerializer[PostgresSourceSplit]:
         """Splits, positions included, as msgpack (version 1)."""

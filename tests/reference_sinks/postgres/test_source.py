@@ -292,3 +292,24 @@ def test_string_options_make_the_source_and_bad_ones_are_named(orders):
     for options, pattern in cases:
         with pytest.raises(SinkConfigurationError, match=pattern):
             postgres_source_from_options(**options)
+
+
+def test_a_read_closed_early_stops_its_copy_and_leaves_the_connection_usable(postgres_url):
+    import threading
+
+    # About 30 MB of COPY output: several blocks, so the close comes mid-COPY.
+    relation = Relation.of_query(
+        "SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 150000) AS g"
+    )
+    schema = pa.schema([("g", pa.int32()), ("pad", pa.string())])
+    before = threading.active_count()
+    with psycopg.connect(postgres_url, options=SESSION_OPTIONS) as connection:
+        batches = read_chunk(
+            connection, relation, ["g", "pad"], "g", KeyRange.everything(), schema, batch_rows=1000
+        )
+        first = next(batches)
+        assert first.column(0).to_pylist() == list(range(1, 1001))
+        batches.close()  # the COPY is cancelled, its thread ends
+        assert threading.active_count() == before
+        connection.rollback()
+        assert connection.execute("SELECT 1").fetchone() == (1,)
