@@ -127,7 +127,8 @@ class Relation:
             composed: psql.Composable = self.table.sql()
             return composed
         assert self.query is not None
-        return sql.SQL("({}) AS {}").format(sql.SQL(self.query), sql.Identifier(_ALIAS))
+        # The newline ends a trailing -- comment of the query.
+        return sql.SQL("({}\n) AS {}").format(sql.SQL(self.query), sql.Identifier(_ALIAS))
 
     def __str__(self) -> str:
         return f"table {str(self.table)!r}" if self.table is not None else f"query {self.query!r}"
@@ -250,13 +251,25 @@ def _sample(
             column, relation.from_item(), column
         )
     fraction = sample_rows / rows
-    if relation.table is not None:
+    if _block_sampled(conn, relation):
+        assert relation.table is not None
         return sql.SQL(
             "SELECT {} AS k FROM {} TABLESAMPLE SYSTEM ({}) REPEATABLE (0) WHERE {} IS NOT NULL"
         ).format(column, relation.table.sql(), sql.Literal(100.0 * fraction), column)
     return sql.SQL("SELECT {} AS k FROM {} WHERE {} IS NOT NULL AND random() < {}").format(
         column, relation.from_item(), column, sql.Literal(fraction)
     )
+
+
+def _block_sampled(conn: psycopg.Connection[Any], relation: Relation) -> bool:
+    """Whether ``TABLESAMPLE`` applies: a table, partitioned table or materialized view."""
+    if relation.table is None:
+        return False
+    row = conn.execute(
+        "SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)",
+        (relation.table.sql().as_string(conn),),
+    ).fetchone()
+    return row is not None and row[0] in ("r", "p", "m")
 
 
 def _row_estimate(conn: psycopg.Connection[Any], relation: Relation) -> int:

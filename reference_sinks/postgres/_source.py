@@ -150,6 +150,13 @@ def _describe(connection: psycopg.Connection[Any], relation: Relation) -> _Descr
         raise SinkConfigurationError(
             f"PostgresSource could not read {relation}: {str(error).strip()}"
         ) from error
+    names_seen = [name for name, _, _ in shape]
+    twice = sorted({name for name in names_seen if names_seen.count(name) > 1})
+    if twice:
+        raise SinkConfigurationError(
+            f"PostgresSource: {relation} has more than one column named {twice}; give each "
+            "column its own name (SELECT a.id AS a_id, b.id AS b_id ...)"
+        )
     oids = sorted({oid for _, oid, _ in shape})
     kinds = {row[0]: row[1:] for row in connection.execute(_PG_TYPE, (oids,)).fetchall()}
     names = connection.execute(

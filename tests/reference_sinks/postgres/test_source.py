@@ -156,6 +156,17 @@ def test_a_table_without_a_primary_key_is_one_split_and_says_so(postgres_url, ca
     )
 
 
+def test_a_view_and_a_query_ending_in_a_comment_are_sampled_and_read_whole(orders):
+    execute(orders, "CREATE VIEW later AS SELECT * FROM orders WHERE id > 10")
+    for options in (
+        {"table": "later"},  # no TABLESAMPLE on a view: a random filter samples it
+        {"query": "SELECT * FROM orders WHERE id > 10 -- the later ones"},
+    ):
+        source = PostgresSource(orders, **options, split_key="id", chunks=3, sample_rows=20)
+        assert 1 <= len(source.plan()) <= 3
+        assert sorted(row["id"] for row in read_all(source)) == list(range(11, 61))
+
+
 def test_bad_configuration_is_refused_with_clear_messages(orders):
     execute(orders, "CREATE TABLE shapes (id int, p point, j json)")
     cases = [
@@ -166,6 +177,7 @@ def test_bad_configuration_is_refused_with_clear_messages(orders):
         (dict(table="orders", chunks=0), r"chunks must be a positive int \(got 0"),
         (dict(table="orders", query="SELECT 1"), r"exactly one of table=.* or query="),
         (dict(query="SELECT nope FROM orders"), r"could not read query .*nope"),
+        (dict(query="SELECT id, id FROM orders"), r"more than one column named \['id'\]"),
         (dict(table="shapes"), r"column 'p' has PostgreSQL type point, which has no Arrow mapping"),
         (
             dict(table="shapes", columns=["id", "j"], split_key="j"),
