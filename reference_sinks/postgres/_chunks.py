@@ -568,10 +568,10 @@ def _copy_blocks(conn: psycopg.Connection[Any], statement: psql.Composed) -> Ite
     def drain() -> None:
         try:
             with conn.cursor() as cursor, cursor.copy(statement) as copy:
-                parts: list[Any] = []  # memoryviews of buffers psycopg gives away
+                parts: list[bytes] = []
                 size = 0
                 for data in copy:
-                    parts.append(data)
+                    parts.append(bytes(data))
                     size += len(data)
                     if size >= _BLOCK_BYTES:
                         handoff.put(b"".join(parts))
