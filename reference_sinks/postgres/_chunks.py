@@ -84,7 +84,7 @@ _INTEGER_TYPES: Final = frozenset({"int2", "int4", "int8"})
 _SKEW: Final = 2.0
 """A range holding more than this many times its share of the sample means skew."""
 _BLOCK_BYTES: Final = 4 << 20
-"""COPY output parsed at a time (cut at a row end)."""
+"""COPY output gathered into one block for the parser (whole rows, about this many bytes)."""
 _ALIAS: Final = "sinkv2_rows"
 
 
@@ -620,7 +620,9 @@ def read_chunk(  # noqa: PLR0917  # the interface the CDC source shares
     Rows come in ``order_by`` order (default: ``key``, NULLs first; nothing when both
     are ``None``), the first ``skip`` of them left out. Runs one ``COPY ... TO
     STDOUT`` on ``conn`` (in its current transaction: a repeatable-read one makes
-    every chunk read the same snapshot).
+    every chunk read the same snapshot), from a thread of its own: leave ``conn``
+    alone until the iterator is exhausted or closed (closing it early cancels the
+    COPY, which aborts the transaction).
 
     Raises:
         SinkConfigurationError: A field's type is not one a column is read as.
