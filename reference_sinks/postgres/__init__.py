@@ -1,6 +1,8 @@
-"""Exactly-once loads into PostgreSQL by two-phase commit: `PostgresSink`.
+"""PostgreSQL: exactly-once loads (`PostgresSink`) and parallel snapshot reads (`PostgresSource`).
 
-Needs ``pip install 'sinkv2[postgres]'`` (psycopg 3). See ``docs/sinks/postgres.md``.
+`PostgresSink` loads by two-phase commit; `PostgresSource` reads a table or query in
+key-range chunks. Needs ``pip install 'sinkv2[postgres]'`` (psycopg 3). See
+``docs/sinks/postgres.md`` and ``docs/sinks/postgres-source.md``.
 
 ```python
 from reference_sinks.postgres import PostgresSink
@@ -24,6 +26,9 @@ from reference_sinks.postgres._committer import PostgresCommitter, RolledBackTra
 from reference_sinks.postgres._encode import json_text
 from reference_sinks.postgres._model import PostgresTransaction, parse_gid
 from reference_sinks.postgres._sink import Connect, PostgresAtLeastOnceSink, PostgresSink
+from reference_sinks.postgres._source import PostgresReadError, PostgresSource
+from reference_sinks.postgres._source_options import postgres_source_from_options
+from reference_sinks.postgres._source_split import PostgresEnumeratorState, PostgresSourceSplit
 from reference_sinks.postgres._table import TableName
 from reference_sinks.postgres._writer import PostgresWriter
 from sinkv2.text import publish as _publish
@@ -36,13 +41,18 @@ __all__ = [
     "PostgresAtLeastOnceSink",
     "PostgresCdcSource",
     "PostgresCommitter",
+    "PostgresEnumeratorState",
+    "PostgresReadError",
     "PostgresSink",
+    "PostgresSource",
+    "PostgresSourceSplit",
     "PostgresTransaction",
     "PostgresWriter",
     "RolledBackTransactionError",
     "TableName",
     "json_text",
     "parse_gid",
+    "postgres_source_from_options",
 ]
 
 _publish(__name__)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 import pyarrow as pa
 
+from reference_sinks.postgres._types import postgres_type
 from sinkv2.errors import SinkConfigurationError
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ def check_fit(
         elif _encoding(field, column) is None:
             problems.append(
                 f"column {field.name!r} of type {field.type} cannot be written into "
-                f"{column.type_name}"
+                f"{column.type_name} (a {postgres_type(field.type)} column takes it)"
             )
     for column in table.columns:
         if column.not_null and not column.has_default and column.name not in names:

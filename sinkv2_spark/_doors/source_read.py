@@ -59,8 +59,9 @@ SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
     "files": "reference_sinks.files:file_source_from_options",
     "redis_stream": "reference_sinks.redis:redis_stream_source_from_options",
     "iceberg": "reference_sinks.iceberg:iceberg_source_from_options",
+    "postgres": "reference_sinks.postgres:postgres_source_from_options",
 }
-"""Reference sources by short name: ``.option("source", "files")``."""
+"""Reference sources by short name: ``.option("source", "files")``, ``"postgres"``."""
 
 SOURCE_DOOR_OPTIONS: Final = (
     "source",
