@@ -28,6 +28,7 @@ from reference_sinks.files._source_listing import (
     partition_scalar,
     partition_type,
 )
+from reference_sinks.files._source_native import plan_native_read
 from reference_sinks.files._source_reader import FileSourceReader
 from reference_sinks.files._source_split import (
     FileEnumeratorState,
@@ -39,6 +40,8 @@ from sinkv2 import AttrsMsgpackSerializer
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import (
     Boundedness,
+    NativeRead,
+    NativeReadUnavailable,
     SourceContractError,
     SourceReaderContext,
     SplitCut,
@@ -423,6 +426,27 @@ class FileSource:
             "cut them",
             method="cut_split",
             split_id=split.id,
+        )
+
+    # --- sinkv2.source.SupportsNativeRead -----------------------------------------------------
+
+    def native_read(self, splits: Sequence[FileSourceSplit]) -> NativeRead | NativeReadUnavailable:
+        """Whole Parquet files for Spark's own reader, when it reads them as this source does.
+
+        The rules are in ``reference_sinks.files._source_native``.
+
+        Raises:
+            FileReadError: A file's footer does not parse.
+        """
+        fs, root = self.resolve()
+        return plan_native_read(
+            splits,
+            file_format=self.format,
+            filesystem=self.filesystem,
+            fs=fs,
+            root=root,
+            data_schema=self._data_schema,
+            partitions=self._partitions,
         )
 
 
