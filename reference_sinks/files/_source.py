@@ -428,25 +428,13 @@ class FileSource:
             split_id=split.id,
         )
 
-    # --- sinkv2.source.SupportsNativeRead -----------------------------------------------------
-
     def native_read(self, splits: Sequence[FileSourceSplit]) -> NativeRead | NativeReadUnavailable:
-        """Whole Parquet files for Spark's own reader, when it reads them as this source does.
-
-        The rules are in ``reference_sinks.files._source_native``.
-
-        Raises:
-            FileReadError: A file's footer does not parse.
-        """
-        fs, root = self.resolve()
+        """Whole local Parquet files for Spark's reader (`SupportsNativeRead`): _source_native."""
         return plan_native_read(
             splits,
-            file_format=self.format,
-            filesystem=self.filesystem,
-            fs=fs,
-            root=root,
-            data_schema=self._data_schema,
-            partitions=self._partitions,
+            (self.format, self.filesystem, *self.resolve()),
+            self._data_schema,
+            self._partitions,
         )
 
 

@@ -22,7 +22,7 @@ gives exactly the rows and values `FileSource`'s readers give, and only then:
 - no path holds a glob character (Spark would expand it) or a hidden name.
 
 Otherwise the answer is `NativeReadUnavailable`, with the first reason found. A
-footer that does not parse is the same `FileReadError` the Python path raises.
+footer that does not parse is the `FileReadError` the Python path raises.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from reference_sinks.files._source_formats import FileReadError
-from reference_sinks.files._source_formats import _with_spark_timestamps as with_spark_timestamps
+from reference_sinks.files._source_formats import CsvOptions, infer_schema
 from reference_sinks.files._source_split import FileSourceSplit
 from sinkv2.source import NativeRead, NativeReadUnavailable
 
@@ -110,11 +109,7 @@ def _unavailable(reason: str) -> NativeReadUnavailable:
 
 def plan_native_read(
     splits: Sequence[FileSourceSplit],
-    *,
-    file_format: str,
-    filesystem: pafs.FileSystem | None,
-    fs: pafs.FileSystem,
-    root: str,
+    where: tuple[str, pafs.FileSystem | None, pafs.FileSystem, str],
     data_schema: pa.Schema,
     partitions: Mapping[str, pa.DataType],
 ) -> NativeRead | NativeReadUnavailable:
@@ -122,16 +117,15 @@ def plan_native_read(
 
     Args:
         splits: Every split of a bounded plan.
-        file_format: The source's format.
-        filesystem: The ``filesystem=`` the source was given, if any.
-        fs: The filesystem the source reads (resolved).
-        root: The source's root inside ``fs``.
+        where: The source's format, the ``filesystem=`` it was given (or ``None``),
+            the filesystem it reads (resolved) and its root in it.
         data_schema: The data columns, as the source's readers give them.
         partitions: The partition columns and their types, in order.
 
     Raises:
         FileReadError: A file's footer does not parse.
     """
+    file_format, filesystem, fs, root = where
     reason = _config_reason(file_format, filesystem, fs, partitions)
     if reason is not None:
         return _unavailable(reason)
@@ -223,22 +217,14 @@ def _footer_reason(
     parts: list[FileSourceSplit],
     declared: Mapping[str, pa.DataType],
 ) -> str | None:
-    try:
-        with fs.open_input_file(path) as handle:
-            parquet = pq.ParquetFile(handle)
-            metadata, schema = parquet.metadata, with_spark_timestamps(parquet.schema_arrow)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise FileReadError(
-            f"FileSource cannot read {path!r} as Parquet: {type(error).__name__}: {error}. Fix "
-            "or move the file (a file that does not parse is never skipped silently)",
-            path=path,
-        ) from error
+    schema = infer_schema(fs, path, "parquet", CsvOptions())  # as the Python path reads it
     if not any(split.row_groups is None for split in parts):
+        with fs.open_input_file(path) as handle:  # parsed above: the footer is sound
+            groups = pq.ParquetFile(handle).metadata.num_row_groups
         covered = sorted(group for split in parts for group in split.row_groups or ())
-        if covered != list(range(metadata.num_row_groups)):
+        if covered != list(range(groups)):
             return (
-                f"the splits of {path!r} cover row groups {covered}, not the whole file's "
-                f"{metadata.num_row_groups}"
+                f"the splits of {path!r} cover row groups {covered}, not the whole file's {groups}"
             )
     elif len(parts) > 1:
         return f"{path!r} is planned as {len(parts)} splits, one of them the whole file"

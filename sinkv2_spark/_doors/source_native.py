@@ -18,9 +18,10 @@ a file that does not parse fails the query, naming the file, as on the Python pa
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from sinkv2._serialization import SimpleVersionedSerialization
+from sinkv2 import SimpleVersionedSerialization
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import plan_bounded_read
 from sinkv2.source import NativeRead, NativeReadUnavailable, SupportsNativeRead
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["NATIVE_READ_OPTIONS", "native_frame", "non_nullable_parts"]
+__all__ = ["NATIVE_READ_OPTIONS", "door_native_option", "native_frame", "non_nullable_parts"]
 
 logger = logging.getLogger("sinkv2.spark")
 
@@ -177,3 +178,22 @@ def _load(
             f"produced type {spark_schema.simpleString()}"
         )
     return frame, None
+
+
+def door_native_option(options: Mapping[str, str], door: str) -> None:
+    """The ``nativeRead`` option of the data source doors: only ``"false"`` can be honoured.
+
+    Spark runs a Python data source's reads in Python workers, with no way to hand
+    the query Spark's own file reader instead: the native path is `from_source`'s.
+    """
+    raw = options.get("nativeRead")
+    if raw is None or raw.strip().lower() == "false":
+        return
+    if raw.strip().lower() == "true":
+        raise SinkConfigurationError(
+            f"spark.{door}.format('sinkv2') cannot read natively (.option('nativeRead', "
+            "'true')): Spark reads a Python data source in Python workers, and cannot swap in "
+            "its own file reader. Use sinkv2_spark.from_source(spark, source) for a batch read "
+            "that Spark's reader can read, or leave the option out"
+        )
+    raise SinkConfigurationError(f"the 'nativeRead' option must be 'true' or 'false' (got {raw!r})")

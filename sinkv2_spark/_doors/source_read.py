@@ -34,7 +34,7 @@ from sinkv2.runtime import (
 )
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
-from sinkv2_spark._doors.source_native import native_frame
+from sinkv2_spark._doors.source_native import door_native_option, native_frame
 from sinkv2_spark._doors.source_stream import SourceStreamReader
 from sinkv2_spark._rules.options import load_factory, open_store
 
@@ -230,7 +230,7 @@ def from_source(
             raise ValueError(f"from_source(): {name} must be a positive int (got {value!r})")
     if native_read not in (None, True, False):
         raise ValueError(
-            f"from_source(): native_read must be None, True or False (got {native_read!r})"
+            f"from_source(): native_read must be None, True or False ({native_read!r})"
         )
     spark_schema, arrow_schema = _spark_schema(source)
     if not stream and native_read is not False:
@@ -392,28 +392,9 @@ def door_reader(
             f"made {describe(source)}, which is {source.get_boundedness().name}. Read it as a "
             "stream: spark.readStream.format('sinkv2') with .option('source_id', ...)"
         )
-    _door_native_read(options, "read")
+    door_native_option(options, "read")
     arrow_schema = _checked_schema(source, schema, "read")
     return BoundedSourceReader(source, arrow_schema, *_task_options(options))
-
-
-def _door_native_read(options: Mapping[str, str], door: str) -> None:
-    """The ``nativeRead`` option of the data source doors: only ``"false"`` can be honoured.
-
-    Spark runs a Python data source's reads in Python workers, with no way to hand
-    the query Spark's own file reader instead: the native path is `from_source`'s.
-    """
-    raw = options.get("nativeRead")
-    if raw is None or raw.strip().lower() == "false":
-        return
-    if raw.strip().lower() == "true":
-        raise SinkConfigurationError(
-            f"spark.{door}.format('sinkv2') cannot read natively (.option('nativeRead', "
-            "'true')): Spark reads a Python data source in Python workers, and cannot swap in "
-            "its own file reader. Use sinkv2_spark.from_source(spark, source) for a batch read "
-            "that Spark's reader can read, or leave the option out"
-        )
-    raise SinkConfigurationError(f"the 'nativeRead' option must be 'true' or 'false' (got {raw!r})")
 
 
 def _checked_schema(source: Any, schema: StructType, door: str) -> pyarrow.Schema:
@@ -447,7 +428,7 @@ def door_stream_reader(
             "query (as a checkpoint location is)"
         )
     check_streamable(source)
-    _door_native_read(options, "readStream")
+    door_native_option(options, "readStream")
     arrow_schema = _checked_schema(source, schema, "readStream")
     parallelism, batch_rows = _task_options(options)
     return SourceStreamReader(

@@ -42,12 +42,15 @@ FLINK_NAMES = {
     "SplitsAssignment",
 }
 EXTENSIONS = {
+    "NativeRead",
+    "NativeReadUnavailable",
     "SourceCapabilities",
     "SourceContractError",
     "SourceDefinitionError",
     "SourceReaderError",
     "SplitCut",
     "SupportsEndPositions",
+    "SupportsNativeRead",
     "check_enumerator",
     "check_reader",
     "inspect_source",
