@@ -12,6 +12,8 @@ path reads all of it and Spark counts the rows and sums ``id`` (so every column
 reaches the JVM's rows, not only a count from metadata):
 
 - ``spark.read.parquet``: Spark's own reader (vectorized, in the JVM);
+- ``spark.read.schema(...).parquet``: the same with the schema given, so Spark does
+  not infer it (a Spark job reading a footer): what the native path runs;
 - ``hand-written DataSourceReader``: the least a Python data source can do - one
   partition per group of files, ``pyarrow.parquet`` batches yielded as they are read;
 - ``from_source (FLIP-27)``: a FLIP-27 source with one split per file, a lazy
@@ -260,6 +262,9 @@ def main() -> None:
             file_schema = from_arrow_schema(pq.read_schema(paths[0]))  # as the files say
             paths_by_name: dict[str, Callable[[], Any]] = {
                 "spark.read.parquet": lambda out=out: spark.read.parquet(str(out)),
+                "spark.read.schema(...).parquet": lambda out=out, schema=file_schema: (
+                    spark.read.schema(schema).parquet(str(out))
+                ),
                 "hand-written DataSourceReader": lambda paths=paths, schema=file_schema: (
                     hand_written_frame(spark, paths, schema)
                 ),

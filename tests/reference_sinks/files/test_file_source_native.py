@@ -21,7 +21,7 @@ from reference_sinks.files import FileReadError, FileSource
 from reference_sinks.files._source_listing import list_files, make_splits
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import NativeRead, NativeReadUnavailable
-from tests.reference_sinks.files.file_source_data import rows, write_csv, write_parquet
+from tests.reference_sinks.files.file_source_data import SCHEMA, rows, write_csv, write_parquet
 
 
 def splits_of(source: FileSource) -> list[Any]:
@@ -146,7 +146,7 @@ COLUMNS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]] = {
     "day": (pa.date32(), st.dates()),
     "at": (
         pa.timestamp("us", "UTC"),
-        st.datetimes(timezones=st.just(UTC), min_value=dt.datetime(1, 1, 2)),
+        st.datetimes(timezones=st.just(UTC), min_value=dt.datetime(2, 1, 1)),
     ),
     "local": (pa.timestamp("us"), st.datetimes()),
     "amount": (
@@ -217,6 +217,23 @@ def test_both_paths_give_the_same_rows_and_schema(
     assert len(expected) == sum(table.num_rows for table in files)
 
 
+class NonNullIds:
+    """A FileSource whose produced type declares ``id`` not nullable (Spark's reader cannot)."""
+
+    def __init__(self, path: Path) -> None:
+        self.files = FileSource(path)
+        produced = self.files.get_produced_type()
+        self.produced = produced.set(0, produced.field("id").with_nullable(False))
+
+    def get_produced_type(self) -> pa.Schema:
+        return self.produced
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "files":  # pickling looks for dunders first
+            raise AttributeError(name)
+        return getattr(self.files, name)
+
+
 @pytest.mark.spark
 def test_fallbacks_are_logged_and_bad_files_fail_on_both_paths(
     spark: Any, tmp_path: Path, caplog: Any
@@ -257,6 +274,20 @@ def test_fallbacks_are_logged_and_bad_files_fail_on_both_paths(
     assert not fallback.inputFiles()
     with pytest.raises(SinkConfigurationError, match=r"native_read=True.*format 'csv'"):
         from_source(spark, FileSource(csv, "csv"), native_read=True)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = from_source(spark, FileSource(empty, schema=SCHEMA), native_read=True)
+    assert nothing.schema.simpleString() == "struct<id:bigint,name:string,score:double>"
+    assert nothing.count() == 0
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="sinkv2.spark"):
+        strict = from_source(spark, NonNullIds(parted), parallelism=1)
+    assert "declares ['id'] not nullable" in caplog.text
+    assert not strict.schema["id"].nullable
+    with pytest.raises(SinkConfigurationError, match=r"declares \['id'\] not nullable"):
+        from_source(spark, NonNullIds(parted), native_read=True)
 
     register(spark)
     door = spark.read.format("sinkv2").option("source", "files").option("path", str(parted))
