@@ -228,10 +228,26 @@ class NonNullIds:
     def get_produced_type(self) -> pa.Schema:
         return self.produced
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "files":  # pickling looks for dunders first
-            raise AttributeError(name)
-        return getattr(self.files, name)
+    def get_boundedness(self) -> Any:
+        return self.files.get_boundedness()
+
+    def create_enumerator(self, enum_context: Any) -> Any:
+        return self.files.create_enumerator(enum_context)
+
+    def restore_enumerator(self, enum_context: Any, checkpoint: Any) -> Any:
+        return self.files.restore_enumerator(enum_context, checkpoint)
+
+    def create_reader(self, reader_context: Any) -> Any:
+        return self.files.create_reader(reader_context)
+
+    def get_split_serializer(self) -> Any:
+        return self.files.get_split_serializer()
+
+    def get_enumerator_checkpoint_serializer(self) -> Any:
+        return self.files.get_enumerator_checkpoint_serializer()
+
+    def native_read(self, splits: Any) -> Any:
+        return self.files.native_read(splits)
 
 
 @pytest.mark.spark
