@@ -12,8 +12,11 @@ path reads all of it and Spark counts the rows and sums ``id``:
 
 - ``spark.read.parquet``: Spark's own reader (vectorized, in the JVM);
 - ``from_source(FileSource)``: `reference_sinks.files.FileSource(out)` planned and
-  read by `sinkv2_spark.from_source` with parallelism 2 (the listing, the split
-  enumerator, the reader framework's fetcher thread, Arrow batches).
+  read by `sinkv2_spark.from_source` with parallelism 2 and ``native_read=False`` (the
+  listing, the split enumerator, the reader framework's fetcher thread, Arrow
+  batches);
+- ``from_source(FileSource), native``: the same plan, read by Spark's own Parquet
+  reader (the native read path, `from_source`'s default for FileSource's Parquet files).
 
 Target (issue 24): ``FileSource`` >= 0.75 x ``spark.read.parquet``.
 """
@@ -56,7 +59,10 @@ def main() -> None:
             paths: dict[str, Callable[[], Any]] = {
                 "spark.read.parquet": lambda out=out: spark.read.parquet(str(out)),
                 "from_source(FileSource)": lambda out=out: from_source(
-                    spark, FileSource(out), parallelism=2
+                    spark, FileSource(out), parallelism=2, native_read=False
+                ),
+                "from_source(FileSource), native": lambda out=out: from_source(
+                    spark, FileSource(out), parallelism=2, native_read=True
                 ),
             }
             for name, make in paths.items():  # warm-up, and the row count checked

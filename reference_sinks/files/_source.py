@@ -34,6 +34,7 @@ from reference_sinks.files._source_listing import (
     partition_scalar,
     partition_type,
 )
+from reference_sinks.files._source_native import plan_native_read
 from reference_sinks.files._source_reader import FileSourceReader
 from reference_sinks.files._source_split import (
     FileEnumeratorState,
@@ -45,6 +46,8 @@ from sinkv2 import AttrsMsgpackSerializer
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import (
     Boundedness,
+    NativeRead,
+    NativeReadUnavailable,
     SourceContractError,
     SourceReaderContext,
     SplitCut,
@@ -459,6 +462,15 @@ class FileSource:
             "cut them",
             method="cut_split",
             split_id=split.id,
+        )
+
+    def native_read(self, splits: Sequence[FileSourceSplit]) -> NativeRead | NativeReadUnavailable:
+        """Whole local Parquet files for Spark's reader (`SupportsNativeRead`): _source_native."""
+        return plan_native_read(
+            splits,
+            (self.format, self.filesystem, *self.resolve()),
+            self._data_schema,
+            self._partitions,
         )
 
 

@@ -28,6 +28,7 @@ from sinkv2.source._inspect import (
     check_reader,
     inspect_source,
 )
+from sinkv2.source._native_read import NativeRead, NativeReadUnavailable, SupportsNativeRead
 from sinkv2.source._output import ReaderOutput, SourceOutput
 from sinkv2.source._reader import SourceReader
 from sinkv2.source._source import Source
@@ -36,6 +37,8 @@ from sinkv2.source._split import ReaderInfo, SourceSplit, SplitsAssignment
 __all__ = [
     "Boundedness",
     "InputStatus",
+    "NativeRead",
+    "NativeReadUnavailable",
     "ReaderInfo",
     "ReaderOutput",
     "Source",
@@ -54,6 +57,7 @@ __all__ = [
     "SplitsAssignment",
     "SupportsEndPositions",
     "SupportsFinishedSplits",
+    "SupportsNativeRead",
     "check_enumerator",
     "check_reader",
     "inspect_source",

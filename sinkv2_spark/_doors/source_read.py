@@ -34,6 +34,7 @@ from sinkv2.runtime import (
 )
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
+from sinkv2_spark._doors.source_native import door_native_option, native_frame
 from sinkv2_spark._doors.source_stream import SourceStreamReader
 from sinkv2_spark._rules.options import load_factory, open_store
 
@@ -71,6 +72,7 @@ SOURCE_DOOR_OPTIONS: Final = (
     "state_store",
     "maxrecordspertrigger",
     "maxsplitspertrigger",
+    "nativeread",
 )
 """The read door's own options (lower-cased, as Spark passes them); the rest go to the factory."""
 
@@ -170,6 +172,7 @@ def from_source(
     state_store: SourceStateStore | str | None = None,
     max_records_per_trigger: int | None = None,
     max_splits_per_trigger: int | None = None,
+    native_read: bool | None = None,
 ) -> DataFrame:
     """A DataFrame of everything ``source`` produces (Flink's ``env.fromSource``).
 
@@ -191,12 +194,19 @@ def from_source(
             (`sinkv2.source.SupportsEndPositions`).
         max_splits_per_trigger: A stream's admission limit: at most this many
             split reads per micro-batch. Set one of the two limits at most.
+        native_read: A batch read of a source with
+            `sinkv2.source.SupportsNativeRead`: ``None`` (default) lets Spark's own
+            reader read the planned files when the source says it gives the same
+            rows, and logs why not otherwise; ``True`` requires it (refused with the
+            reason otherwise); ``False`` always runs the source's readers. Streams
+            always run the source's readers.
 
     Raises:
         SourceDefinitionError: ``source`` lacks a FLIP-27 method.
         SourceContractError: A stream of an unbounded source that does not
             implement `SupportsEndPositions`.
-        SinkConfigurationError: A stream without a ``source_id``, or both limits.
+        SinkConfigurationError: A stream without a ``source_id``, or both limits, or
+            ``native_read=True`` where the native path is not available.
         ValueError: A batch read of an unbounded source, or a bad number.
     """
     if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
@@ -221,7 +231,26 @@ def from_source(
         bad = isinstance(value, bool) or not isinstance(value, int) or value < 1
         if value is not None and bad:
             raise ValueError(f"from_source(): {name} must be a positive int (got {value!r})")
+    if native_read not in (None, True, False):
+        raise ValueError(
+            f"from_source(): native_read must be None, True or False ({native_read!r})"
+        )
     spark_schema, arrow_schema = _spark_schema(source)
+    if not stream and native_read is not False:
+        native = native_frame(
+            spark,
+            source,
+            spark_schema,
+            parallelism=parallelism or _default_parallelism(spark),
+            require=native_read is True,
+        )
+        if native is not None:
+            return native
+    elif stream and native_read is True:
+        raise SinkConfigurationError(
+            "from_source(native_read=True): a stream always reads through the source's readers "
+            "(its positions are recorded per micro-batch); leave native_read out"
+        )
     reader: BoundedSourceReader | SourceStreamReader
     if stream:
         if source_id is None:
@@ -366,6 +395,7 @@ def door_reader(
             f"made {describe(source)}, which is {source.get_boundedness().name}. Read it as a "
             "stream: spark.readStream.format('sinkv2') with .option('source_id', ...)"
         )
+    door_native_option(options, "read")
     arrow_schema = _checked_schema(source, schema, "read")
     return BoundedSourceReader(source, arrow_schema, *_task_options(options))
 
@@ -401,6 +431,7 @@ def door_stream_reader(
             "query (as a checkpoint location is)"
         )
     check_streamable(source)
+    door_native_option(options, "readStream")
     arrow_schema = _checked_schema(source, schema, "readStream")
     parallelism, batch_rows = _task_options(options)
     return SourceStreamReader(

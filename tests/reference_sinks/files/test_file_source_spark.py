@@ -61,7 +61,12 @@ def test_from_source_reads_what_file_sink_wrote_as_spark_read_parquet_does(
     result = translator.apply(frame(spark), FileSink(out, partition_by=["key"]), sink_id="files")
     assert result.status is CommitStatus.COMMITTED
     native = spark.read.parquet(str(out))
-    ours = from_source(spark, FileSource(out, split_bytes=64 * 1024, batch_rows=300), parallelism=3)
+    ours = from_source(
+        spark,
+        FileSource(out, split_bytes=64 * 1024, batch_rows=300),
+        parallelism=3,
+        native_read=False,
+    )
     assert types(ours) == types(native)
     same_rows(ours, native)
     register(spark)

@@ -42,6 +42,8 @@ FLINK_NAMES = {
     "SplitsAssignment",
 }
 EXTENSIONS = {
+    "NativeRead",
+    "NativeReadUnavailable",
     "SourceCapabilities",
     "SourceContractError",
     "SourceDefinitionError",
@@ -49,6 +51,7 @@ EXTENSIONS = {
     "SplitCut",
     "SupportsEndPositions",
     "SupportsFinishedSplits",
+    "SupportsNativeRead",
     "check_enumerator",
     "check_reader",
     "inspect_source",
