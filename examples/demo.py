@@ -179,6 +179,12 @@ def drive(work: Path) -> None:
 
 def _session_groups(session: int) -> set[int]:
     """The process groups with a live process in ``session`` (from ``/proc``)."""
+    if not Path("/proc").is_dir():  # not Linux: the session's first group, while it lives
+        try:
+            os.killpg(session, 0)
+        except ProcessLookupError:
+            return set()
+        return {session}
     groups = set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
