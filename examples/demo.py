@@ -310,7 +310,8 @@ def run(
     say("sinkv2 demo: files -> FileSource (FLIP-27) -> FileSink (Sink V2), streaming, local Spark")
     say(f"  work directory {work}; commit state store (SQLite) {layout.store}")
     say(f"\n== run 1: a driver process streams {layout.inputs} into {layout.output}")
-    say(f"  4 files of {rows_per_file:,} rows are there; one more arrives every second")
+    arriving = f"; {files - 6} more arrive, one a second" if files > 6 else ""
+    say(f"  4 files of {rows_per_file:,} rows are there{arriving}")
     crash = run_and_kill(layout, files, rows_per_file)
     last = crash.committed[-1]
     where = f"micro-batch {last + 1} in flight" if crash.in_flight else "between micro-batches"
