@@ -144,7 +144,7 @@ def sink_options(job: dict[str, Any]) -> dict[str, str]:
 
         return {"sink": "iceberg", "warehouse": job["location"], "table": TABLE}
     if job["kind"] == "postgres":
-        return {"sink": "postgres", "url": job["location"], "table": PG_TABLE}
+        return {"sink": "postgres", "url": job["location"], "table": job.get("table", PG_TABLE)}
     raise ValueError(f"unknown sink kind {job['kind']!r}; use 'files', 'iceberg' or 'postgres'")
 
 

@@ -183,3 +183,103 @@ def test_an_executor_killed_mid_write_is_replaced_and_every_row_lands_once(clust
         found = ds.dataset(location, format="parquet", partitioning="hive").to_table()
         assert sorted(found.column("id").to_pylist()) == list(range(ROWS))
         assert [p for p in (Path(location) / "_staging").rglob("*")] == []
+
+
+SOURCE_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    sys.path.insert(0, {root!r})
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from tests.integration.cluster_session import cluster_session
+    from tests.integration.stalled_source import StallingLogSource
+    from sinkv2_spark import from_source, register
+
+    spark = cluster_session({master!r})
+    register(spark)
+    source = StallingLogSource(
+        {logs!r}, markers={markers!r}, stall_from_line=1, batch_lines=10,
+        discovery_interval_ms=50,
+    )
+    df = from_source(
+        spark, source, source_id="logs", streaming=True, state_store={source_store!r},
+        parallelism=2, batch_rows=10, max_records_per_trigger={per_trigger},
+    )
+    query = (
+        df.writeStream.format("sinkv2").option("sink", "files").option("path", {out!r})
+        .option("max_rows", "25").option("sink_id", "source-executor-loss")
+        .option("checkpointLocation", {checkpoint!r}).trigger(availableNow=True).start()
+    )
+    query.awaitTermination()
+    error = query.exception()
+    print("RESULT", json.dumps({{"error": None if error is None else str(error)}}))
+    spark.stop()
+    """
+)
+
+
+def test_an_executor_killed_mid_read_of_a_source_stream_loses_and_doubles_nothing(
+    cluster, tmp_path
+):
+    """A FLIP-27 stream (the log source) into FileSink; an executor dies mid micro-batch.
+
+    Micro-batch 0 reads the first lines of both files; in a later one, the task reading
+    on from there stalls after handing the sink's writer its first lines, and the test
+    SIGKILLs that task's executor JVM and Python worker. Spark runs the task again on
+    the new or the other executor, from the epoch's recorded slice: every line once in
+    the output, nothing staged.
+    """
+    from tests.spark.log_source import append, records_of
+
+    logs, markers = tmp_path / "logs", tmp_path / "markers"
+    logs.mkdir()
+    markers.mkdir()
+    for index in range(2):
+        append(logs, f"part-{index}.log", (f"v{index}-{n}" for n in range(60)))
+    out = tmp_path / "out"
+    script = SOURCE_DRIVER.format(
+        root=str(ROOT),
+        master=cluster.master_url,
+        logs=str(logs),
+        markers=str(markers),
+        source_store=str(tmp_path / "source.sqlite"),
+        per_trigger=40,
+        out=str(out),
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+    log = (tmp_path / "driver.log").open("wb")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        start_new_session=True,
+        env={**os.environ, **jvm_temp_env(tmp_path / "jvm-tmp")},
+    )
+    try:
+        deadline = time.monotonic() + STALL_TIMEOUT_S
+        marker = markers / "stalled"
+        while not marker.exists() or not marker.read_text():
+            assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-4000:]
+            assert time.monotonic() < deadline, "no reader stalled"
+            time.sleep(0.1)
+        worker = int(marker.read_text())
+        assert (tmp_path / "checkpoint" / "commits" / "0").exists()  # a later micro-batch
+        os.kill(_executor_of(worker), signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
+        out_text, _ = driver.communicate(timeout=600)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        log.close()
+    assert driver.returncode == 0, (tmp_path / "driver.log").read_text()[-4000:]
+    [line] = [x for x in out_text.decode().splitlines() if x.startswith("RESULT ")]
+    assert json.loads(line.removeprefix("RESULT ")) == {"error": None}
+
+    import pyarrow.parquet as pq
+
+    found = pq.read_table(out).select(["file", "line", "value"]).to_pylist()
+    want = [record for name in ("part-0.log", "part-1.log") for record in records_of(logs, name)]
+    key = lambda r: (r["file"], r["line"])  # noqa: E731
+    assert sorted(found, key=key) == sorted(want, key=key)
+    assert [p for p in (out / "_staging").rglob("*") if p.is_file()] == []

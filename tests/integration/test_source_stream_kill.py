@@ -1,9 +1,12 @@
 """A streaming FLIP-27 read killed with SIGKILL at each step of the source's epoch protocol.
 
-The host (`tests.integration.kill_source_stream`) runs one query per stop and sink:
+The host (`tests.integration.kill_source_stream`) runs one query per job of `JOBS`:
 the log source read with ``from_source(..., streaming=True)`` into
-``writeStream.format("sinkv2")`` (FileSink, IcebergSink), each stopping in micro-batch 1,
-which reads source epoch 2 and is the sink's checkpoint 2:
+``writeStream.format("sinkv2")`` (FileSink, IcebergSink, PostgresSink), each stopping in
+micro-batch 1, which reads source epoch 2 and is the sink's checkpoint 2, at one of these
+steps (FileSink at each; IcebergSink and PostgresSink where the sink's state differs:
+IcebergSink with files staged and after the commit, PostgresSink with prepared
+transactions and before the offset is logged):
 
 - ``epoch-recorded``: the coordinator recorded epoch 2 in the store; Spark has not
   logged ``offsets/1``. The restart asks for the epoch after 1 again and must get the
@@ -20,15 +23,16 @@ which reads source epoch 2 and is the sink's checkpoint 2:
 The test kills the host there, as a crashed machine (`Host.kill`), appends more lines
 to the logs, and restarts every query from its checkpoint location in this process
 with ``availableNow`` and the plain log source and store. Afterwards every log line is
-in the destination exactly once, nothing is staged, the sink's store records every
-checkpoint Committed, the source's store holds no lease and nothing below Spark's
-last epoch, and upstream saw each acknowledgement at most once, in order.
-One host, eight queries: 210 s on a shared 2-core machine (load 6), 256 s at load 10.
+in the destination exactly once, nothing is staged (no prepared transaction left in
+PostgreSQL), the sink's store records every checkpoint Committed, the source's store
+holds no lease and nothing below Spark's last epoch, and upstream saw each
+acknowledgement at most once, in order.
+One host, eight queries: 210 s on a shared 2-core machine (load 6), 256 s at load 10
+(with IcebergSink at every step, before PostgresSink took two of its places).
 """
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +50,11 @@ from tests.integration.kill_source_stream import (
 )
 from tests.integration.test_driver_kill import Host, staging_leftovers
 from tests.integration.test_stream_door_kill import store_problems, wait_for
-from tests.integration.test_stream_driver_kill import iceberg_files, spark_log
+from tests.integration.test_stream_driver_kill import (
+    iceberg_files,
+    prepared_transactions,
+    spark_log,
+)
 from tests.spark.log_source import LogSource, append, records_of
 from tests.spark.stream_reading import offset_epoch, source_offsets
 
@@ -56,7 +64,14 @@ KILLED = 2
 """The source epoch (and sink checkpoint) the host is killed in: micro-batch 1."""
 
 STOPS = ("epoch-recorded", "writers-finished", "acknowledged", "notified")
-KINDS = ("files", "iceberg")
+JOBS = (
+    *(("files", stop) for stop in STOPS),
+    ("iceberg", "writers-finished"),
+    ("iceberg", "acknowledged"),
+    ("postgres", "epoch-recorded"),
+    ("postgres", "writers-finished"),
+)
+"""(sink kind, stop) of each query: every step once with FileSink, the sinks' own twice."""
 FILES = 2
 LINES = 60  # per file: 120 lines, at most PER_TRIGGER a micro-batch, so 3 micro-batches
 
@@ -106,33 +121,46 @@ def create_table(warehouse: str) -> None:
     )
 
 
-def jobs_for(tmp_path: Path) -> list[dict[str, Any]]:
-    """One query per stop and sink kind, each with its own source id, store and output."""
+def create_postgres_table(url: str, table: str) -> None:
+    """A PostgreSQL table of the log records."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f"CREATE TABLE {table} (file text, line bigint, value text)")
+
+
+def jobs_for(tmp_path: Path, postgres_url: str) -> list[dict[str, Any]]:
+    """One query per entry of `JOBS`, each with its own source id, store and output.
+
+    The PostgreSQL queries load tables of their own in ``postgres_url``'s database.
+    """
     logs = tmp_path / "logs"
     logs.mkdir()
     for index in range(FILES):
         append(logs, f"part-{index}.log", (f"v{index}-{n}" for n in range(LINES)))
     jobs = []
-    for stop, kind in itertools.product(STOPS, KINDS):
+    for kind, stop in JOBS:
         name = f"{stop}-{kind}"
         base = tmp_path / name
-        location = base / ("warehouse" if kind == "iceberg" else "out")
-        if kind == "iceberg":
-            create_table(str(location))
-        jobs.append(
-            {
-                "kind": kind,
-                "sink_id": name,
-                "source_id": f"logs-{name}",
-                "logs": str(logs),
-                "ack": str(base / "acks"),
-                "source_store": str(base / "source.sqlite"),
-                "location": str(location),
-                "checkpoint": str(base / "checkpoint"),
-                "stop_at": stop,
-                "stop_epoch": KILLED,
-            }
-        )
+        job: dict[str, Any] = {
+            "kind": kind,
+            "sink_id": name,
+            "source_id": f"logs-{name}",
+            "logs": str(logs),
+            "ack": str(base / "acks"),
+            "source_store": str(base / "source.sqlite"),
+            "checkpoint": str(base / "checkpoint"),
+            "stop_at": stop,
+            "stop_epoch": KILLED,
+        }
+        if kind == "postgres":
+            job |= {"location": postgres_url, "table": f"rows_{stop.replace('-', '_')}"}
+            create_postgres_table(postgres_url, job["table"])
+        else:
+            job["location"] = str(base / ("warehouse" if kind == "iceberg" else "out"))
+            if kind == "iceberg":
+                create_table(job["location"])
+        jobs.append(job)
     return jobs
 
 
@@ -213,6 +241,20 @@ def destination_problems(spark: Any, job: dict[str, Any]) -> list[str]:
         rows = [(r.file, r.line, r.value) for r in spark.read.parquet(job["location"]).collect()]
         if left := staging_leftovers(Path(job["location"])):
             problems.append(f"{len(left)} leftovers under _staging/: {left[:8]}")
+    elif job["kind"] == "postgres":
+        import psycopg
+
+        with psycopg.connect(job["location"], autocommit=True) as connection:
+            rows = connection.execute(f"SELECT file, line, value FROM {job['table']}").fetchall()
+        from reference_sinks.postgres._model import sink_prefix  # the sink's gids: its own
+
+        ours = [
+            g
+            for g in prepared_transactions(job["location"])
+            if g.startswith(sink_prefix(job["sink_id"]))
+        ]
+        if ours:  # the other PostgreSQL query of the database may still be recovering
+            problems.append(f"{len(ours)} prepared transactions left: {ours[:4]}")
     else:
         table = make_sink("iceberg", job["location"]).load_table().scan().to_arrow()
         rows = list(
@@ -257,9 +299,9 @@ def source_store_problems(job: dict[str, Any]) -> list[str]:
 
 
 def test_a_source_stream_killed_at_each_step_of_its_epoch_protocol_is_read_exactly_once(
-    spark, tmp_path, start_host
+    spark, tmp_path, start_host, postgres_url
 ):
-    jobs = jobs_for(tmp_path)
+    jobs = jobs_for(tmp_path, postgres_url)
     host = start_host(jobs)
     host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
     host.kill()
@@ -279,4 +321,6 @@ def test_a_source_stream_killed_at_each_step_of_its_epoch_protocol_is_read_exact
             continue
         found = destination_problems(spark, job) + store_problems(job) + source_store_problems(job)
         problems += [f"{job['sink_id']}: {problem}" for problem in found]
+    if prepared := prepared_transactions(postgres_url):  # every query has ended
+        problems.append(f"{len(prepared)} prepared transactions left: {prepared[:4]}")
     assert problems == [], "\n".join(problems)

@@ -12,15 +12,19 @@ batch (``offsets/N`` written, ``commits/N`` missing), or by deleting ``commits/N
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
+import threading
 import time
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
+from sinkv2.runtime import SqliteCommitStateStore
 from sinkv2.source.lib import NumberSequenceSource
 from sinkv2_spark import from_source, register
-from tests.spark.log_source import append
+from tests.spark.log_source import LogEnumerator, LogSource, append
 from tests.spark.stream_reading import (
     TIMEOUT_S,
     Collector,
@@ -304,6 +308,125 @@ def test_s8_a_second_query_on_the_same_source_id_is_refused(door, logs, tmp_path
         assert first.count() == written
     finally:
         running.stop()
+
+
+class DriverState:
+    """What an enumerator may pile up on the driver: a lock (unpicklable) and a large blob."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.blobs: list[bytes] = []
+
+
+class LeakyEnumerator(LogEnumerator):
+    """A log enumerator that hangs driver-side state on its source each time it plans.
+
+    Every snapshot (one per epoch it plans) grows the source's `DriverState` by 2 MB and
+    appends the epoch to a class attribute: state a task must never see or need.
+    """
+
+    def __init__(self, context: Any, source: LeakySource, *args: Any) -> None:
+        super().__init__(context, source, *args)
+        self._leaky = source
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        state = super().snapshot_state(checkpoint_id)
+        if self._leaky.driver_state is None:
+            self._leaky.driver_state = DriverState()
+        self._leaky.driver_state.blobs.append(bytes(2 << 20))
+        LeakySource.planned.append(checkpoint_id)
+        return state
+
+
+class LeakySource(LogSource):
+    """The log source; its reader refuses to run on a source that carries driver state."""
+
+    planned: ClassVar[list[int]] = []
+
+    def __init__(self, directory: Any, **options: Any) -> None:
+        super().__init__(directory, **options)
+        self.driver_state: DriverState | None = None
+
+    def create_enumerator(self, enum_context: Any) -> LogEnumerator:
+        return LeakyEnumerator(enum_context, self)
+
+    def restore_enumerator(self, enum_context: Any, checkpoint: Any) -> LogEnumerator:
+        return LeakyEnumerator(enum_context, self, checkpoint.assigned, checkpoint.pending)
+
+    def create_reader(self, reader_context: Any) -> Any:
+        if self.driver_state is not None or LeakySource.planned:
+            raise RuntimeError(
+                f"driver-side state reached read(): {self.driver_state!r}, planned "
+                f"{LeakySource.planned}"
+            )
+        return super().create_reader(reader_context)
+
+
+def test_s6_a_task_reads_what_its_partition_carries_and_no_driver_state(door, logs, tmp_path):
+    """S6: the enumerator piles unpicklable, growing state on its source while it plans.
+
+    In this process (the coordinator as Spark's runner drives it): the partitions of an
+    epoch pickle to a few hundred bytes however much the driver holds, and a reader
+    pickled before planning (as Spark ships one) reads from them exactly the recorded
+    slices. On Spark: the tasks never see the state, and every line arrives once.
+    """
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from sinkv2_spark._doors.source_stream import SourceStreamReader
+
+    written = write(logs, 2, 30)
+    source = LeakySource(logs, batch_lines=7)
+    shipped = pickle.dumps(source)  # before planning, as from_source ships it
+    reader = SourceStreamReader(
+        source,
+        source.get_produced_type(),
+        source_id="leaky",
+        store=SqliteCommitStateStore(tmp_path / "local.sqlite"),
+        parallelism=2,
+        batch_rows=100,
+        max_records=20,
+    )
+    task_reader = pickle.loads(pickle.dumps(reader))  # Spark pickles it once per query run
+    shipped_partitions: list[bytes] = []
+    try:
+        offset = reader.initialOffset()
+        while (end := reader.latestOffset(offset, ReadMaxRows(20))) != offset:
+            partitions = reader.partitions(offset, end)
+            shipped_partitions += [pickle.dumps(p) for p in partitions]
+            offset = end
+    finally:
+        reader.stop()
+    LeakySource.planned.clear()  # the class is shared in this one process, unlike on Spark
+    rows = [
+        row
+        for shipped_partition in shipped_partitions
+        for batch in task_reader.read(pickle.loads(shipped_partition))
+        for row in batch.to_pylist()
+    ]
+    sizes = [len(p) for p in shipped_partitions]
+    held = source.driver_state
+    assert held is not None
+    assert len(held.blobs) >= 4  # the driver holds >= 8 MB now
+    with pytest.raises(TypeError):
+        pickle.dumps(source)  # so nothing pickles the planning source after planning
+    assert max(sizes) < 1_000, sizes  # while the driver holds >= 8 MB
+    assert by_file(rows) == expected_by_file(logs)
+
+    collector = Collector()
+    door_df = from_source(
+        door,
+        pickle.loads(shipped),
+        source_id="leaky",
+        streaming=True,
+        state_store=str(tmp_path / "state.sqlite"),
+        parallelism=2,
+        max_records_per_trigger=30,
+    )
+    run_available_now(door_df, tmp_path / "checkpoint", collector)
+    assert LeakySource.planned == []  # planning ran in Spark's runner, not here
+    assert max(len(batch) for batch in collector.batches.values()) <= 30
+    assert collector.count() == written
+    assert by_file(collector.rows()) == expected_by_file(logs)
 
 
 def refusal(make_df, checkpoint: Path) -> str:
