@@ -40,6 +40,9 @@ __all__ = ["check_source"]
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
 _FINAL_CHECKPOINT_EVERY: Final = 7
+_MAX_IDLE_STEPS: Final = 2 * _FINAL_CHECKPOINT_EVERY
+"""An unbounded source idle this many steps in a row (two checkpoints among them) has
+stopped: the run ends and reports what it read, instead of waiting for ever."""
 _WAIT_FOR_AN_ASSIGNMENT: Final = 300  # steps; a source may assign every split up front
 
 
@@ -143,6 +146,7 @@ class _Run:
             engine.run(
                 until=lambda e: len(self.committed) + len(e.committed) >= target,
                 checkpoint_every=_FINAL_CHECKPOINT_EVERY,
+                max_idle=_MAX_IDLE_STEPS,
             )
             engine.checkpoint()
             engine.close()

@@ -380,8 +380,13 @@ class LocalSourceEngine:
         until: Callable[[LocalSourceEngine], bool] | None = None,
         checkpoint_every: int | None = None,
         max_steps: int = 200_000,
+        max_idle: int | None = None,
     ) -> EngineStep:
         """Step until finished, idle or ``until(engine)``, checkpointing every so many steps.
+
+        With ``until``, an idle engine goes on stepping (an unbounded source waits for
+        data), ``max_idle`` consecutive idle steps at most (each waits ``idle_timeout``
+        for a reader), then returns ``IDLE``; ``None`` waits for ever.
 
         Returns:
             The last step's outcome (``PROGRESS`` when ``until`` stopped it).
@@ -390,11 +395,15 @@ class LocalSourceEngine:
             SourceContractError: The source broke the contract, or a bounded source
                 neither finished nor went idle within ``max_steps``.
         """
+        idle = 0
         for count in range(1, max_steps + 1):
             if until is not None and until(self):
                 return EngineStep.PROGRESS
             outcome = self.step()
             if outcome is not EngineStep.PROGRESS and (until is None or self.finished):
+                return outcome
+            idle = idle + 1 if outcome is EngineStep.IDLE else 0
+            if max_idle is not None and idle >= max_idle:
                 return outcome
             if checkpoint_every and count % checkpoint_every == 0:
                 self.checkpoint()
