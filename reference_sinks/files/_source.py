@@ -466,6 +466,11 @@ class FileSource:
 
     def native_read(self, splits: Sequence[FileSourceSplit]) -> NativeRead | NativeReadUnavailable:
         """Whole local Parquet files for Spark's reader (`SupportsNativeRead`): _source_native."""
+        if self.dead_letter_dir is not None:
+            return NativeReadUnavailable(
+                "FileSource has a dead_letter_dir: its own readers set unreadable files "
+                "aside, which Spark's reader cannot"
+            )
         return plan_native_read(
             splits,
             (self.format, self.filesystem, *self.resolve()),

@@ -106,6 +106,8 @@ def test_what_spark_would_read_otherwise_is_refused_with_a_reason(tmp_path: Path
     pq.write_table(pa.table({"n": pa.array([1], pa.uint32())}), unsigned / "a.parquet")
     assert "column 'n' is uint32" in reason(FileSource(unsigned))
 
+    assert "dead_letter_dir" in reason(FileSource(data, dead_letter_dir=tmp_path / "dead"))
+
     typed = tmp_path / "typed"
     write_parquet(typed / "d=1.5" / "a.parquet", rows(0, 2))
     assert "partition column(s) ['d']" in reason(
