@@ -2,7 +2,7 @@
 
 The demo's first driver is a process of its own, SIGKILLed mid-stream; its restart runs
 here, in the test session (``spark=``), so the test starts one extra JVM, not two.
-``scripts/test`` also runs the demo itself, full size, on a PATH without the servers.
+``scripts/test`` also runs the demo itself (small: six files), on a PATH without the servers.
 """
 
 from __future__ import annotations
