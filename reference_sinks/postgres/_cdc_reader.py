@@ -8,7 +8,8 @@ position each fetch, transaction by transaction.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import pyarrow as pa
@@ -25,9 +26,44 @@ from sinkv2.source.reader import (
 )
 
 if TYPE_CHECKING:
-    from reference_sinks.postgres._cdc_source import PostgresCdcSource
+    import psycopg
 
 __all__ = ["BEFORE", "CdcSourceReader", "CdcSplitReader"]
+
+
+class _ReaderSettings(Protocol):
+    """What a reader uses of its `PostgresCdcSource`."""
+
+    @property
+    def before(self) -> bool: ...
+
+    @property
+    def batch_rows(self) -> int: ...
+
+    @property
+    def poll_interval_s(self) -> float: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def column_index(self) -> tuple[int, ...]: ...
+
+    @property
+    def all_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def all_oids(self) -> tuple[int, ...]: ...
+
+    @property
+    def all_types(self) -> tuple[pa.DataType, ...]: ...
+
+    def connect(self) -> psycopg.Connection[Any]: ...
+
+    def transactions(
+        self, connection: psycopg.Connection[Any], slot: str, upto: int, *, values: bool = True
+    ) -> Iterator[Transaction]: ...
+
 
 BEFORE = "_before"
 
@@ -47,7 +83,7 @@ class _Chunk:
 class _Rows:
     """Builds Arrow batches of changes for one source."""
 
-    def __init__(self, source: PostgresCdcSource, decoder: TupleDecoder) -> None:
+    def __init__(self, source: _ReaderSettings, decoder: TupleDecoder) -> None:
         self._source = source
         self._decoder = decoder
         self._index = source.column_index
@@ -104,7 +140,7 @@ class _Rows:
 class CdcSplitReader:
     """Reads the slot's split: a stopped split whole in one fetch, an open one up to now."""
 
-    def __init__(self, source: PostgresCdcSource) -> None:
+    def __init__(self, source: _ReaderSettings) -> None:
         self._source = source
         self._connection = source.connect()
         self._decoder = TupleDecoder(
@@ -188,7 +224,7 @@ class _ChunkEmitter:
 class CdcSourceReader(SingleThreadMultiplexSourceReaderBase[_Chunk, Any, CdcSplit, _SplitState]):
     """Reads the slot's split; a split with a stop ends exactly there."""
 
-    def __init__(self, context: SourceReaderContext, source: PostgresCdcSource) -> None:
+    def __init__(self, context: SourceReaderContext, source: _ReaderSettings) -> None:
         super().__init__(lambda: CdcSplitReader(source), _ChunkEmitter(), context)
 
     def initialized_state(self, split: CdcSplit) -> _SplitState:

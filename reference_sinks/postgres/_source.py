@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import pyarrow as pa
 
+from reference_sinks.postgres._chunk_read import read_chunk
 from reference_sinks.postgres._chunks import (
     SESSION_OPTIONS,
     Relation,
     plan_chunks,
-    read_chunk,
     split_key_type,
 )
 from reference_sinks.postgres._source_reader import PostgresSourceReader, PostgresSplitEnumerator

@@ -36,14 +36,31 @@ naming the column and its type, and a query can cast it (``SELECT id, t::text ..
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import pyarrow as pa
 
 from sinkv2.errors import SinkConfigurationError
 
-if TYPE_CHECKING:  # _table's check_fit names the natural type from here
-    from reference_sinks.postgres._table import Column
+
+class Column(Protocol):
+    """What the type table reads of a column (``_table.Column`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def type_name(self) -> str: ...
+
+    @property
+    def category(self) -> str: ...
+
+    @property
+    def base_type(self) -> str: ...
+
+    @property
+    def element_category(self) -> str | None: ...
+
 
 __all__ = ["UNCONSTRAINED_NUMERIC", "arrow_type", "postgres_type"]
 

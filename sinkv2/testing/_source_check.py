@@ -13,6 +13,7 @@ exactly up to the end position.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -43,6 +44,9 @@ _FINAL_CHECKPOINT_EVERY: Final = 7
 _MAX_IDLE_STEPS: Final = 2 * _FINAL_CHECKPOINT_EVERY
 """An unbounded source idle this many steps in a row (two checkpoints among them) has
 stopped: the run ends and reports what it read, instead of waiting for ever."""
+_STALL_S: Final = 30.0
+"""An unbounded run that emits no record for this long (its readers busy, or waking with
+nothing) has stopped too: the run ends and reports what it read."""
 _WAIT_FOR_AN_ASSIGNMENT: Final = 300  # steps; a source may assign every split up front
 
 
@@ -82,6 +86,20 @@ class _Expectation:
     split_records: Callable[[str], Iterable[Row]] | None
     records_to_read: int
     guarantee: DeliveryGuarantee
+
+
+class _Progress:
+    """Whether an unbounded run has emitted nothing new for `_STALL_S` seconds."""
+
+    def __init__(self) -> None:
+        self._seen = -1
+        self._since = time.monotonic()
+
+    def stalled(self, emitted: int) -> bool:
+        now = time.monotonic()
+        if emitted != self._seen:
+            self._seen, self._since = emitted, now
+        return now - self._since > _STALL_S
 
 
 class _Run:
@@ -143,8 +161,12 @@ class _Run:
             engine.finish()
         else:
             target = self.want.records_to_read
+            progress = _Progress()
             engine.run(
-                until=lambda e: len(self.committed) + len(e.committed) >= target,
+                until=lambda e: (
+                    len(self.committed) + len(e.committed) >= target
+                    or progress.stalled(sum(seen for seen, _ in e.records_in().values()))
+                ),
                 checkpoint_every=_FINAL_CHECKPOINT_EVERY,
                 max_idle=_MAX_IDLE_STEPS,
             )

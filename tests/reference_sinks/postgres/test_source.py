@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference_sinks.postgres import PostgresReadError, PostgresSource, PostgresSourceSplit
+from reference_sinks.postgres._chunk_read import read_chunk
 from reference_sinks.postgres._chunks import (
     SESSION_OPTIONS,
     KeyRange,
     Relation,
     plan_chunks,
-    read_chunk,
 )
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import Boundedness, inspect_source
