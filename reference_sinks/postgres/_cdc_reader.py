@@ -147,6 +147,10 @@ class CdcSplitReader:
             self._connection, source.all_names, source.all_oids, source.all_types
         )
         self._splits: dict[str, CdcSplit] = {}
+        self._peeked: dict[str, int] = {}
+        """Per open split: the flush position it was last peeked up to. A peek decodes the
+        WAL from the slot's restart point, so an open split is peeked again only once the
+        server has flushed more (a long-lived reader polls often)."""
         self._woken = False
 
     def fetch(self) -> RecordsBySplits[_Chunk]:
@@ -181,6 +185,10 @@ class CdcSplitReader:
         upto = split.stop if split.stop is not None else flush_lsn(connection)
         if upto <= split.start:
             return [], split.start
+        if split.stop is None:
+            if self._peeked.get(split.split_id()) == upto:
+                return [], split.start  # nothing flushed since the last look
+            self._peeked[split.split_id()] = upto
         rows = _Rows(source, self._decoder)
         chunks: list[_Chunk] = []
         position = split.start
