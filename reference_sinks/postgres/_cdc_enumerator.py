@@ -109,6 +109,8 @@ class CdcEnumerator:
                 CdcSplit(self.slot, low, None, end, restored.start)
                 for low, end in restored.unassigned
             )
+            if restored.pending_stream is not None:
+                self._pending.append(CdcSplit(self.slot, restored.pending_stream))
             if restored.snapshot_epoch is None:
                 drop_copy(connection, self.slot)  # acknowledged, but a crash left it
             elif 0 <= restored.snapshot_epoch <= restored.checkpoint:
@@ -168,8 +170,19 @@ class CdcEnumerator:
         self._assign(subtask_id)
 
     def add_splits_back(self, splits: list[CdcSplit], subtask_id: int) -> None:
-        """A failed reader's split comes back, at its position."""
+        """A failed reader's split comes back, at its position, and goes out again now.
+
+        As Flink's Kafka enumerator does: the failed subtask may have registered again
+        already (its ``add_reader`` then found nothing pending), and a reader of this
+        source never asks for splits - so the split goes to that subtask if it is
+        registered, else to any registered reader; with none, the next ``add_reader``.
+        """
         self._pending.extend(splits)
+        registered = sorted(self._context.registered_readers())
+        for subtask in ([subtask_id] if subtask_id in registered else []) + registered:
+            if not self._pending:
+                break
+            self._assign(subtask)
 
     def add_reader(self, subtask_id: int) -> None:
         """A reader registered: it takes a chunk, or the stream split, if one is pending."""
@@ -196,6 +209,9 @@ class CdcEnumerator:
                 (split.start, split.chunk_end)
                 for split in self._pending
                 if split.chunk_end is not None
+            ),
+            pending_stream=next(
+                (split.start for split in self._pending if split.chunk_end is None), None
             ),
         )
         return self._state

@@ -54,6 +54,10 @@ class CdcEnumeratorState:
             is handed out once it is acknowledged (-1: not yet; ``None``: no snapshot).
         checkpoint: The epoch this checkpoint was taken for.
         unassigned: ``(first, last)`` row numbers of the chunks not handed out yet.
+        pending_stream: The stream split's position when no reader held it at this
+            checkpoint (not handed out yet, or handed back by a failed reader): a
+            restored enumerator hands it out from there. ``None`` when a reader holds
+            it (its position is in that reader's state).
     """
 
     replication_slot: str
@@ -66,3 +70,4 @@ class CdcEnumeratorState:
     snapshot_epoch: int | None = None
     checkpoint: int = -1
     unassigned: tuple[tuple[int, int], ...] = ()
+    pending_stream: int | None = None
