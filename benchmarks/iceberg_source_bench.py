@@ -16,7 +16,12 @@ The data is every benchmark's (``common.data``: ``id`` long, ``key`` string,
 - ``from_source(IcebergSource)``: `reference_sinks.iceberg.IcebergSource` planned
   and read by `sinkv2_spark.from_source` with parallelism 2 (the split enumerator,
   the reader framework's fetcher thread, Arrow batches by field id); Spark counts
-  the rows and sums ``id``.
+  the rows and sums ``id``, ``native_read=False``: rows through Spark's Python
+  data source;
+- ``from_source(IcebergSource) native``: the same with ``native_read=True``
+  (`IcebergSource.native_read`: Spark's own Parquet reader reads the data files).
+
+The load average (1 min) is printed with every run: the machine may be shared.
 
 Target (issue 24): ``IcebergSource`` >= 1 x pyiceberg's ``to_arrow()``.
 """
@@ -24,6 +29,7 @@ Target (issue 24): ``IcebergSource`` >= 1 x pyiceberg's ``to_arrow()``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -74,13 +80,19 @@ def main() -> None:
                 return arrow.num_rows, int(pc.sum(arrow["id"]).as_py())
 
             def sinkv2_read(source: IcebergSource = source) -> tuple[int, int]:
-                df = from_source(spark, source, parallelism=2)
+                df = from_source(spark, source, parallelism=2, native_read=False)
+                (row,) = df.selectExpr("count(*) as n", "sum(id) as s").collect()
+                return int(row.n), int(row.s)
+
+            def native_read(source: IcebergSource = source) -> tuple[int, int]:
+                df = from_source(spark, source, parallelism=2, native_read=True)
                 (row,) = df.selectExpr("count(*) as n", "sum(id) as s").collect()
                 return int(row.n), int(row.s)
 
             paths = {
                 "pyiceberg scan().to_arrow()": pyiceberg_read,
-                "from_source(IcebergSource)": sinkv2_read,
+                "from_source(IcebergSource) Python path": sinkv2_read,
+                "from_source(IcebergSource) native": native_read,
             }
             sums = set()
             for name, read in paths.items():  # warm-up, and the rows checked
@@ -93,7 +105,12 @@ def main() -> None:
                 for name, read in paths.items():
                     seconds, _, _ = timed(read)
                     runs[name].append(seconds)
-                    print(f"# {rows:,} round {round_index}: {name} {seconds:.2f} s", flush=True)
+                    load = os.getloadavg()[0]
+                    print(
+                        f"# {rows:,} round {round_index}: {name} {seconds:.2f} s "
+                        f"(load average {load:.2f})",
+                        flush=True,
+                    )
             baseline = statistics.median(runs["pyiceberg scan().to_arrow()"])
             print("\n| rows | path | median s | runs (s) | rows/s | x pyiceberg |")
             print("|---:|---|---:|---|---:|---:|")

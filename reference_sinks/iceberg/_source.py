@@ -34,6 +34,8 @@ from sinkv2 import AttrsMsgpackSerializer
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import (
     Boundedness,
+    NativeRead,
+    NativeReadUnavailable,
     SourceContractError,
     SourceReaderContext,
     SplitCut,
@@ -102,7 +104,9 @@ class IcebergSource:
     by Iceberg field id (renamed columns keep their values, columns added after a
     file was written are null in it, widened types are widened) and keeping nulls at
     every level of nesting. Position deletes (v2) are applied; equality deletes and
-    deletion vectors are refused, naming the file: never ignored.
+    deletion vectors are refused, naming the file: never ignored. A bounded read by
+    `sinkv2_spark.from_source` is read by Spark's own Parquet reader where that gives
+    the same rows (`native_read`: no row filter, no deletes).
 
     Records are Arrow batches of `get_produced_type`: the table's current schema (or
     its ``selected_fields``), nullability from ``required``.
@@ -550,6 +554,28 @@ class IcebergSource:
             position_deletes=split.position_deletes,
             skip=split.records_read,
             batch_rows=self.batch_rows,
+            name_mapping=self._name_mapping,
+        )
+
+    # --- sinkv2.source.SupportsNativeRead ------------------------------------------------------
+
+    def native_read(
+        self, splits: Sequence[IcebergSourceSplit]
+    ) -> NativeRead | NativeReadUnavailable:
+        """The data files for the engine's Parquet reader, or why it cannot read them.
+
+        See `reference_sinks.iceberg._source_native`: no row filter, no deletes,
+        splits at record 0, local files whose columns match the table by name or
+        by field id, with the table's types.
+        """
+        from reference_sinks.iceberg._source_native import plan_native_read  # noqa: PLC0415
+
+        return plan_native_read(
+            splits,
+            io=_file_io(self._io_properties, self._location),
+            projection=self._projection,
+            produced=self._produced,
+            has_row_filter=self._filter is not None,
             name_mapping=self._name_mapping,
         )
 

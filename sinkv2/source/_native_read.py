@@ -18,12 +18,15 @@ run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, final, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, final, runtime_checkable
 
 import attrs
 
 from sinkv2._text import describe
 from sinkv2.errors import SinkConfigurationError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["NativeRead", "NativeReadUnavailable", "SupportsNativeRead"]
 
@@ -71,6 +74,18 @@ def _check_base(instance: NativeRead, attribute: attrs.Attribute[Any], value: ob
         )
 
 
+def _check_field_ids(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    import pyarrow as pa  # noqa: PLC0415  # only a source that gives field ids needs it
+
+    if not isinstance(value, pa.Schema):
+        raise SinkConfigurationError(
+            f"NativeRead.field_ids must be a pyarrow Schema with PARQUET:field_id metadata, or "
+            f"None (got {describe(value)})"
+        )
+
+
 @final
 @attrs.frozen(kw_only=True)
 class NativeRead:
@@ -94,6 +109,13 @@ class NativeRead:
             ``basePath``); ``None`` exactly when there are no partition columns.
         options: Reader options (Spark's ``DataFrameReader.option``), values as
             strings.
+        field_ids: Match the files' columns to the produced type by Parquet field
+            id, not by name: the produced type with every field's id as
+            ``PARQUET:field_id`` metadata, at every level of nesting (a table
+            format whose columns are renamed, as Iceberg's). ``None``: by name. On
+            Spark this sets ``spark.sql.parquet.fieldId.read.enabled`` in the
+            session (it is read when the query runs; a schema without field ids is
+            still read by name).
 
     Raises:
         SinkConfigurationError: A field has a bad value or type.
@@ -106,6 +128,7 @@ class NativeRead:
     )
     base_path: str | None = attrs.field(default=None, validator=_check_base)
     options: Mapping[str, str] = attrs.field(factory=dict, validator=_check_options)
+    field_ids: pa.Schema | None = attrs.field(default=None, validator=_check_field_ids)
 
 
 @final

@@ -10,6 +10,12 @@ produced type with a non-nullable column or element stays on the Python path,
 which checks nulls); a reason not to is logged on ``sinkv2.spark`` (INFO) and the
 Python path reads, or, with ``native_read=True``, the read is refused.
 
+A `NativeRead` with ``field_ids`` is read by Parquet field id: the schema Spark is
+given carries each field's ``parquet.field.id`` (nested fields included; Spark 4
+matches them at every level), and ``spark.sql.parquet.fieldId.read.enabled`` is
+set in the session - Spark reads it when the query runs, so it stays set; a schema
+without field ids is read by name as before, so other reads are not changed.
+
 Spark's own options that would skip data silently (``ignoreCorruptFiles``,
 ``ignoreMissingFiles``) are turned off for the read, whatever the session says:
 a file that does not parse fails the query, naming the file, as on the Python path.
@@ -21,6 +27,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import pyarrow as pa
+
 from sinkv2 import SimpleVersionedSerialization
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import plan_bounded_read
@@ -31,9 +39,19 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["NATIVE_READ_OPTIONS", "door_native_option", "native_frame", "non_nullable_parts"]
+__all__ = [
+    "FIELD_ID_CONF",
+    "NATIVE_READ_OPTIONS",
+    "door_native_option",
+    "native_frame",
+    "non_nullable_parts",
+    "with_field_ids",
+]
 
 logger = logging.getLogger("sinkv2.spark")
+
+FIELD_ID_CONF: Final = "spark.sql.parquet.fieldId.read.enabled"
+"""Spark reads Parquet columns by field id for a schema that carries them (a session conf)."""
 
 NATIVE_READ_OPTIONS: Final = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
 """Set on every native read: a corrupt or vanished file fails the read, never skipped."""
@@ -168,16 +186,66 @@ def _load(
         )
     if not answer.paths:
         return spark.createDataFrame([], spark_schema), None
-    reader = spark.read.format(answer.format).schema(spark_schema).options(**answer.options)
+    wanted = spark_schema
+    if answer.field_ids is not None:
+        try:
+            wanted = with_field_ids(spark_schema, answer.field_ids)
+        except ValueError as error:
+            return None, f"the field ids given do not fit the produced type: {error}"
+        spark.conf.set(FIELD_ID_CONF, "true")  # read when the query runs, so it stays set
+    reader = spark.read.format(answer.format).schema(wanted).options(**answer.options)
     if answer.base_path is not None:
         reader = reader.option("basePath", answer.base_path)
     frame = reader.options(**NATIVE_READ_OPTIONS).load(list(answer.paths))
-    if frame.schema != spark_schema:
+    if frame.schema != wanted:
         return None, (
             f"Spark's {answer.format} reader gives {frame.schema.simpleString()}, not the "
             f"produced type {spark_schema.simpleString()}"
         )
     return frame, None
+
+
+def with_field_ids(schema: StructType, ids: pa.Schema) -> StructType:
+    """``schema`` with each struct field's ``parquet.field.id`` from the same field of ``ids``.
+
+    Raises:
+        ValueError: ``ids`` has another shape, or a field without a ``PARQUET:field_id``.
+    """
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType  # noqa: PLC0415
+
+    def walk(kind: DataType, arrow: pa.DataType, where: str) -> DataType:
+        if isinstance(kind, StructType):
+            fields = list(arrow) if isinstance(arrow, pa.StructType) else None
+            if fields is None or len(fields) != len(kind.fields):
+                raise ValueError(f"{where or 'the schema'} is {arrow}, not a struct like {kind}")
+            return StructType(
+                [field(f, a, where) for f, a in zip(kind.fields, fields, strict=True)]
+            )
+        if isinstance(kind, ArrayType) and isinstance(arrow, pa.ListType):
+            return ArrayType(
+                walk(kind.elementType, arrow.value_type, f"{where}[]"), kind.containsNull
+            )
+        if isinstance(kind, MapType) and isinstance(arrow, pa.MapType):
+            return MapType(
+                walk(kind.keyType, arrow.key_type, f"{where}{{}}"),
+                walk(kind.valueType, arrow.item_type, f"{where}{{}}"),
+                kind.valueContainsNull,
+            )
+        return kind
+
+    def field(spark_field: StructField, arrow: pa.Field, where: str) -> StructField:
+        name = f"{where}.{spark_field.name}" if where else spark_field.name
+        raw = (arrow.metadata or {}).get(b"PARQUET:field_id")
+        if raw is None or arrow.name != spark_field.name:
+            raise ValueError(f"{name} has no PARQUET:field_id (or another name: {arrow.name!r})")
+        return StructField(
+            spark_field.name,
+            walk(spark_field.dataType, arrow.type, name),
+            spark_field.nullable,
+            {**spark_field.metadata, "parquet.field.id": int(raw)},
+        )
+
+    return StructType([field(f, a, "") for f, a in zip(schema.fields, ids, strict=True)])
 
 
 def door_native_option(options: Mapping[str, str], door: str) -> None:
