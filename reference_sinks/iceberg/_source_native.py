@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reference_sinks.iceberg._source_read import FIELD_ID, _mapped, _open
+from reference_sinks.iceberg._source_read import FIELD_ID, open_data_file, schema_with_field_ids
 from reference_sinks.iceberg._source_split import IcebergSourceSplit
 from sinkv2.source import NativeRead, NativeReadUnavailable
 
@@ -223,11 +223,12 @@ def plan_native_read(  # noqa: PLR0911  # one reason per check
                 f"{split.path!r} holds a glob character or a hidden name, which Spark's reader "
                 "would expand or skip"
             )
-        parquet: pq.ParquetFile = _open(io, split.path)
+        parquet: pq.ParquetFile = open_data_file(io, split.path)
         file_schema = parquet.schema_arrow
         if all((field.metadata or {}).get(FIELD_ID) is None for field in file_schema):
             all_ids = False
-            _mapped(file_schema, name_mapping, split.path)  # the readers' errors, if any
+            # raises the Python readers' error for a file the name mapping cannot map
+            schema_with_field_ids(file_schema, name_mapping, split.path)
         try:
             iceberg = pyarrow_to_schema(file_schema, name_mapping=name_mapping)
         except ValueError as error:

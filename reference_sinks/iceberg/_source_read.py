@@ -33,7 +33,13 @@ if TYPE_CHECKING:
     from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
-__all__ = ["DataFileReadError", "arrow_type", "read_data_file"]
+__all__ = [
+    "DataFileReadError",
+    "arrow_type",
+    "open_data_file",
+    "read_data_file",
+    "schema_with_field_ids",
+]
 
 FIELD_ID: Final = b"PARQUET:field_id"
 _ROW: Final = "__sinkv2_row__"
@@ -169,7 +175,9 @@ def _with_ids(kind: pa.DataType, iceberg: IcebergType) -> pa.DataType:
     return kind
 
 
-def _mapped(file_schema: pa.Schema, name_mapping: NameMapping | None, path: str) -> pa.Schema:
+def schema_with_field_ids(
+    file_schema: pa.Schema, name_mapping: NameMapping | None, path: str
+) -> pa.Schema:
     """A file schema without field ids, given ids by the table's name mapping.
 
     Files written by other writers (Spark's Parquet writer under `IcebergSink`'s native
@@ -198,7 +206,7 @@ def _mapped(file_schema: pa.Schema, name_mapping: NameMapping | None, path: str)
     return pa.schema(list(annotated))
 
 
-def _open(io: FileIO, path: str) -> pq.ParquetFile:
+def open_data_file(io: FileIO, path: str) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(io.new_input(path).open())
     except FileNotFoundError as error:
@@ -219,7 +227,7 @@ def deleted_positions(
     """The sorted row positions of ``data_path`` that the position-delete files name."""
     found = []
     for delete_path in delete_paths:
-        table = _open(io, delete_path).read(columns=["file_path", "pos"])
+        table = open_data_file(io, delete_path).read(columns=["file_path", "pos"])
         rows = table.filter(pc.equal(table["file_path"], data_path))
         found.append(rows["pos"].to_numpy())
     if not found:
@@ -282,10 +290,10 @@ def read_data_file(
         DataFileReadError: The file is missing, is not Parquet, has no field ids, or
             holds a column that cannot be read as the table's type.
     """
-    parquet = _open(io, path)
+    parquet = open_data_file(io, path)
     file_schema = parquet.schema_arrow
     if all(_field_id(field) is None for field in file_schema):
-        file_schema = _mapped(file_schema, name_mapping, path)
+        file_schema = schema_with_field_ids(file_schema, name_mapping, path)
     wanted = {f.field_id for f in projection.fields}
     if row_filter is not None:
         wanted |= {f.field_id for f in row_filter[0].fields}
