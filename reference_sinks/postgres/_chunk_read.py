@@ -139,6 +139,34 @@ def _finish(column: pa.Array, kind: pa.DataType) -> pa.Array:
     return type(as_text).from_arrays(as_text.offsets, finished, type=kind, mask=as_text.is_null())
 
 
+def _copy_rows(conn: psycopg.Connection[Any], copy: psycopg.Copy) -> Iterator[bytes]:
+    """The rows of the ``COPY ... TO STDOUT`` that ``copy`` runs on ``conn``, one by one.
+
+    The rows libpq already holds are taken straight from it (``PQgetCopyData`` without
+    waiting, about a third of the time of psycopg's `Copy.read`, which runs its wait
+    loop for every row); only when libpq has none does `Copy.read` wait for the server.
+    When libpq reports the end itself, the COPY's final result is fetched here, as
+    `Copy.read` would (an error the server sent after the last row is raised).
+    """
+    from psycopg import errors, generators, pq  # noqa: PLC0415  # optional extra
+
+    get = conn.pgconn.get_copy_data
+    while True:
+        nbytes, data = get(1)  # 1: do not wait; raises on a failed read
+        if nbytes > 0:
+            yield bytes(data)
+        elif nbytes == 0:  # nothing held: wait for the server
+            if not (waited := copy.read()):
+                return
+            yield bytes(waited)
+        else:  # -1: the server ended the COPY; take its final result
+            results = conn.wait(generators.fetch_many(conn.pgconn))
+            for result in results:
+                if result.status != pq.ExecStatus.COMMAND_OK:
+                    raise errors.error_from_result(result, encoding=conn.info.encoding)
+            return
+
+
 class _Stopped(Exception):  # a signal, not an error
     """The consumer of `_copy_blocks` went away: stop the COPY."""
 
@@ -149,7 +177,7 @@ _END: Final = object()
 def _copy_blocks(conn: psycopg.Connection[Any], statement: psql.Composed) -> Iterator[bytes]:
     """The output of a ``COPY ... TO STDOUT`` in blocks of whole rows, read by a thread.
 
-    PostgreSQL sends each row as one message, which psycopg hands over one at a time;
+    PostgreSQL sends each row as one message, handed over one at a time (`_copy_rows`);
     a thread gathers them into blocks of about ``_BLOCK_BYTES`` while the caller parses
     the block before (pyarrow's parser releases the GIL), so the server, the row loop
     and the parser run at once. Closing the iterator early cancels the COPY (psycopg
@@ -163,8 +191,8 @@ def _copy_blocks(conn: psycopg.Connection[Any], statement: psql.Composed) -> Ite
             with conn.cursor() as cursor, cursor.copy(statement) as copy:
                 parts: list[bytes] = []
                 size = 0
-                for data in copy:
-                    parts.append(bytes(data))
+                for data in _copy_rows(conn, copy):
+                    parts.append(data)
                     size += len(data)
                     if size >= _BLOCK_BYTES:
                         handoff.put(b"".join(parts))

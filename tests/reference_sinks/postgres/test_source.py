@@ -325,3 +325,20 @@ def test_a_read_closed_early_stops_its_copy_and_leaves_the_connection_usable(pos
         assert threading.active_count() == before
         connection.rollback()
         assert connection.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_an_error_the_server_sends_after_many_rows_fails_the_read(postgres_url):
+    # Rows come from libpq's buffer without waiting (_copy_rows); an error after
+    # 100,000 rows (the COPY's final result, not a row) must still fail the read.
+    relation = Relation.of_query(
+        "SELECT g, 1 / (g - 100000) AS q FROM generate_series(1, 150000) AS g"
+    )
+    schema = pa.schema([("g", pa.int32()), ("q", pa.int32())])
+    with psycopg.connect(postgres_url, options=SESSION_OPTIONS) as connection:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            for _ in read_chunk(
+                connection, relation, ["g", "q"], "g", KeyRange.everything(), schema
+            ):
+                pass
+        connection.rollback()
+        assert connection.execute("SELECT 1").fetchone() == (1,)
