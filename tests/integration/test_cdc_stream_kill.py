@@ -26,7 +26,7 @@ slot's ``confirmed_flush_lsn`` and then its target: the slot never confirms a ch
 the sink has not committed.
 
 A seeded workload, not hypothesis: one example costs a Spark host and four restarts
-(292 s on a shared 2-core machine at load 30, with a heavier workload than now).
+(214 s on a shared 2-core machine at load 14-32; the host takes most of it).
 ``SINKV2_CDC_KILL_SEED`` picks another seed.
 """
 
