@@ -123,10 +123,11 @@ def postgres_url(postgres_server):
         ).fetchall()
         if left:
             import psycopg
+            from psycopg import sql
 
             with psycopg.connect(url, autocommit=True) as connection:
-                for (gid,) in left:
-                    connection.execute("ROLLBACK PREPARED %s", (gid,))
+                for (gid,) in left:  # a utility statement: the gid is a literal, not a parameter
+                    connection.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
         slots = admin.execute(
             "SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = %s "
             "ORDER BY slot_name",

@@ -14,7 +14,9 @@ table with a row number (``sinkv2_row``); chunks are ranges of row numbers of th
 so a replayed chunk reads the same rows. Every change the slot then decodes committed
 after the point: each row is in the snapshot or in the stream, never both, never
 neither. The copy is dropped once the epochs that read it are acknowledged (and, if a
-crash left it, when the query starts again).
+crash left it, when the query starts again). A server crash while chunks are still to
+be read empties the copy (crash recovery resets UNLOGGED tables): `read_chunk` counts
+the rows of each range and refuses to go on with fewer.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from reference_sinks.postgres._cdc_server import PLUGIN, parse_lsn
-from sinkv2.errors import SinkConfigurationError
+from sinkv2.errors import CommitStateError, SinkConfigurationError
 
 if TYPE_CHECKING:
     import psycopg
@@ -86,9 +88,14 @@ def read_chunk(
 ) -> list[tuple[int, tuple[bytes | None, ...]]]:
     """Rows ``(low, high]`` of the copy: ``(row number, each column's text)``.
 
+    The copy's rows are numbered 1..N without gaps, so the range holds exactly
+    ``high - low`` rows; fewer means the copy lost rows.
+
     Raises:
         SinkConfigurationError: The copy is gone (dropped by hand before its epochs
             were acknowledged).
+        CommitStateError: The copy holds fewer rows than the range: the server
+            crashed (crash recovery empties UNLOGGED tables) or it was changed by hand.
     """
     from psycopg import sql  # noqa: PLC0415  # optional extra
 
@@ -106,6 +113,14 @@ def read_chunk(
                 "rows were all read and acknowledged; start over under a new source_id"
             ) from error
         raise
+    if len(rows) != high - low:
+        raise CommitStateError(
+            f"the snapshot copy {copy_name(slot)!r} of slot {slot!r} holds {len(rows)} of its "
+            f"rows {low + 1}..{high}: it is an UNLOGGED table, which PostgreSQL empties when "
+            "it recovers from a crash (or it was changed by hand), so the snapshot is lost. "
+            "Refusing to skip the rows; start over under a new source_id and slot, and "
+            "reload the target"
+        )
     return [
         (int(row[0]), tuple(None if v is None else str(v).encode() for v in row[1:]))
         for row in rows

@@ -1,0 +1,437 @@
+"""PostgresCdcSource streams killed with SIGKILL at each step of the epoch protocol, and a
+PostgreSQL restart: every change lands exactly once, the upsert targets equal the table.
+
+A seeded random workload (`Workload`: bursts of transactions of 1-3 inserts, updates
+and deletes, in each burst one transaction held open while four others commit, so that
+it may span micro-batches) runs on table ``src``: one burst once each query has read
+its snapshot, two while the queries are down. One host (`tests.integration.kill_cdc_stream`) runs four queries, one after
+another, each on its own slot (``snapshot=True``: the first rows come from the slot's
+exported snapshot, in epoch 1; epoch 2 is the first of the stream) into PostgresSink,
+each stopped in epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
+
+- ``epoch-recorded`` (upsert target): the source recorded the epoch, Spark did not log it;
+- ``writers-finished`` (upsert target): the writers prepared their transactions;
+- ``committer-finished`` (change log, append): the sink committed, nothing recorded it;
+- ``acknowledged`` (change log): Spark committed, the slot is not advanced yet.
+
+The test kills the host there, restarts the PostgreSQL server (``pg_ctl restart``:
+the prepared transactions and the slots survive it, every connection is cut), runs more
+changes and restarts the four queries from their checkpoints under ``availableNow``.
+Then: each upsert target, tombstones aside, equals the table, and holds for every key
+its last change; each change log holds the snapshot rows as of its slot's consistent
+point once and every change after it exactly once (by ``(_lsn, _seq)``, compared with
+an oracle slot made before everything and never advanced); no prepared transaction and
+no slot but the five are left. A sampler reads, all along (the restart included), each
+slot's ``confirmed_flush_lsn`` and then its target: the slot never confirms a change
+the sink has not committed.
+
+A seeded workload, not hypothesis: one example costs a Spark host and four restarts
+(214 s on a shared 2-core machine at load 14-32; the host takes most of it).
+``SINKV2_CDC_KILL_SEED`` picks another seed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from reference_sinks.postgres import PostgresCdcSource
+from reference_sinks.postgres._cdc_decode import TupleDecoder
+from reference_sinks.postgres._cdc_server import flush_lsn, parse_lsn
+from sinkv2_spark import register
+from tests.integration import test_driver_kill
+from tests.integration.kill_cdc_stream import PER_TRIGGER, start
+from tests.integration.kill_source_stream import MAX_STARTS, lost_python_worker
+from tests.integration.test_driver_kill import Host
+from tests.integration.test_stream_door_kill import store_problems, wait_for
+from tests.integration.test_stream_driver_kill import prepared_transactions
+
+pytestmark = pytest.mark.spark
+
+SEED = int(os.environ.get("SINKV2_CDC_KILL_SEED", "25"))
+KILLED = 2
+JOBS = (
+    ("epoch-recorded", True),
+    ("committer-finished", False),
+    ("acknowledged", False),
+    ("writers-finished", True),
+)
+"""(stop, upsert target?) of each query; the others write the change log (append).
+
+The host starts them in this order, ``writers-finished`` last: its stop leaves prepared
+transactions, and PostgreSQL creates a logical slot only once every transaction in
+progress has ended - a prepared one included - so a later query's slot would wait for
+ever."""
+ROW = "id int, name text, qty int"
+
+
+class CdcHost(Host):
+    module = "tests.integration.kill_cdc_stream"
+
+    def config(self) -> dict[str, Any]:
+        return {"markers": str(self.markers), "jobs": self.jobs}
+
+
+class Workload(threading.Thread):
+    """Random transactions on ``src`` until told to stop; survives a server restart."""
+
+    def __init__(self, url: str, rng: random.Random, markers: Path, names: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.rng, self.markers, self.names = url, rng, markers, names
+        self.live = set(range(1, 9))
+        self.next_id = 1000  # after 999, the row never changed
+        self.done = threading.Event()
+        self.committed = 0
+        self.spanning = 0  # transactions held open while others committed
+        self.fed: set[str] = set()
+
+    def change(self, connection: Any) -> None:
+        roll = self.rng.random()
+        if roll < 0.45 or not self.live:
+            connection.execute("INSERT INTO src VALUES (%s, %s, 0)", (self.next_id, "n"))
+            self.live.add(self.next_id)
+            self.next_id += 1
+        elif roll < 0.8:
+            key = self.rng.choice(sorted(self.live))
+            connection.execute(
+                "UPDATE src SET qty = qty + 1, name = name || '+' WHERE id = %s", (key,)
+            )
+        else:
+            key = self.rng.choice(sorted(self.live))
+            connection.execute("DELETE FROM src WHERE id = %s", (key,))
+            self.live.discard(key)
+
+    def transaction(self, connection: Any) -> None:
+        with connection.transaction():
+            for _ in range(self.rng.choice((1, 1, 2, 3))):
+                self.change(connection)
+        self.committed += 1
+
+    def burst(self, count: int) -> None:
+        """``count`` transactions, one held open across the first half of them."""
+        with (
+            psycopg.connect(self.url, autocommit=True) as connection,
+            psycopg.connect(self.url) as held,
+        ):
+            held.execute("INSERT INTO src VALUES (%s, 'held', 0)", (self.next_id,))
+            held_id, self.next_id = self.next_id, self.next_id + 1
+            for n in range(count):
+                if n == count // 2:
+                    held.execute("UPDATE src SET qty = qty - 1 WHERE id = %s", (held_id,))
+                    held.commit()
+                    self.live.add(held_id)
+                    self.spanning += 1
+                self.transaction(connection)
+                time.sleep(0.2)
+
+    def hungry(self) -> str | None:
+        """A query that has read its snapshot and got no burst of changes yet."""
+        for name in self.names:
+            if name not in self.fed and (self.markers / f"{name}.epoch-recorded.1").exists():
+                return name
+        return None
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            name = self.hungry()
+            if name is None:  # one burst a query: few micro-batches for the restarts to read
+                time.sleep(0.05)
+                continue
+            self.fed.add(name)
+            try:
+                self.burst(8)
+            except psycopg.OperationalError:  # the server restarts: the burst is lost
+                time.sleep(0.2)
+                try:
+                    with psycopg.connect(self.url, autocommit=True) as connection:
+                        self.live = {r[0] for r in connection.execute("SELECT id FROM src")}
+                except psycopg.OperationalError:
+                    continue  # not up yet
+                self.next_id = max(self.live | {self.next_id}) + 1
+
+
+class Sampler(threading.Thread):
+    """(slot, confirmed position, the target's newest committed ``_lsn``) every 50 ms."""
+
+    def __init__(self, url: str, jobs: list[dict[str, Any]]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.jobs = url, jobs
+        self.samples: list[tuple[str, int, int]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True) as connection:
+                    while not self.done.wait(0.05):
+                        for job in self.jobs:
+                            self.sample(connection, job)
+            except psycopg.OperationalError:  # the server restarts
+                time.sleep(0.2)
+
+    def sample(self, connection: Any, job: dict[str, Any]) -> None:
+        row = connection.execute(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+            (job["slot"],),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return
+        confirmed = parse_lsn(row[0])  # first the slot, then the target
+        newest = connection.execute(f"SELECT coalesce(max(_lsn), 0) FROM {job['table']}")
+        self.samples.append((job["slot"], confirmed, int(newest.fetchone()[0])))
+
+
+def jobs_for(tmp_path: Path, url: str) -> list[dict[str, Any]]:
+    jobs = []
+    with psycopg.connect(url, autocommit=True) as connection:
+        for index, (stop, upsert) in enumerate(JOBS):
+            name = f"cdc-{stop}"
+            base = tmp_path / name
+            table = f"dst_{index}"
+            key = "PRIMARY KEY" if upsert else ""
+            connection.execute(
+                f"CREATE TABLE {table} (_op text, _lsn bigint, _seq int, id int {key}, "
+                "name text, qty int)"
+            )
+            jobs.append(
+                {
+                    "sink_id": name,
+                    "source_id": f"src-{name}",
+                    "url": url,
+                    "src": "src",
+                    "publication": "src_pub",
+                    "slot": f"cdc_{index}",
+                    "table": table,
+                    "upsert": upsert,
+                    "source_store": str(base / "source.sqlite"),
+                    "checkpoint": str(base / "checkpoint"),
+                    "stop_at": stop,
+                    "stop_epoch": KILLED,
+                }
+            )
+    return jobs
+
+
+def restart(spark: Any, job: dict[str, Any]) -> Any:
+    source = PostgresCdcSource(
+        job["url"],
+        "src",
+        publication="src_pub",
+        slot_name=job["slot"],
+        snapshot=True,
+        snapshot_chunk_rows=5,
+    )
+    return start(spark, job, source, job["source_store"], {"availableNow": True})
+
+
+def finish(spark: Any, job: dict[str, Any], query: Any) -> Exception | None:
+    failure: Exception | None = None
+    for _ in range(MAX_STARTS):
+        try:
+            wait_for(query)
+        except Exception as error:  # noqa: BLE001  # reported with the other jobs'
+            if not lost_python_worker(query):
+                return error
+            failure, query = error, restart(spark, job)
+        else:
+            return None
+    return failure
+
+
+Change = tuple[str, int, int, int, str | None, int | None]
+"""(_op, _lsn, _seq, id, name, qty)."""
+
+
+def oracle_changes(connection: Any) -> list[Change]:
+    """Every change of ``src`` since the oracle slot was made, in commit order."""
+    source = PostgresCdcSource(connection.info.dsn, "src", publication="src_pub")
+    decoder = TupleDecoder(connection, source.all_names, source.all_oids, source.all_types)
+    changes: list[Change] = []
+    for transaction in source.transactions(connection, "oracle", flush_lsn(connection)):
+        for seq, change in enumerate(transaction.changes):
+            tuple_ = change.old if change.op == "delete" else change.new
+            assert tuple_ is not None
+            id_, name, qty = decoder.values(tuple_, op=change.op)
+            changes.append((change.op, transaction.end_lsn, seq, id_, name, qty))
+    return changes
+
+
+def apply(state: dict[int, Change], changes: list[Change]) -> dict[int, Change]:
+    """``state`` (id -> its last change) after ``changes``."""
+    state = dict(state)
+    for change in sorted(changes, key=lambda c: (c[1], c[2])):
+        state[change[3]] = change
+    return state
+
+
+def live(state: dict[int, Change]) -> list[tuple[int, str | None, int | None]]:
+    return sorted((c[3], c[4], c[5]) for c in state.values() if c[0] != "delete")
+
+
+def target_problems(
+    db: Any, job: dict[str, Any], oracle: list[Change], table: list[Any]
+) -> list[str]:
+    rows: list[Change] = [
+        tuple(r)  # type: ignore[misc]
+        for r in db.execute(f"SELECT _op, _lsn, _seq, id, name, qty FROM {job['table']}")
+    ]
+    reads = [r for r in rows if r[0] == "read"]
+    if not reads:
+        return ["no snapshot row was read"]
+    point = reads[0][1]
+    problems = []
+    if {r[1] for r in reads} != {point}:
+        problems.append(f"snapshot rows of several LSNs: {sorted({r[1] for r in reads})}")
+    snapshot = apply({}, [c for c in oracle if c[1] <= point])
+    stream = [c for c in oracle if c[1] > point]
+    if job["upsert"]:
+        seeded = {i: ("read", point, 0, *c[3:]) for i, c in snapshot.items() if c[0] != "delete"}
+        want = apply(seeded, stream)  # id -> its last change (a snapshot row: "read")
+        got = {r[3]: r for r in rows}
+        wrong = [
+            i
+            for i, change in want.items()
+            if i not in got
+            or got[i][0] != change[0]
+            or got[i][3:] != change[3:]
+            or got[i][1] != change[1]
+            or (change[0] != "read" and got[i][2] != change[2])
+        ]
+        if wrong or set(got) != set(want):
+            problems.append(
+                f"the upsert target's last changes differ for ids {wrong[:6]} "
+                f"(extra ids {sorted(set(got) - set(want))[:6]})"
+            )
+        mirrored = live(got)
+    else:
+        if sorted((r[3], r[4], r[5]) for r in reads) != live(snapshot):
+            problems.append("the snapshot rows are not the table at the slot's consistent point")
+        logged = Counter(r for r in rows if r[0] != "read")
+        doubled = [c for c, n in logged.items() if n > 1]
+        missing = [c for c in stream if c not in logged]
+        extra = [c for c in logged if c not in set(stream)]
+        if doubled or missing or extra:
+            problems.append(
+                f"change log: {len(doubled)} doubled {doubled[:3]}, {len(missing)} missing "
+                f"{missing[:3]}, {len(extra)} unknown {extra[:3]} ({len(stream)} changes)"
+            )
+        mirrored = live(apply({r[3]: r for r in reads}, [r for r in rows if r[0] != "read"]))
+    if mirrored != sorted(table):
+        problems.append(f"{len(mirrored)} live rows, the table has {len(table)}")
+    return problems
+
+
+def consistent_point(db: Any, job: dict[str, Any]) -> int:
+    """The ``_lsn`` of ``job``'s snapshot rows: its slot's consistent point."""
+    row = db.execute(f"SELECT min(_lsn) FROM {job['table']} WHERE _op = 'read'").fetchone()
+    return int(row[0] or 0)
+
+
+def sample_problems(sampler: Sampler, oracle: list[Change], points: dict[str, int]) -> list[str]:
+    """Each sample: the newest change the slot gave up is in the sink already."""
+    problems = []
+    lsns = sorted({c[1] for c in oracle})
+    for slot, confirmed, newest in sampler.samples:
+        given_up = [lsn for lsn in lsns if points[slot] < lsn <= confirmed]
+        if given_up and given_up[-1] > newest:
+            problems.append(f"slot {slot} confirmed {given_up[-1]} past the sink's {newest}")
+    return problems[:5]
+
+
+def wait_flushed(db: Any) -> None:
+    """Until the WAL written so far is flushed (the test server commits asynchronously)."""
+    want = parse_lsn(db.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+    deadline = time.monotonic() + 10
+    while flush_lsn(db) < want:
+        assert time.monotonic() < deadline, "the WAL was not flushed in 10 s"
+        time.sleep(0.02)
+
+
+def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_once(
+    spark, tmp_path, monkeypatch, postgres_server, postgres_url
+):
+    monkeypatch.setattr(test_driver_kill, "START_TIMEOUT_S", 2 * test_driver_kill.START_TIMEOUT_S)
+    db = psycopg.connect(postgres_url, autocommit=True)
+    db.execute(f"CREATE TABLE src ({ROW}, PRIMARY KEY (id))")
+    db.execute("CREATE PUBLICATION src_pub FOR TABLE src")
+    db.execute("SELECT pg_create_logical_replication_slot('oracle', 'pgoutput')")
+    db.execute("INSERT INTO src SELECT n, 'n' || n, 0 FROM generate_series(1, 8) n")
+    db.execute("INSERT INTO src VALUES (999, 'kept', 0)")  # never changed: a snapshot row
+    jobs = jobs_for(tmp_path, postgres_url)
+    workload = Workload(
+        postgres_url, random.Random(SEED), tmp_path / "markers", [j["sink_id"] for j in jobs]
+    )
+    sampler = Sampler(postgres_url, jobs)
+    host: CdcHost | None = None
+    try:
+        host = CdcHost(tmp_path, jobs)  # makes the markers directory
+        workload.start()
+        sampler.start()
+        host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
+        host.kill()
+        db.close()
+        postgres_server.restart()  # the workload and the sampler reconnect
+        db = psycopg.connect(postgres_url, autocommit=True)
+        workload.done.set()
+        workload.join()
+        workload.burst(8)  # more changes while the queries are down
+        workload.burst(8)
+        wait_flushed(db)  # the restarts read up to the flush position
+        assert workload.spanning >= 4
+
+        register(spark)
+        problems: list[str] = []
+        queries = {job["sink_id"]: restart(spark, job) for job in jobs}  # they run at once
+        for job in jobs:
+            if (failure := finish(spark, job, queries[job["sink_id"]])) is not None:
+                problems.append(f"{job['sink_id']}: the restart failed: {failure!r}")
+        sampler.done.set()
+        sampler.join()
+        assert problems == [], "\n".join(problems)
+
+        oracle = oracle_changes(db)
+        assert len(oracle) > 2 * PER_TRIGGER, "too few changes to span micro-batches"
+        table = db.execute("SELECT id, name, qty FROM src").fetchall()
+        for job in jobs:
+            found = target_problems(db, job, oracle, table) + store_problems(
+                {**job, "kind": "postgres"}
+            )
+            problems += [f"{job['sink_id']} (seed {SEED}): {p}" for p in found]
+        points = {job["slot"]: consistent_point(db, job) for job in jobs}
+        problems += sample_problems(sampler, oracle, points)
+        if len(sampler.samples) < 20:
+            problems.append(f"only {len(sampler.samples)} samples of the slots")
+        if prepared := prepared_transactions(postgres_url):
+            problems.append(f"{len(prepared)} prepared transactions left: {prepared[:4]}")
+        slots = {
+            r[0]
+            for r in db.execute(
+                "SELECT slot_name FROM pg_replication_slots WHERE database = current_database()"
+            )
+        }
+        if slots != {"oracle", *(job["slot"] for job in jobs)}:
+            problems.append(f"replication slots {sorted(slots)}")
+        assert problems == [], "\n".join(problems)
+    finally:
+        if host is not None:
+            host.kill()
+        workload.done.set()
+        sampler.done.set()
+        for thread in (workload, sampler):
+            if thread.is_alive():
+                thread.join(10)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE database = current_database() AND active_pid IS NULL"
+            )
+        if not db.closed:
+            db.close()
