@@ -4,9 +4,10 @@ PostgreSQL restart: every change lands exactly once, the upsert targets equal th
 A seeded random workload (`Workload`: bursts of transactions of 1-3 inserts, updates
 and deletes, in each burst one transaction held open while four others commit, so that
 it may span micro-batches) runs on table ``src``: one burst once each query has read
-its snapshot, two while the queries are down. One host (`tests.integration.kill_cdc_stream`) runs four queries, one after
-another, each on its own slot (``snapshot=True``: the first rows come from the slot's
-exported snapshot, in epoch 1; epoch 2 is the first of the stream) into PostgresSink,
+its snapshot, two while the queries are down. One host
+(`tests.integration.kill_cdc_stream`) runs four queries, one after another, each on its
+own slot (``snapshot=True``: the first rows come from the slot's exported snapshot, in
+epoch 1; epoch 2 is the first of the stream) into PostgresSink,
 each stopped in epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
 
 - ``epoch-recorded`` (upsert target): the source recorded the epoch, Spark did not log it;
