@@ -190,7 +190,8 @@ def test_the_read_door_reads_a_source_its_factory_makes(spark):
         ({}, r"needs \.option\('source', 'module:callable'\)"),
         (
             {"source": "sequence"},
-            r"must be a reference source's short name \(files\) or 'module:callable'",
+            r"must be a reference source's short name \(files, iceberg, postgres, redis_stream\) "
+            r"or 'module:callable'",
         ),
         ({"source": "no_such_module_x:f"}, "names module 'no_such_module_x', which does not"),
         (
