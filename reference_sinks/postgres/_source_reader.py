@@ -21,24 +21,14 @@ from typing import TYPE_CHECKING, Any, final
 
 import pyarrow as pa
 
+from reference_sinks._split_reader import BatchSplitReader, PullingBatchReader
 from reference_sinks.postgres._source_split import PostgresEnumeratorState, PostgresSourceSplit
-from sinkv2.source import SourceOutput, SourceReaderContext, SplitEnumeratorContext
-from sinkv2.source.reader import (
-    RecordsBySplits,
-    SingleThreadMultiplexSourceReaderBase,
-    SplitsAddition,
-    SplitsChange,
-)
+from sinkv2.source import SourceReaderContext, SplitEnumeratorContext
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = [
-    "PostgresSourceReader",
-    "PostgresSplitEnumerator",
-    "PostgresSplitReader",
-    "ReadSplit",
-]
+__all__ = ["PostgresSourceReader", "PostgresSplitEnumerator", "ReadSplit"]
 
 ReadSplit = Callable[["psycopg.Connection[Any]", PostgresSourceSplit], Iterator[pa.RecordBatch]]
 """A split's rows after its position, as batches of the produced type, read on a connection."""
@@ -84,86 +74,41 @@ class PostgresSplitEnumerator:
 
 
 @final
-class PostgresSplitState:
-    """A split being read: the split, and the rows emitted from it so far."""
-
-    __slots__ = ("records_read", "split")
-
-    def __init__(self, split: PostgresSourceSplit) -> None:
-        self.split = split
-        self.records_read = split.records_read
-
-
-@final
-class PostgresSplitReader:
-    """Reads its splits one after another, a batch per fetch, on one connection."""
+class _Connection:
+    """The fetcher thread's connection: opened on the first split, closed with the reader."""
 
     def __init__(self, connect: Connect, read_split: ReadSplit) -> None:
         self._connect = connect
         self._read_split = read_split
         self._connection: psycopg.Connection[Any] | None = None
-        self._splits: collections.deque[PostgresSourceSplit] = collections.deque()
-        self._current: tuple[str, Iterator[pa.RecordBatch]] | None = None
 
-    def fetch(self) -> RecordsBySplits[pa.RecordBatch]:
-        """The current split's next batch, or that split finished."""
-        if self._current is None:
-            if not self._splits:
-                return RecordsBySplits({})
-            split = self._splits.popleft()
-            if self._connection is None:
-                self._connection = self._connect()
-            self._current = (split.id, self._read_split(self._connection, split))
-        split_id, batches = self._current
-        batch = next(batches, None)
-        if batch is None:
-            self._current = None
-            return RecordsBySplits.finished(split_id)
-        return RecordsBySplits({split_id: [batch]})
+    def read(self, split: PostgresSourceSplit) -> Iterator[pa.RecordBatch]:
+        """The split's rows after its position, on this reader's connection."""
+        if self._connection is None:
+            self._connection = self._connect()
+        return self._read_split(self._connection, split)
 
-    def handle_splits_changes(self, splits_changes: SplitsChange[PostgresSourceSplit]) -> None:
-        """Queue added splits; chunk splits are never removed."""
-        if isinstance(splits_changes, SplitsAddition):
-            self._splits.extend(splits_changes.splits)
-
-    def wake_up(self) -> None:
-        """A fetch waits only for the server: nothing to interrupt."""
-
-    def close(self) -> None:
+    def close(self, current: Iterator[pa.RecordBatch] | None) -> None:
         """End the current read and close the connection."""
-        current, self._current = self._current, None
         connection, self._connection = self._connection, None
         if connection is not None:
             if current is not None:  # a COPY still running: stop it rather than drain it
                 connection.cancel_safe()
             connection.close()
         if current is not None:
-            close = getattr(current[1], "close", None)
+            close = getattr(current, "close", None)
             if close is not None:
                 with contextlib.suppress(Exception):  # the connection is closed already
                     close()
 
 
-@final
-class _BatchEmitter:
-    """Emits a batch and moves its split's position by its rows."""
-
-    def emit_record(
-        self,
-        element: pa.RecordBatch,
-        output: SourceOutput[object],
-        split_state: PostgresSplitState,
-    ) -> None:
-        output.collect_batch(element)
-        split_state.records_read += element.num_rows
+def _split_reader(connect: Connect, read_split: ReadSplit) -> BatchSplitReader[PostgresSourceSplit]:
+    connection = _Connection(connect, read_split)
+    return BatchSplitReader(connection.read, connection.close)
 
 
 @final
-class PostgresSourceReader(
-    SingleThreadMultiplexSourceReaderBase[
-        pa.RecordBatch, object, PostgresSourceSplit, PostgresSplitState
-    ]
-):
+class PostgresSourceReader(PullingBatchReader[PostgresSourceSplit]):
     """Asks for a chunk at start and after each finished one; reads it on its connection.
 
     Args:
@@ -175,27 +120,4 @@ class PostgresSourceReader(
     def __init__(
         self, context: SourceReaderContext, connect: Connect, read_split: ReadSplit
     ) -> None:
-        super().__init__(lambda: PostgresSplitReader(connect, read_split), _BatchEmitter(), context)
-        self._restored = False
-
-    def add_splits(self, splits: list[PostgresSourceSplit]) -> None:
-        """Take splits (restored ones before `start`, assigned ones after)."""
-        self._restored = self._restored or bool(splits)
-        super().add_splits(splits)
-
-    def start(self) -> None:
-        """Ask for a first split unless splits were restored."""
-        if not self._restored:
-            self.context.send_split_request()
-
-    def initialized_state(self, split: PostgresSourceSplit) -> PostgresSplitState:
-        """The split's mutable state, at its position."""
-        return PostgresSplitState(split)
-
-    def to_split_type(self, split_id: str, split_state: PostgresSplitState) -> PostgresSourceSplit:
-        """The split at the position reached."""
-        return split_state.split.at(split_state.records_read)
-
-    def on_split_finished(self, finished_split_ids: dict[str, PostgresSplitState]) -> None:
-        """Ask for the next split."""
-        self.context.send_split_request()
+        super().__init__(context, lambda: _split_reader(connect, read_split))
