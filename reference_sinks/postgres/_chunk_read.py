@@ -10,14 +10,16 @@ into the type table's Arrow type with a vectorised cast (`_finish`):
   as they are (the driver's Arrow types are the type table's);
 - every type read as a string cast to ``text`` on the server (``uuid``, ``json``, enums ...);
 - ``numeric`` cast to the field's ``numeric(p, s)`` on the server (which rounds as the
-  type table says), decoded by the driver to its exact text and cast to ``decimal128``;
+  type table says), then to its unscaled ``int8`` when ``p <= 18`` (viewed as
+  ``decimal128(p, s)`` without arithmetic), else to its text (cast to ``decimal128``);
 - ``interval`` as ``extract(epoch ...)`` microseconds (``int8``);
 - arrays the same per element (a multi-dimensional array as its elements in order, as
   ``unnest`` gives them).
 
 Values Arrow cannot hold fail the read with `UnreadableValueError` naming the column:
 infinite dates and timestamps (which the driver would otherwise shift past Arrow's
-range), and numeric ``NaN`` and infinities.
+range), and numeric ``NaN`` and infinities (for ``p <= 18`` the server's own error,
+``cannot convert NaN to bigint``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ the value it was planned from), and each statement a read-only repeatable-read t
 _MIN_TIMESTAMP_US: Final = -210_866_803_200_000_000
 """PostgreSQL's earliest timestamp (4714-11-24 BC) in microseconds since 1970; the driver
 shifts +-infinity (and values past year 294,246) below it."""
+_INT8_DIGITS: Final = 18
+"""A ``numeric(p, s)`` with ``p`` up to this is read as its unscaled ``int8`` (the cheapest
+form to decode); wider ones as their text."""
+_MAX_DECIMAL_DIGITS: Final = 38
 _MIN_DATE_DAYS: Final = -2_440_588
 """PostgreSQL's earliest date (4714-11-24 BC) in days since 1970; +-infinity lands below it."""
 
@@ -129,9 +135,12 @@ def read_expression(column: str, kind: pa.DataType) -> psql.Composable:
     if pa.types.is_string(leaf) or pa.types.is_large_string(leaf):
         return sql.SQL("{}::text" + brackets).format(ident)
     if pa.types.is_decimal(leaf):
-        return sql.SQL("{}::numeric({}, {})" + brackets).format(
+        rounded = sql.SQL("{}::numeric({}, {})").format(
             ident, sql.Literal(leaf.precision), sql.Literal(leaf.scale)
         )
+        if not brackets and leaf.precision <= _INT8_DIGITS:  # its unscaled value fits int8
+            return sql.SQL("({} * {})::int8").format(rounded, sql.Literal(10**leaf.scale))
+        return sql.SQL("{}::text" + brackets).format(rounded + sql.SQL(brackets))
     if pa.types.is_duration(leaf):
         if not brackets:
             return _epoch_us(ident)
@@ -158,6 +167,8 @@ def _finish_leaf(values: pa.Array, kind: pa.DataType, column: str) -> pa.Array:
     """The driver's values of one leaf column (or a list's elements) as Arrow type ``kind``."""
     if isinstance(values, pa.ExtensionArray):  # numeric: its text (opaque extension)
         values = values.storage
+    if pa.types.is_decimal(kind) and pa.types.is_int64(values.type):  # unscaled
+        return values.cast(pa.decimal128(_MAX_DECIMAL_DIGITS, 0)).view(kind)
     if pa.types.is_decimal(kind):
         try:
             return values.cast(kind)

@@ -258,17 +258,19 @@ def test_read_only_types_arrays_of_them_and_multi_dimensional_arrays_read_as_the
     }
 
 
-def test_values_arrow_cannot_hold_fail_the_read_naming_the_column(postgres_url):
-    cases = {
-        "tz": ("timestamptz", "'infinity'"),
-        "ts": ("timestamp", "'-infinity'"),
-        "d": ("date[]", "ARRAY['2024-01-01'::date, 'infinity']"),
-        "n": ("numeric(10, 2)", "'NaN'"),
+def test_values_arrow_cannot_hold_fail_the_read(postgres_url):
+    named = r"column '{}' holds .*Arrow cannot hold"
+    cases = {  # column: (type, bad value, what the error says)
+        "tz": ("timestamptz", "'infinity'", named),
+        "ts": ("timestamp", "'-infinity'", named),
+        "d": ("date[]", "ARRAY['2024-01-01'::date, 'infinity']", named),
+        "w": ("numeric(30, 2)", "'NaN'", named),  # read as text
+        "n": ("numeric(10, 2)", "'NaN'", "cannot convert NaN to bigint"),  # as unscaled int8
     }
     with psycopg.connect(postgres_url, autocommit=True) as connection:
-        for name, (kind, value) in cases.items():
+        for name, (kind, value, _) in cases.items():
             connection.execute(f"CREATE TABLE bad_{name} (id int PRIMARY KEY, {name} {kind})")
             connection.execute(f"INSERT INTO bad_{name} VALUES (1, NULL), (2, {value})")
-    for name in cases:
-        with pytest.raises(PostgresReadError, match=rf"column '{name}' holds .*Arrow cannot hold"):
+    for name, (_, _, says) in cases.items():
+        with pytest.raises(PostgresReadError, match=says.format(name)):
             _read(postgres_url, f"bad_{name}")
