@@ -293,6 +293,12 @@ class PostgresSource:
             self.split_key = split_key
             connection.rollback()
         self.order_by = self._order(described)
+        # Declared NOT NULL: read without NULLS FIRST and NULL tests, so an index can serve them.
+        self.not_null = frozenset(
+            c.name
+            for c in described.columns
+            if c.not_null and (c.name in self.order_by or c.name == split_key)
+        )
 
     def _select(
         self, described: _Described, wanted: Sequence[str] | None
@@ -404,6 +410,7 @@ class PostgresSource:
                 order_by=self.order_by,
                 skip=split.records_read,
                 batch_rows=self.batch_rows,
+                not_null=self.not_null,
             )
         except (adbc_driver_manager.Error, pa.ArrowIOError, UnreadableValueError) as error:
             raise PostgresReadError(

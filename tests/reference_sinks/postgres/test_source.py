@@ -205,6 +205,36 @@ def test_a_value_arrow_cannot_hold_fails_the_read_naming_split_and_relation(post
     assert any(isinstance(error, PostgresReadError) for error in chain)
 
 
+def test_a_not_null_key_is_read_through_its_index_and_a_nullable_one_takes_its_nulls(orders):
+    from reference_sinks.postgres._chunk_read import _query
+
+    def statement(source: PostgresSource, split: PostgresSourceSplit) -> str:
+        return _query(
+            source.relation,
+            source.columns,
+            source.split_key,
+            split.key_range(),
+            source.get_produced_type(),
+            source.order_by,
+            0,
+            source.not_null,
+        )
+
+    by_id = PostgresSource(orders, "orders", chunks=2)  # the primary key: NOT NULL
+    first = by_id.plan()[0]
+    assert first.key_range().nulls  # planned as any first range ...
+    text = statement(by_id, first)
+    assert "NULL" not in text  # ... read without NULL handling: the index serves it
+    with psycopg.connect(orders) as connection:  # a sort only if the order needs one
+        connection.execute("SET enable_sort = off")
+        plan = " ".join(row[0] for row in connection.execute("EXPLAIN " + text).fetchall())
+    assert "Sort" not in plan, plan
+    by_customer = PostgresSource(orders, "orders", split_key="customer", chunks=2)
+    text = statement(by_customer, by_customer.plan()[0])
+    assert '"customer" IS NULL OR' in text
+    assert 'ORDER BY "customer" NULLS FIRST, "id"' in text
+
+
 def test_splits_and_source_survive_pickling(orders):
     import cloudpickle
 
