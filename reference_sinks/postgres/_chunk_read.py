@@ -18,8 +18,8 @@ into the type table's Arrow type with a vectorised cast (`_finish`):
 
 Values Arrow cannot hold fail the read with `UnreadableValueError` naming the column:
 infinite dates and timestamps (which the driver would otherwise shift past Arrow's
-range), and numeric ``NaN`` and infinities (for ``p <= 18`` the server's own error,
-``cannot convert NaN to bigint``).
+range), and numeric ``NaN`` and infinities (for ``p <= 18`` the server refuses the cast to ``int8``,
+and the error names the column).
 """
 
 from __future__ import annotations
@@ -280,6 +280,12 @@ def read_chunk(  # noqa: PLR0917  # the interface of _chunks' docstring
             for start in range(0, finished.num_rows, batch_rows):
                 yield finished.slice(start, batch_rows)
         done = True
+    except (OSError, pa.ArrowException, _adbc_error()) as error:
+        if "cannot convert" not in str(error) or not (narrow := _int8_decimals(columns, schema)):
+            raise
+        raise _unreadable(  # the server's cast to int8 of a narrow numeric refused it
+            narrow[0] if len(narrow) == 1 else f"one of {narrow}", "numeric NaN or infinity"
+        ) from error
     finally:
         if not done:  # failed or closed early: stop the server's COPY rather than drain it
             _cancel(cursor)
@@ -291,6 +297,15 @@ def read_chunk(  # noqa: PLR0917  # the interface of _chunks' docstring
             if done:
                 raise
             # else: closing what was cancelled or failed; the first error is the one raised
+
+
+def _int8_decimals(columns: Sequence[str], schema: pa.Schema) -> list[str]:
+    """The columns read as their unscaled int8 (see `read_expression`)."""
+    return [
+        column
+        for column, field in zip(columns, schema, strict=True)
+        if pa.types.is_decimal(field.type) and field.type.precision <= _INT8_DIGITS
+    ]
 
 
 def _adbc_error() -> type[Exception]:

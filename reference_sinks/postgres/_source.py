@@ -413,11 +413,16 @@ class PostgresSource:
                 not_null=self.not_null,
             )
         except (adbc_driver_manager.Error, pa.ArrowIOError, UnreadableValueError) as error:
+            hint = (
+                ""  # it names the column and what to do
+                if isinstance(error, UnreadableValueError)
+                else ". Values Arrow cannot hold (infinite dates or timestamps, numeric NaN or "
+                "digits beyond the column's decimal type) fail the read: filter or cast them "
+                "in query='SELECT ...'"
+            )
             raise PostgresReadError(
                 f"PostgresSource could not read split {split.id} {split.key_range()} of "
-                f"{self.relation}: {str(error).strip()}. Values Arrow cannot hold (infinite "
-                "dates or timestamps, numeric NaN or digits beyond the column's decimal type) "
-                "fail the read: filter or cast them in query='SELECT ...'",
+                f"{self.relation}: {str(error).strip()}{hint}",
                 split_id=split.id,
             ) from error
 
