@@ -270,7 +270,7 @@ def test_restarts_rescaled_idle_readers_a_failed_task_and_input_rows_each_entry_
         reading.wait_for(query, collector, appended)
         progress_up_to(query, meanwhile)
         seen = collector.count()
-        time.sleep(0.5)  # twenty-five poll intervals with nothing new
+        time.sleep(0.3)  # fifteen poll intervals with nothing new
         assert collector.count() == seen
         assert query.isActive
         assert query.exception() is None
@@ -289,7 +289,7 @@ def test_restarts_rescaled_idle_readers_a_failed_task_and_input_rows_each_entry_
     try:  # run 3: two subtasks again
         reading.wait_for(query, collector, appended)
         progress_up_to(query, meanwhile)
-        time.sleep(0.3)  # more ticks: nothing more may arrive
+        time.sleep(0.2)  # more ticks: nothing more may arrive
     finally:
         query.stop()
     runs.append((query, meanwhile, 2, new_batches(collector, runs)))
