@@ -129,7 +129,12 @@ def test_snapshot_then_changes_once_in_order_across_rescaled_restarts_and_idle_t
 
         want = changes(db, rng, live, next_id, 12)
         next_id += 100
-        run2 = start(stream(spark, source, tmp_path, 2), tmp_path / "checkpoint", collector)
+        run2 = start(  # a micro-batch at most every 100 ms, not a busy loop
+            stream(spark, source, tmp_path, 2),
+            tmp_path / "checkpoint",
+            collector,
+            processingTime="100 milliseconds",
+        )
         try:
             wait_for(run2, collector, len(snapshot) + len(want))
             progress_up_to(run2, len(want))

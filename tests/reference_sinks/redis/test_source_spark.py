@@ -232,6 +232,11 @@ def suite_stream(
     )
 
 
+def start_run(df: Any, checkpoint: Path, collector: Any) -> Any:
+    """Start ``df`` into ``collector``, a micro-batch at most every 100 ms (not a busy loop)."""
+    return reading.start(df, checkpoint, collector, processingTime="100 milliseconds")
+
+
 def progress_up_to(query: Any, rows: int) -> None:
     """Wait until ``query``'s progress reports ``rows`` input rows (it comes after the batch)."""
     deadline = time.monotonic() + TIMEOUT_S
@@ -252,7 +257,7 @@ def test_restarts_rescaled_idle_readers_a_failed_task_and_input_rows_each_entry_
     collector = reading.Collector()
     appended = sum(len(append(redis_client, key, 30)) for key in SUITE_KEYS)
 
-    query = reading.start(
+    query = start_run(
         suite_stream(spark, redis_server.url, state, 2, marker), checkpoint, collector
     )
     try:  # run 1: two subtasks, one task fails once
@@ -265,7 +270,7 @@ def test_restarts_rescaled_idle_readers_a_failed_task_and_input_rows_each_entry_
 
     meanwhile = sum(len(append(redis_client, key, 12)) for key in SUITE_KEYS)
     appended += meanwhile
-    query = reading.start(suite_stream(spark, redis_server.url, state, 4), checkpoint, collector)
+    query = start_run(suite_stream(spark, redis_server.url, state, 4), checkpoint, collector)
     try:  # run 2: four subtasks over three keys, then idle ticks, then more
         reading.wait_for(query, collector, appended)
         progress_up_to(query, meanwhile)
@@ -285,7 +290,7 @@ def test_restarts_rescaled_idle_readers_a_failed_task_and_input_rows_each_entry_
 
     meanwhile = sum(len(append(redis_client, key, 9)) for key in SUITE_KEYS)
     appended += meanwhile
-    query = reading.start(suite_stream(spark, redis_server.url, state, 2), checkpoint, collector)
+    query = start_run(suite_stream(spark, redis_server.url, state, 2), checkpoint, collector)
     try:  # run 3: two subtasks again
         reading.wait_for(query, collector, appended)
         progress_up_to(query, meanwhile)
