@@ -26,12 +26,16 @@ streaming source runner, which blocks the micro-batch loop while it sleeps):
   the store has marked epoch N) or after (``notified``: the coordinator has not
   pruned yet).
 
+A job with a ``source`` (``"module:callable"``, called with the job) reads that source
+instead of the log source; only the store's and the sink's faults apply to it.
+
 Micro-batch ``b`` reads source epoch ``b + 1`` and is the sink's checkpoint ``b + 1``,
 so one number names the same micro-batch on both sides.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -244,9 +248,13 @@ def main(config_path: str) -> None:
                     raise SystemExit(f"{name} failed before reaching {job['stop_at']}")
             starts[name] += 1
             plan = plan_of(config, job)
-            source = FaultLogSource(
-                job["logs"], plan, discovery_interval_ms=50, ack_path=job["ack"], batch_lines=17
-            )
+            if "source" in job:  # another source: a "module:callable" taking the job
+                module, _, name = job["source"].partition(":")
+                source = getattr(importlib.import_module(module), name)(job)
+            else:
+                source = FaultLogSource(
+                    job["logs"], plan, discovery_interval_ms=50, ack_path=job["ack"], batch_lines=17
+                )
             store = FaultStore(job["source_store"], plan)
             running[name] = start(spark, job, source, store, {}, hook=True)
             break
