@@ -20,17 +20,16 @@ transactions and before the offset is logged):
 - ``notified``: after ``notify_checkpoint_complete(2)``, before the coordinator pruned
   epoch 1.
 
-Three more queries read the reference sources through the host's ``source`` hook,
+Two more queries read the reference sources through the host's ``source`` hook,
 each into a FileSink (`HOOK_JOBS`):
 
 - an IcebergSource following a table of append snapshots (`ROWS` rows each), killed at
   ``writers-finished``: the restart replays the recorded epoch, not a new plan over a
   table that has grown meanwhile;
 - a FileSource with ``clean_source="delete"`` killed at ``writers-finished`` (epoch 2
-  read and staged, not committed) and one with ``clean_source="archive"`` killed at
-  ``marked`` (Spark committed epoch 2, the store marked it, its files not yet
-  cleaned): at the kill, every input record is committed downstream or still in its
-  file, and the files of the committed epoch 1 are cleaned already.
+  read and staged, not committed): at the kill, every input record is committed
+  downstream or still in its file, and the files of the committed epoch 1 are
+  cleaned already (``clean_source="archive"`` also checks each file archived once).
 
 The test kills the host there, as a crashed machine (`Host.kill`), appends more lines
 to the logs (snapshots to the table, files to the FileSources' directories), and
@@ -45,7 +44,8 @@ acknowledgement at most once, in order.
 One host, eight queries: 210 s on a shared 2-core machine (load 6), 256 s at load 10
 (with IcebergSink at every step, before PostgresSink took two of its places).
 The IcebergSource and FileSource queries of the host's ``source`` hook share the
-same host and restart instead of starting JVMs of their own.
+same host and restart instead of starting JVMs of their own: with three of them
+(eleven queries) 508 s at load 13-16, their host steps 17-37 s each at that load.
 """
 
 from __future__ import annotations
@@ -98,9 +98,13 @@ LINES = 60  # per file: 120 lines, at most PER_TRIGGER a micro-batch, so 3 micro
 HOOK_JOBS = (
     ("iceberg-source", "writers-finished"),
     ("clean-delete", "writers-finished"),
-    ("clean-archive", "marked"),
 )
-"""(source, stop) of each query reading a reference source through the host's hook."""
+"""(source, stop) of each query reading a reference source through the host's hook.
+
+``("clean-archive", "marked")`` (committed, the store marked the epoch, its files not
+yet archived: the restart must still archive them) passed too (2026-11-27, with the
+other ten queries in 508 s at load 13-16); left out for CI time, it costs a query.
+"""
 RELEASE_TIMEOUT_S = 30.0
 """How long an ended query's source runner may take to let its source id go."""
 SOURCE_TABLE = "ns.appends"
