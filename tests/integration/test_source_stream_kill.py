@@ -44,8 +44,9 @@ acknowledgement at most once, in order.
 One host, eight queries: 210 s on a shared 2-core machine (load 6), 256 s at load 10
 (with IcebergSink at every step, before PostgresSink took two of its places).
 The IcebergSource and FileSource queries of the host's ``source`` hook share the
-same host and restart instead of starting JVMs of their own: with three of them
-(eleven queries) 508 s at load 13-16, their host steps 17-37 s each at that load.
+same host and restart instead of starting JVMs of their own. With the two (ten
+queries): 236 s at load 9-11 (2026-11-27), their host steps 14 s and 6 s; without
+them, the next run: 281 s at load 9-12 - the difference is within this machine's noise.
 """
 
 from __future__ import annotations
