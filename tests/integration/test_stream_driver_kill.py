@@ -71,7 +71,7 @@ KILLED = 2
 JOBS = [(kind, source) for kind in ("files", "iceberg") for source in ("files", "rate")] + [
     ("postgres", "files")
 ]
-RESTART_TIMEOUT_S = 240.0
+RESTART_TIMEOUT_S = 600.0  # only a deadline for a hung restart; a loaded machine is slow
 
 # scenario: (the step the host stops at in checkpoint KILLED, decoupled_commit)
 SCENARIOS = {
