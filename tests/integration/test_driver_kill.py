@@ -29,7 +29,6 @@ the job succeeds with nothing left in staging.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -266,22 +265,6 @@ def rerun_and_check(spark, job, expected: set[CommitStatus], dead_jobs: int | No
     return [f"{job['sink_id']}: {problem}" for problem in problems]
 
 
-def rerun_all(spark, jobs, expected_of, dead_jobs: int | None) -> list[str]:
-    """`rerun_and_check` for every job at once, in this process's Spark session; the problems.
-
-    The re-runs are independent (own sink id, store and destination); run one after
-    the other, most of their time was each job's driver-side steps (planning, the
-    coordinator, commits, reading back) with the other core idle. ``expected_of(job)``
-    is the set of statuses the job's re-run may end with. A re-run that raises is
-    re-raised here, as it would be run alone.
-    """
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        runs = [
-            pool.submit(rerun_and_check, spark, job, expected_of(job), dead_jobs) for job in jobs
-        ]
-    return [problem for run in runs for problem in run.result()]
-
-
 def staging_leftovers(base: Path) -> list[str]:
     """Every file and directory under ``<base>/_staging/``."""
     staging = base / "_staging"
@@ -357,7 +340,11 @@ def test_a_driver_host_killed_at_a_stage_leaves_nothing_after_the_rerun(  # noqa
         for job in jobs:
             if not job["kind"].startswith(("iceberg", "postgres")):
                 assert staging_leftovers(Path(job["location"])), job
-    problems = rerun_all(spark, jobs, lambda job: {STATUS_AFTER[stage]}, dead_jobs=1)
+    problems = [
+        problem
+        for job in jobs
+        for problem in rerun_and_check(spark, job, {STATUS_AFTER[stage]}, dead_jobs=1)
+    ]
     assert problems == [], "\n".join(problems)
 
 
@@ -414,18 +401,18 @@ def test_a_driver_host_killed_at_a_random_moment_leaves_nothing_after_the_rerun(
     time.sleep(delay)
     reached = host.reached()
     host.kill()
-
-    def expected(job: dict[str, Any]) -> set[CommitStatus]:
+    problems = []
+    for job in jobs:
         sink_id = job["sink_id"]
         if f"{sink_id}.committed-recorded" in reached:
-            return {CommitStatus.ALREADY_COMMITTED}
-        if f"{sink_id}.pending-recorded" in reached:
-            return {CommitStatus.RECOMMITTED, CommitStatus.ALREADY_COMMITTED}
-        return set(CommitStatus)  # the epoch may have been recorded after the markers were read
-
-    # Not checked: how many dead jobs the re-run cleaned (a job may finish between
-    # reading the markers and the kill). Staging and unreferenced files are.
-    problems = rerun_all(spark, jobs, expected, dead_jobs=None)
+            expected = {CommitStatus.ALREADY_COMMITTED}
+        elif f"{sink_id}.pending-recorded" in reached:
+            expected = {CommitStatus.RECOMMITTED, CommitStatus.ALREADY_COMMITTED}
+        else:  # the epoch may have been recorded after the markers were read
+            expected = set(CommitStatus)
+        # Not checked: how many dead jobs the re-run cleaned (a job may finish between
+        # reading the markers and the kill). Staging and unreferenced files are.
+        problems += rerun_and_check(spark, job, expected, dead_jobs=None)
     moment = f"killed {delay:.2f}s after {anchor}, having reached {reached}"
     print(moment)
     assert problems == [], f"{moment}:\n" + "\n".join(problems)
@@ -446,7 +433,11 @@ def test_a_driver_host_killed_mid_native_write_leaves_nothing_after_the_rerun(
     for job in jobs:
         temporary = list(Path(job["location"]).rglob("*-native-*/_temporary"))
         assert temporary, f"{job['sink_id']}: no _temporary left by the killed write"
-    problems = rerun_all(spark, jobs, lambda job: {CommitStatus.COMMITTED}, dead_jobs=1)
+    problems = [
+        problem
+        for job in jobs
+        for problem in rerun_and_check(spark, job, {CommitStatus.COMMITTED}, dead_jobs=1)
+    ]
     for job in jobs:
         if list(Path(job["location"]).rglob("_temporary")):
             problems.append(f"{job['sink_id']}: _temporary is still there")

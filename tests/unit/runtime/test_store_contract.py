@@ -670,41 +670,13 @@ MODEL_LEGAL = {
 MODEL_NO_OP = {("committed", "committed"), ("aborted", "aborted")}
 
 
-def empty_store(backend):
-    """A store with no epochs and no fences, for one example of `StoreAgainstModel`.
-
-    SQLite: a new file. PostgreSQL: the test's first example gets a schema of its own
-    (its first acquire creates the tables), and each later one the same schema with
-    every row but the layout version deleted: what a new schema holds once its tables
-    are made, without the DDL per example, and without hundreds of schemas piling up
-    in the catalog that every acquire's ``pg_tables`` lookup would then scan.
-    """
-    if backend.name != "postgres":
-        return backend.fresh_store()
-    store = getattr(backend, "model_store", None)
-    if store is None:
-        backend.model_store = store = backend.fresh_store()
-        return store
-    with backend.connect() as connection:
-        tables = [
-            name
-            for (name,) in connection.execute(
-                "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %s",
-                (store.schema,),
-            )
-            if name != "sink_store_layout"
-        ]
-        connection.execute("".join(f'DELETE FROM "{store.schema}".{t};' for t in tables))
-    return store
-
-
 class StoreAgainstModel(RuleBasedStateMachine):
     """Random operations over several sink ids, checked against a dict after each."""
 
     def __init__(self, backend):
         super().__init__()
         self.backend = backend
-        self.store = empty_store(backend)
+        self.store = backend.fresh_store()
         self.leases = {}
         self.tokens = {}
         self.model = {}  # (sink, epoch) -> (status, explicit, version, payload, token)
