@@ -1,11 +1,11 @@
 """The splits an enumerator has not handed out yet, and the readers waiting for one.
 
-`FileSource` and `IcebergSource` assign the same way, as Flink's file and Iceberg
-enumerators do with their split assigners: a reader asks for a split when it has
-none left; the request waits until a split is there and the reader is registered;
-a failed reader's splits go back to the front, so they are read again first. A
-bounded source answers a request with "no more splits" once none is left; a
-continuous one keeps the request until its discovery adds splits.
+`FileSource`, `IcebergSource` and `PostgresSource` assign the same way, as Flink's
+file, Iceberg and JDBC enumerators do with their split assigners: a reader asks for
+a split when it has none left; the request waits until a split is there and the
+reader is registered; a failed reader's splits go back to the front, so they are
+read again first. A bounded source answers a request with "no more splits" once
+none is left; a continuous one keeps the request until its discovery adds splits.
 """
 
 from __future__ import annotations

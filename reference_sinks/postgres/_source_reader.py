@@ -14,13 +14,13 @@ the chunk's rows in the chunk's order after the split's position, a batch per fe
 
 from __future__ import annotations
 
-import collections
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, final
 
 import pyarrow as pa
 
+from reference_sinks._split_queue import SplitQueue
 from reference_sinks._split_reader import BatchSplitReader, PullingBatchReader
 from reference_sinks.postgres._source_split import PostgresEnumeratorState, PostgresSourceSplit
 from sinkv2.source import SourceReaderContext, SplitEnumeratorContext
@@ -42,8 +42,7 @@ class PostgresSplitEnumerator:
     def __init__(
         self, context: SplitEnumeratorContext[PostgresSourceSplit], state: PostgresEnumeratorState
     ) -> None:
-        self._context = context
-        self._remaining = collections.deque(state.remaining)
+        self._splits = SplitQueue(context, state.remaining, continuous=False)
 
     def start(self) -> None:
         """Nothing: the chunks were planned before."""
@@ -53,21 +52,19 @@ class PostgresSplitEnumerator:
 
     def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
         """Assign the next chunk, or signal that none is left."""
-        if not self._remaining:
-            self._context.signal_no_more_splits(subtask_id)
-            return
-        self._context.assign_split(self._remaining.popleft(), subtask_id)
+        self._splits.request(subtask_id, requester_hostname)
 
     def add_splits_back(self, splits: list[PostgresSourceSplit], subtask_id: int) -> None:
         """A failed reader's splits go first to the next requests."""
-        self._remaining.extendleft(reversed(splits))
+        self._splits.add_back(splits)
 
     def add_reader(self, subtask_id: int) -> None:
-        """Nothing: readers ask for splits themselves."""
+        """A reader (re)registered: a request of an earlier reader of its subtask is void."""
+        self._splits.forget_request(subtask_id)
 
     def snapshot_state(self, checkpoint_id: int) -> PostgresEnumeratorState:
         """The chunks not assigned yet."""
-        return PostgresEnumeratorState(remaining=tuple(self._remaining))
+        return PostgresEnumeratorState(remaining=self._splits.remaining)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Nothing: a snapshot acknowledges nothing upstream."""

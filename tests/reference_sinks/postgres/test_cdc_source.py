@@ -342,10 +342,7 @@ def test_a_snapshot_then_the_stream_gives_each_row_exactly_once(db, postgres_url
         epoch = run.coordinator.initial_epoch()
         copy = "sinkv2_snap_snap"
         assert db.execute("SELECT count(*) FROM sinkv2_snap_snap").fetchone()[0] == 25
-        db.execute("UPDATE items SET name = 'changed' WHERE id = 1")  # after the point
-        db.execute("DELETE FROM items WHERE id = 2")
-        db.execute("INSERT INTO items VALUES (100, 'new', 1, NULL)")
-        flushed(db)
+        change_after_the_snapshot(db)
         epoch = run.coordinator.next_epoch(epoch, ReadLimit(max_records=12))
         epochs.append(run.read(epoch))
         run.coordinator.close()  # a restart in the middle of the snapshot
@@ -363,6 +360,19 @@ def test_a_snapshot_then_the_stream_gives_each_row_exactly_once(db, postgres_url
     first_change = next(i for i, ops in enumerate(kinds) if ops != {"read"})
     assert all(ops == {"read"} for ops in kinds[:first_change])
     assert all("read" not in ops for ops in kinds[first_change:])  # never mixed, never after
+    check_snapshot_then_changes(epochs, dict(db.execute("SELECT id, name FROM items").fetchall()))
+
+
+def change_after_the_snapshot(db: Any) -> None:
+    """The changes `check_snapshot_then_changes` expects after the 25 rows of the snapshot."""
+    db.execute("UPDATE items SET name = 'changed' WHERE id = 1")  # after the point
+    db.execute("DELETE FROM items WHERE id = 2")
+    db.execute("INSERT INTO items VALUES (100, 'new', 1, NULL)")
+    flushed(db)
+
+
+def check_snapshot_then_changes(epochs: list[list[dict[str, Any]]], table: dict[int, str]) -> None:
+    """The snapshot's 25 rows once, then `change_after_the_snapshot`'s changes: ``table``."""
     rows = [row for part in epochs for row in part]
     read = sorted(row["id"] for row in rows if row["_op"] == "read")
     assert read == list(range(1, 26))  # every row of the snapshot once, as it was
@@ -377,5 +387,4 @@ def test_a_snapshot_then_the_stream_gives_each_row_exactly_once(db, postgres_url
             mirror.pop(row["id"])
         else:
             mirror[row["id"]] = row["name"]
-    table = dict(db.execute("SELECT id, name FROM items").fetchall())
     assert mirror == table
