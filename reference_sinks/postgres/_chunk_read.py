@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "READER_SETTINGS",
     "UnreadableValueError",
+    "adbc_error",
     "connect_reader",
     "read_chunk",
     "read_expression",
@@ -80,6 +81,7 @@ def connect_reader(url: str, application_name: str) -> dbapi.Connection:
     Raises:
         adbc_driver_manager.Error: The server cannot be reached.
     """
+    adbc_error()  # the driver is there, or a clear install line
     import adbc_driver_postgresql.dbapi  # type: ignore[import-untyped]  # noqa: PLC0415
 
     connection: dbapi.Connection = adbc_driver_postgresql.dbapi.connect(url, autocommit=True)
@@ -280,7 +282,7 @@ def read_chunk(  # noqa: PLR0917  # the interface of _chunks' docstring
             for start in range(0, finished.num_rows, batch_rows):
                 yield finished.slice(start, batch_rows)
         done = True
-    except (OSError, pa.ArrowException, _adbc_error()) as error:
+    except (OSError, pa.ArrowException, adbc_error()) as error:
         if "cannot convert" not in str(error) or not (narrow := _int8_decimals(columns, schema)):
             raise
         raise _unreadable(  # the server's cast to int8 of a narrow numeric refused it
@@ -293,7 +295,7 @@ def read_chunk(  # noqa: PLR0917  # the interface of _chunks' docstring
             if batches is not None:
                 batches.close()
             cursor.close()
-        except (OSError, pa.ArrowException, _adbc_error()):
+        except (OSError, pa.ArrowException, adbc_error()):
             if done:
                 raise
             # else: closing what was cancelled or failed; the first error is the one raised
@@ -308,14 +310,25 @@ def _int8_decimals(columns: Sequence[str], schema: pa.Schema) -> list[str]:
     ]
 
 
-def _adbc_error() -> type[Exception]:
-    import adbc_driver_manager  # noqa: PLC0415  # optional extra
+def adbc_error() -> type[Exception]:
+    """ADBC's error class; without the driver installed, an ImportError saying what to install.
 
+    The driver is in the ``postgres`` extra with psycopg; an environment that has only
+    psycopg (enough for `PostgresSink`) gets the install line, not a bare module error.
+    """
+    try:
+        import adbc_driver_manager  # noqa: PLC0415  # optional extra
+        import adbc_driver_postgresql  # noqa: F401, PLC0415
+    except ImportError as error:
+        raise ImportError(
+            "PostgresSource reads with ADBC's PostgreSQL driver; install it with: "
+            "pip install 'sinkv2[postgres]' (or adbc-driver-postgresql)"
+        ) from error
     return adbc_driver_manager.Error
 
 
 def _cancel(cursor: Any) -> None:
     try:
         cursor.adbc_cancel()
-    except _adbc_error():
+    except adbc_error():
         pass  # nothing running any more

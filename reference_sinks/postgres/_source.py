@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import pyarrow as pa
 
-from reference_sinks.postgres._chunk_read import UnreadableValueError, connect_reader, read_chunk
+from reference_sinks.postgres._chunk_read import (
+    UnreadableValueError,
+    adbc_error,
+    connect_reader,
+    read_chunk,
+)
 from reference_sinks.postgres._chunks import (
     SESSION_OPTIONS,
     Relation,
@@ -384,11 +389,10 @@ class PostgresSource:
 
     def _reader_connection(self) -> dbapi.Connection:
         """The reader's connection: ADBC's PostgreSQL driver (see ``_chunk_read``)."""
-        import adbc_driver_manager  # noqa: PLC0415  # optional extra
-
+        connection_error = adbc_error()
         try:
             return connect_reader(self.url, _APPLICATION)
-        except adbc_driver_manager.Error as error:
+        except connection_error as error:
             raise SinkConfigurationError(
                 f"PostgresSource could not connect to PostgreSQL: {str(error).strip()}; check "
                 "the url ('postgresql://user@host:5432/db') and that the server is up"

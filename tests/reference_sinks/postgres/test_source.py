@@ -9,6 +9,7 @@ on a text key with duplicates and NULLs (ties ordered by the other column).
 import datetime as dt
 import itertools
 import logging
+import sys
 from collections import Counter
 
 import adbc_driver_manager
@@ -190,6 +191,12 @@ def test_bad_configuration_is_refused_with_clear_messages(orders):
             PostgresSource(orders, **options)
     with pytest.raises(SinkConfigurationError, match="could not connect to PostgreSQL"):
         PostgresSource("postgresql://nobody@127.0.0.1:1/none", "orders")
+
+
+def test_a_reader_without_the_adbc_driver_names_the_install_line(orders, monkeypatch):
+    monkeypatch.setitem(sys.modules, "adbc_driver_postgresql", None)  # import fails
+    with pytest.raises(ImportError, match=r"pip install 'sinkv2\[postgres\]'"):
+        PostgresSource(orders, "orders")._reader_connection()
 
 
 def test_a_value_arrow_cannot_hold_fails_the_read_naming_split_and_relation(postgres_url):
