@@ -20,7 +20,10 @@ The data is every benchmark's (``common.data``: ``id`` long, ``key`` string,
   the rows and sums ``id``, ``native_read=False``: rows through Spark's Python
   data source;
 - ``from_source(IcebergSource) native``: the same with ``native_read=True``
-  (`IcebergSource.native_read`: Spark's own Parquet reader reads the data files).
+  (`IcebergSource.native_read`: Spark's own Parquet reader reads the data files);
+- ``spark.read.parquet(data files)``: Spark's own Parquet reader given the table's
+  data files directly (no Iceberg planning): the floor of any Spark-based read, so
+  the source's own overhead is the difference between this and the native path.
 
 The load average (1 min) is printed with every run: the machine may be shared.
 
@@ -80,6 +83,10 @@ def main() -> None:
                     part = frame.where(f"id >= {start} and id < {start + per_file}").toArrow()
                     transaction.append(part.cast(schema))
             source = IcebergSource(catalog, "bench.rows")
+            data_files = [
+                task.file.file_path.removeprefix("file://")
+                for task in catalog.load_table("bench.rows").scan().plan_files()
+            ]
 
             def pyiceberg_read(catalog: Any = catalog) -> tuple[int, int]:
                 arrow = catalog.load_table("bench.rows").scan().to_arrow()
@@ -95,8 +102,14 @@ def main() -> None:
                 (row,) = df.selectExpr("count(*) as n", "sum(id) as s").collect()
                 return int(row.n), int(row.s)
 
+            def spark_parquet_read(files: list[str] = data_files) -> tuple[int, int]:
+                df = spark.read.parquet(*files)
+                (row,) = df.selectExpr("count(*) as n", "sum(id) as s").collect()
+                return int(row.n), int(row.s)
+
             paths = {
                 "pyiceberg scan().to_arrow()": pyiceberg_read,
+                "spark.read.parquet(data files)": spark_parquet_read,
                 "from_source(IcebergSource) Python path": sinkv2_read,
                 "from_source(IcebergSource) native": native_read,
             }
