@@ -33,11 +33,20 @@ Paths run in interleaved rounds (a slow minute hits every path alike); each Spar
 path runs once untimed first (JVM and Python workers warm). Each run must read the
 table's row count. The median of each path is reported with every run, as rows/s;
 targets (issue 25): from_source >= 1 x spark.read.jdbc, and the ratio to psql.
+
+Each run also prints the CPU seconds it cost (Linux ``/proc``), split into the
+client (this process and everything under it: Spark's JVM, its Python workers,
+psql) and the server (the PostgreSQL server's processes). On a machine shared with
+other work the wall time depends on the share of the cores each side gets; the CPU
+seconds do not, so they compare paths better there. (With the kernel's autogroup
+scheduling the server, started in a session of its own, gets a share apart from the
+client's: then the client's CPU seconds are what a busy machine's wall time follows.)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -61,6 +70,37 @@ SELECT g, 'name-' || g, CASE WHEN g % 10 = 0 THEN NULL ELSE g / 7.0 END,
        g * 1.5
 FROM generate_series(1, {rows}) g;
 """
+
+
+def _cpu_seconds(root: int | None) -> float:
+    """CPU seconds of ``root`` and every process under it, ended ones included (0 off Linux).
+
+    A process's own user and system time plus those of its children it has waited for:
+    summed over the live tree this counts every process that ran under ``root``.
+    """
+    if root is None or not Path("/proc").is_dir():
+        return 0.0
+    parents: dict[int, int] = {}
+    spent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+        spent[int(entry.name)] = sum(int(value) for value in fields[11:15])
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    ticks, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        ticks += spent.get(pid, 0)
+        stack.extend(children.get(pid, ()))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _psql(url: str) -> int:
@@ -125,13 +165,28 @@ def _spark_conf(paths: list[str], args: argparse.Namespace) -> dict[str, str]:
     return {"spark.jars.packages": args.jdbc_package}
 
 
-def _report(times: dict[str, list[float]], rows: int) -> None:
+def _report(
+    times: dict[str, list[float]], cpu: dict[str, list[tuple[float, float]]], rows: int
+) -> None:
     print("\nmedians:")
     medians = {path: statistics.median(found) for path, found in times.items()}
     for path, seconds in medians.items():
-        print(f"  {path:12s} {seconds:7.2f} s {rows / seconds:12,.0f} rows/s")
+        client = statistics.median(spent[0] for spent in cpu[path])
+        server = statistics.median(spent[1] for spent in cpu[path])
+        print(
+            f"  {path:12s} {seconds:7.2f} s {rows / seconds:12,.0f} rows/s; "
+            f"CPU client {client:5.2f} s, server {server:5.2f} s"
+        )
     if "from_source" in medians and "jdbc" in medians:
         print(f"from_source / spark.read.jdbc: {medians['jdbc'] / medians['from_source']:.2f} x")
+        per_round = [
+            jdbc / ours for jdbc, ours in zip(times["jdbc"], times["from_source"], strict=True)
+        ]
+        print("  per round: " + ", ".join(f"{ratio:.2f}" for ratio in per_round))
+        for side, index in (("client", 0), ("server", 1)):
+            ours_cpu = statistics.median(spent[index] for spent in cpu["from_source"])
+            jdbc_cpu = statistics.median(spent[index] for spent in cpu["jdbc"])
+            print(f"  {side} CPU s, from_source / jdbc: {ours_cpu:.2f} / {jdbc_cpu:.2f}")
     for path in ("local", "from_source"):
         if path in medians and "psql" in medians:
             print(f"{path} / psql: {medians['psql'] / medians[path]:.2f} x")
@@ -176,19 +231,30 @@ def main() -> None:
         if "jdbc" in paths:
             assert _jdbc(spark, url, args.partitions, (low, high), count=True) == args.rows
         times: dict[str, list[float]] = {path: [] for path in paths}
+        cpu: dict[str, list[tuple[float, float]]] = {path: [] for path in paths}
+        print(f"load average at start: {os.getloadavg()}", flush=True)
         for round_ in range(args.repeat):
             for path in paths:
+                client, server_cpu = _cpu_seconds(os.getpid()), _cpu_seconds(server.pid())
                 started = time.perf_counter()
                 counted = runs[path]()
                 elapsed = time.perf_counter() - started
+                time.sleep(0.2)  # the server reaps the run's backends (their CPU counts then)
+                spent = (
+                    _cpu_seconds(os.getpid()) - client,
+                    _cpu_seconds(server.pid()) - server_cpu,
+                )
                 assert counted in (-1, args.rows), (path, counted)
                 times[path].append(elapsed)
+                cpu[path].append(spent)
                 print(
                     f"round {round_} {path:12s} {elapsed:7.2f} s "
-                    f"{args.rows / elapsed:12,.0f} rows/s",
+                    f"{args.rows / elapsed:12,.0f} rows/s; CPU client {spent[0]:5.2f} s, "
+                    f"server {spent[1]:5.2f} s; load {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
-        _report(times, args.rows)
+        _report(times, cpu, args.rows)
+        print(f"load average at end: {os.getloadavg()}", flush=True)
         if spark is not None:
             spark.stop()
     finally:
