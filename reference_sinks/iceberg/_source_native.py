@@ -202,9 +202,10 @@ def plan_native_read(  # noqa: PLR0911  # one reason per check
     all_ids = True
     paths = []
     for split in splits:
-        if split.records_read:
+        if split.records_read or split.stop is not None:
             return _unavailable(
-                f"split {split.path!r} starts at record {split.records_read}, not at 0"
+                f"split {split.path!r} is a part of its file (records {split.records_read} to "
+                f"{'the end' if split.stop is None else split.stop}), not the whole file"
             )
         if split.position_deletes:
             return _unavailable(
