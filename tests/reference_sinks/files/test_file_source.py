@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reference_sinks._row_cut import COUNT_WHEN_CUT
 from reference_sinks.files import (
     CsvOptions,
     FileReadError,
@@ -21,7 +22,6 @@ from reference_sinks.files import (
     FileSourceSplit,
     file_source_from_options,
 )
-from reference_sinks._row_cut import COUNT_WHEN_CUT
 from reference_sinks.files._json_lines import JsonLinesEncoder
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import Boundedness, SourceReaderError, SupportsEndPositions, inspect_source
