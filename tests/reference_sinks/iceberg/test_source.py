@@ -472,8 +472,8 @@ def test_a_record_limit_cuts_data_files_after_their_position_deletes(tmp_path: P
     )
 
     table = flat_table(tmp_path)
-    for first, count in ((0, 9), (9, 1), (10, 6)):
-        append(table, flat_rows(first, count))
+    for start, count in ((0, 9), (9, 1), (10, 6)):
+        append(table, flat_rows(start, count))
     store = SqliteCommitStateStore(tmp_path / "state.sqlite")
 
     def coordinator() -> tuple[IcebergSource, SourceEpochCoordinator]:
@@ -525,15 +525,15 @@ def test_a_record_limit_cuts_data_files_after_their_position_deletes(tmp_path: P
     kept = [i for position, i in enumerate(nine_ids) if position not in (1, 5)]
     source = IcebergSource(local_catalog(tmp_path), "ns.t", batch_rows=2)
     assert source.end_positions([split, split.at(0).until(None, 7)]) == [COUNT_WHEN_CUT, 7]
-    first = source.cut_split(split, COUNT_WHEN_CUT, 4)
-    assert (first.records, first.rest) == (4, split.at(4).until(None, 7))
-    assert first.read is not None
-    assert first.rest is not None
-    assert [r["id"] for b in source._read(first.read) for r in b.to_pylist()] == kept[:4]
-    last = source.cut_split(first.rest, 7, 4)
+    head = source.cut_split(split, COUNT_WHEN_CUT, 4)
+    assert (head.records, head.rest) == (4, split.at(4).until(None, 7))
+    assert head.read is not None
+    assert head.rest is not None
+    assert [r["id"] for b in source._read(head.read) for r in b.to_pylist()] == kept[:4]
+    last = source.cut_split(head.rest, 7, 4)
     assert (last.records, last.rest) == (3, None)
     assert last.read is not None
     assert [r["id"] for b in source._read(last.read) for r in b.to_pylist()] == kept[4:]
-    assert "stops at 4" in getattr(source.native_read([first.read]), "reason", "")
+    assert "stops at 4" in getattr(source.native_read([head.read]), "reason", "")
     filtered = IcebergSource(local_catalog(tmp_path), "ns.t", row_filter="id >= 2")
     assert filtered.end_positions([split]) == [None]  # not known before the read: whole
