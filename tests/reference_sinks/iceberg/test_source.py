@@ -471,7 +471,11 @@ def test_a_record_limit_cuts_data_files_after_their_position_deletes(tmp_path: P
         read_epoch_slice,
     )
 
-    table = flat_table(tmp_path)
+    catalog = local_catalog(tmp_path)
+    catalog.create_namespace_if_not_exists("ns")  # row groups of 2: a cut's rest skips them
+    table = catalog.create_table(
+        "ns.t", schema=FLAT, properties={"write.parquet.row-group-limit": "2"}
+    )
     for start, count in ((0, 9), (9, 1), (10, 6)):
         append(table, flat_rows(start, count))
     store = SqliteCommitStateStore(tmp_path / "state.sqlite")
@@ -523,6 +527,7 @@ def test_a_record_limit_cuts_data_files_after_their_position_deletes(tmp_path: P
     split = IcebergSourceSplit(nine, 9, 0, 0, position_deletes=(deletes.as_uri(),))
     nine_ids = [row["id"] for row in file_rows(table)[nine]]
     kept = [i for position, i in enumerate(nine_ids) if position not in (1, 5)]
+    assert pq.ParquetFile(nine.removeprefix("file://")).metadata.num_row_groups == 5
     source = IcebergSource(local_catalog(tmp_path), "ns.t", batch_rows=2)
     assert source.end_positions([split, split.at(0).until(None, 7)]) == [COUNT_WHEN_CUT, 7]
     head = source.cut_split(split, COUNT_WHEN_CUT, 4)
