@@ -47,6 +47,9 @@ class CountedSplit(Protocol):
     @property
     def stop(self) -> int | None: ...
 
+    @property
+    def records(self) -> int | None: ...
+
     def split_id(self) -> str: ...
 
     def at(self, records_read: int) -> Self: ...
@@ -92,7 +95,7 @@ def cut_counted(
     if end == COUNT_WHEN_CUT:
         if max_records is None:  # no limit: read whole, count unknown (no read on the driver)
             return SplitCut(split, None, None)
-        total = count(split)
+        total = count(split) if split.records is None else split.records
     elif isinstance(end, int) and not isinstance(end, bool):
         total = end
     else:
