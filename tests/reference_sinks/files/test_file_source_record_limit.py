@@ -3,7 +3,9 @@
 Engine-neutral (no Spark): epochs are planned with `SourceEpochCoordinator` as Spark's
 stream reader asks for them (``maxRecordsPerTrigger`` is ``ReadLimit.max_records``)
 and each epoch's slices read with `read_epoch_slice`. A "restart" is a new
-coordinator over a new source on the same store.
+coordinator over a new source on the same store. On Spark, the read door's
+``maxRecordsPerTrigger`` is checked in ``test_file_source_spark_stream`` (with the
+clean-up, in the same query).
 """
 
 from __future__ import annotations
@@ -212,45 +214,3 @@ def _splits(source: FileSource) -> list[Any]:
     return [
         s for status in source._list(fs, root) for s in make_splits(fs, status, "parquet", 1 << 30)
     ]
-
-
-@pytest.mark.spark
-def test_max_records_per_trigger_bounds_a_file_source_micro_batch_on_spark(
-    spark: Any, tmp_path: Path
-) -> None:
-    """The read door with ``maxRecordsPerTrigger``: every micro-batch holds at most the limit,
-    a file larger than the limit spans micro-batches, every row once (available-now)."""
-    from sinkv2_spark import register
-
-    register(spark)
-    base = tmp_path / "in"
-    write_parquet(base / "a.parquet", rows(0, 9), 4)
-    write_parquet(base / "b.parquet", rows(9, 2), 4)
-    sizes: list[int] = []
-    got: list[int] = []
-
-    def collect(df: Any, batch_id: int) -> None:
-        ids = [row.id for row in df.collect()]
-        sizes.append(len(ids))
-        got.extend(ids)
-
-    df = (
-        spark.readStream.format("sinkv2")
-        .option("source", "files")
-        .option("source_id", "limited")
-        .option("state_store", str(tmp_path / "source.sqlite"))
-        .option("path", str(base))
-        .option("maxRecordsPerTrigger", "6")
-        .option("parallelism", "1")
-        .load()
-    )
-    query = (
-        df.writeStream.foreachBatch(collect)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(120)
-    assert query.exception() is None
-    assert sorted(got) == list(range(11))
-    assert [size for size in sizes if size] == [6, 5]  # a's first 6; a's last 3 and b
