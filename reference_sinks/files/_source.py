@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from reference_sinks._arrow_types import rebuild_type
+from reference_sinks._row_cut import COUNT_WHEN_CUT, cut_counted, until_stop
 from reference_sinks.files._location import resolve_location
 from reference_sinks.files._source_dead_letters import DeadLetters
 from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumerator, make_cleaner
@@ -24,6 +25,7 @@ from reference_sinks.files._source_formats import (
     CsvOptions,
     SourceFormat,
     infer_schema,
+    parquet_records,
     read_split,
 )
 from reference_sinks.files._source_listing import (
@@ -48,7 +50,6 @@ from sinkv2.source import (
     Boundedness,
     NativeRead,
     NativeReadUnavailable,
-    SourceContractError,
     SourceReaderContext,
     SplitCut,
     SplitEnumeratorContext,
@@ -408,14 +409,17 @@ class FileSource:
 
     def _read(self, split: FileSourceSplit) -> Iterator[pa.RecordBatch]:
         fs, _ = self.resolve()
-        batches = read_split(
-            fs,
+        batches = until_stop(
             split,
-            schema=self._data_schema,
-            file_format=self.format,
-            csv=self.csv,
-            batch_rows=self.batch_rows,
-            dead_letters=self._dead_letters(),
+            read_split(
+                fs,
+                split,
+                schema=self._data_schema,
+                file_format=self.format,
+                csv=self.csv,
+                batch_rows=self.batch_rows,
+                dead_letters=self._dead_letters(),
+            ),
         )
         if not self._partitions:
             for batch in batches:
@@ -445,23 +449,38 @@ class FileSource:
     # --- sinkv2.source.SupportsEndPositions ---------------------------------------------------
 
     def end_positions(self, splits: Sequence[FileSourceSplit]) -> Sequence[object | None]:
-        """``None`` for every split: a file split ends by itself and is read whole."""
-        return [None] * len(splits)
+        """A Parquet split's end is its row count; a JSON lines or CSV split has none.
+
+        A Parquet split counted at listing (a large file's row groups) ends at its
+        count; another is counted from its footer only when a record limit cuts it
+        (`reference_sinks._row_cut.COUNT_WHEN_CUT`). JSON lines and CSV files are not
+        counted (that is a read of the whole file on the driver): ``None``, each is
+        read whole and not counted by ``maxRecordsPerTrigger``.
+        """
+        if self.format != "parquet":
+            return [None] * len(splits)
+        return [COUNT_WHEN_CUT if split.records is None else split.records for split in splits]
 
     def cut_split(
         self, split: FileSourceSplit, end: object, max_records: int | None
     ) -> SplitCut[FileSourceSplit]:
-        """Never needed: `end_positions` gives no end to cut at.
+        """The split from its position to at most ``max_records`` rows on, and the rest.
+
+        A cut's read stops at a row (`FileSourceSplit.stop`); the same split and end
+        give the same cut, so a replay reads the same rows.
 
         Raises:
-            SourceContractError: Always: an engine cut a split it was told is finite.
+            SourceContractError: ``end`` is not one `end_positions` gives, or lies
+                before the split's position.
+            FileReadError: The footer does not parse (without a dead_letter_dir).
         """
-        raise SourceContractError(
-            f"FileSource.cut_split({split.id!r}, {end!r}): file splits are finite "
-            "(end_positions returns None for each) and are read whole; an engine must not "
-            "cut them",
-            method="cut_split",
-            split_id=split.id,
+        fs, _ = self.resolve()
+        return cut_counted(
+            split,
+            end,
+            max_records,
+            lambda whole: parquet_records(fs, whole, dead_letters=self.dead_letter_dir is not None),
+            source="FileSource",
         )
 
     def native_read(self, splits: Sequence[FileSourceSplit]) -> NativeRead | NativeReadUnavailable:

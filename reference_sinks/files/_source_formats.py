@@ -60,6 +60,7 @@ __all__ = [
     "FileReadError",
     "SourceFormat",
     "infer_schema",
+    "parquet_records",
     "read_split",
 ]
 
@@ -521,6 +522,28 @@ def _csv_culprit(text: bytes, schema: pa.Schema, csv: CsvOptions) -> tuple[str, 
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return field.name, value
     return None
+
+
+def parquet_records(fs: pafs.FileSystem, split: FileSourceSplit, *, dead_letters: bool) -> int:
+    """The rows of a Parquet split (its row groups, or the whole file), by the footer.
+
+    Read on the driver when a record limit cuts a split not counted at listing. A
+    footer that does not parse counts 0 rows with ``dead_letters`` (the reader sets the
+    file aside), and fails otherwise, as the reader would.
+
+    Raises:
+        FileReadError: The footer does not parse (and no ``dead_letters``).
+    """
+    try:
+        with fs.open_input_file(split.path) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+    except (pa.ArrowInvalid, OSError) as error:
+        if dead_letters:
+            return 0
+        raise _failed(split.path, "Parquet", error) from error
+    if split.row_groups is None:
+        return int(metadata.num_rows)
+    return sum(metadata.row_group(group).num_rows for group in split.row_groups)
 
 
 def read_split(

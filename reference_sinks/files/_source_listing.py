@@ -170,9 +170,14 @@ def make_splits(
         split_bytes,
     )
     if len(groups) <= 1:
-        return [whole]
+        return [attrs.evolve(whole, records=metadata.num_rows)]
     return [
-        attrs.evolve(whole, id=f"{status.path}#rg={run[0]}-{run[-1]}", row_groups=tuple(run))
+        attrs.evolve(
+            whole,
+            id=f"{status.path}#rg={run[0]}-{run[-1]}",
+            row_groups=tuple(run),
+            records=sum(metadata.row_group(i).num_rows for i in run),
+        )
         for run in groups
     ]
 

@@ -145,6 +145,10 @@ def plan_native_read(
                 f"split {split.id!r} starts at record {split.records_read}, not at the file's "
                 "beginning"
             )
+        if split.stop is not None:
+            return _unavailable(
+                f"split {split.id!r} stops at record {split.stop}, before the file's end"
+            )
         groups[split.path].append(split)
     paths = []
     for path, parts in groups.items():

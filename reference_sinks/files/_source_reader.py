@@ -49,8 +49,12 @@ class FileSourceReader(PullingBatchReader[FileSourceSplit]):
         self, finished_split_ids: dict[str, SplitPosition[FileSourceSplit]]
     ) -> None:
         """Ask for the next split (and, with a clean-up, remember which ended)."""
-        if self._report_finished:
-            self._finished.extend(finished_split_ids)
+        if self._report_finished:  # a cut's read that stops before the split's end is not
+            self._finished.extend(
+                split_id
+                for split_id, state in finished_split_ids.items()
+                if state.split.stop is None or state.split.stop == state.split.records
+            )
         super().on_split_finished(finished_split_ids)
 
     def snapshot_state(self, checkpoint_id: int) -> list[FileSourceSplit]:

@@ -43,6 +43,11 @@ class FileSourceSplit:
             value)`` pairs (the value still escaped as Spark writes it).
         row_groups: The Parquet row groups of the split, or ``None`` for the whole file.
         records_read: The split's position: records already emitted from it.
+        records: The split's records, when counted (a Parquet footer's rows of the
+            split's row groups); ``None`` when not counted yet.
+        stop: Where a reader stops: the record (counted as ``records_read``) a
+            micro-batch's cut ends at (``reference_sinks._row_cut``); ``None``: the
+            split's end.
     """
 
     id: str
@@ -52,6 +57,8 @@ class FileSourceSplit:
     partition: tuple[tuple[str, str], ...] = ()
     row_groups: tuple[int, ...] | None = None
     records_read: int = 0
+    records: int | None = None
+    stop: int | None = None
 
     def split_id(self) -> str:
         """See `sinkv2.source.SourceSplit`."""
@@ -60,6 +67,10 @@ class FileSourceSplit:
     def at(self, records_read: int) -> "FileSourceSplit":
         """This split with ``records_read`` records already emitted."""
         return attrs.evolve(self, records_read=records_read)
+
+    def until(self, stop: int | None, records: int) -> "FileSourceSplit":
+        """This split read up to record ``stop`` (``None``: its end), of ``records`` in all."""
+        return attrs.evolve(self, stop=stop, records=records)
 
 
 @final

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import pyarrow as pa
 
+from reference_sinks._row_cut import COUNT_WHEN_CUT, cut_counted, until_stop
 from reference_sinks.iceberg._catalog import CatalogSpec, local_catalog
 from reference_sinks.iceberg._source_enumerator import (
     Discovered,
@@ -22,7 +23,7 @@ from reference_sinks.iceberg._source_enumerator import (
     walk_new_snapshots,
 )
 from reference_sinks.iceberg._source_errors import IcebergSourceError
-from reference_sinks.iceberg._source_read import arrow_type, read_data_file
+from reference_sinks.iceberg._source_read import arrow_type, deleted_positions, read_data_file
 from reference_sinks.iceberg._source_reader import IcebergSourceReader
 from reference_sinks.iceberg._source_split import (
     IcebergEnumeratorState,
@@ -36,7 +37,6 @@ from sinkv2.source import (
     Boundedness,
     NativeRead,
     NativeReadUnavailable,
-    SourceContractError,
     SourceReaderContext,
     SplitCut,
     SplitEnumeratorContext,
@@ -545,7 +545,7 @@ class IcebergSource:
         return IcebergSourceReader(reader_context, self._read)
 
     def _read(self, split: IcebergSourceSplit) -> Iterator[pa.RecordBatch]:
-        return read_data_file(
+        batches = read_data_file(
             _file_io(self._io_properties, self._location),
             split.path,
             projection=self._projection,
@@ -556,6 +556,7 @@ class IcebergSource:
             batch_rows=self.batch_rows,
             name_mapping=self._name_mapping,
         )
+        return until_stop(split, batches)
 
     # --- sinkv2.source.SupportsNativeRead ------------------------------------------------------
 
@@ -592,21 +593,42 @@ class IcebergSource:
     # --- sinkv2.source.SupportsEndPositions ---------------------------------------------------
 
     def end_positions(self, splits: Sequence[IcebergSourceSplit]) -> Sequence[object | None]:
-        """``None`` for every split: a data file ends by itself and is read whole."""
-        return [None] * len(splits)
+        """A data file's end is its record count; with a row filter there is none.
+
+        The count is the manifest's ``record_count``; a file with position deletes is
+        counted (its delete files read on the driver) only when a record limit cuts it
+        (`reference_sinks._row_cut.COUNT_WHEN_CUT`). With a ``row_filter`` the records
+        a file emits are not known before it is read: ``None``, each file is read whole
+        and not counted by ``maxRecordsPerTrigger``.
+        """
+        if self._filter is not None:
+            return [None] * len(splits)
+        return [_end(split) for split in splits]
 
     def cut_split(
         self, split: IcebergSourceSplit, end: object, max_records: int | None
     ) -> SplitCut[IcebergSourceSplit]:
-        """Never needed: `end_positions` gives no end to cut at.
+        """The data file from its position to at most ``max_records`` records on, and the rest.
+
+        Positions count records after deletes, as the reader emits them; a cut's read
+        stops at one (`IcebergSourceSplit.stop`). The same split and end give the same
+        cut, so a replay reads the same rows.
 
         Raises:
-            SourceContractError: Always: an engine cut a split it was told is finite.
+            SourceContractError: ``end`` is not one `end_positions` gives, or lies
+                before the split's position.
+            DataFileReadError: A position-delete file cannot be read.
         """
-        raise SourceContractError(
-            f"IcebergSource.cut_split({split.path!r}, {end!r}): data-file splits are finite "
-            "(end_positions returns None for each) and are read whole; an engine must not cut "
-            "them",
-            method="cut_split",
-            split_id=split.path,
-        )
+        return cut_counted(split, end, max_records, self._live_records, source="IcebergSource")
+
+    def _live_records(self, split: IcebergSourceSplit) -> int:
+        """The records ``split``'s data file holds after its position deletes."""
+        io = _file_io(self._io_properties, self._location)
+        deleted = deleted_positions(io, split.path, split.position_deletes)
+        return split.record_count - int((deleted < split.record_count).sum())
+
+
+def _end(split: IcebergSourceSplit) -> object:
+    if split.records is not None:
+        return split.records
+    return COUNT_WHEN_CUT if split.position_deletes else split.record_count

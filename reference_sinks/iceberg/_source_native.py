@@ -202,9 +202,11 @@ def plan_native_read(  # noqa: PLR0911  # one reason per check
     all_ids = True
     paths = []
     for split in splits:
-        if split.records_read:
+        if split.records_read or split.stop is not None:
             return _unavailable(
-                f"split {split.path!r} starts at record {split.records_read}, not at 0"
+                f"split {split.path!r} starts at record {split.records_read} and stops at "
+                f"{'the end' if split.stop is None else split.stop}; only whole files are read "
+                "natively"
             )
         if split.position_deletes:
             return _unavailable(

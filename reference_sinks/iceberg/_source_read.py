@@ -260,6 +260,31 @@ def _batch(
     return pa.RecordBatch.from_arrays(columns, schema=target)
 
 
+def _groups_after(
+    parquet: pq.ParquetFile, deleted: np.ndarray[Any, Any] | None, skip: int, *, filtered: bool
+) -> tuple[list[int], int, int]:
+    """The row groups to read past ``skip`` emitted rows, the first one's row, what is left to skip.
+
+    Whole row groups before the position are skipped by the footer's counts less their
+    deleted rows (a split cut for a record limit goes on without reading its start
+    again); with a row filter the rows a group emits are not known, so none is skipped.
+    """
+    metadata = parquet.metadata
+    groups = list(range(metadata.num_row_groups))
+    start = 0
+    while groups and not filtered:
+        rows = metadata.row_group(groups[0]).num_rows
+        gone = 0
+        if deleted is not None and deleted.size:
+            gone = int(np.count_nonzero((deleted >= start) & (deleted < start + rows)))
+        if rows - gone > skip:
+            break
+        skip -= rows - gone
+        start += rows
+        groups.pop(0)
+    return groups, start, skip
+
+
 def read_data_file(
     io: FileIO,
     path: str,
@@ -299,8 +324,11 @@ def read_data_file(
         wanted |= {f.field_id for f in row_filter[0].fields}
     columns = [field.name for field in file_schema if _field_id(field) in wanted]
     deleted = deleted_positions(io, path, position_deletes) if position_deletes else None
-    start = 0
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False):
+    groups, start, skip = _groups_after(parquet, deleted, skip, filtered=row_filter is not None)
+    batches = parquet.iter_batches(
+        batch_size=batch_rows, row_groups=groups, columns=columns, use_threads=False
+    )
+    for batch in batches:
         count = batch.num_rows
         keep: pa.Array | None = None
         if deleted is not None and deleted.size:

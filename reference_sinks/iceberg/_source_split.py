@@ -40,6 +40,11 @@ class IcebergSourceSplit:
             this file; they are applied while reading.
         records_read: The split's position: records already emitted from it, counted
             after deletes and the row filter.
+        records: The records the split emits (``record_count`` less the deleted
+            rows), when counted; ``None`` when not counted yet.
+        stop: Where a reader stops: the record (counted as ``records_read``) a
+            micro-batch's cut ends at (``reference_sinks._row_cut``); ``None``: the
+            file's end.
     """
 
     path: str
@@ -48,6 +53,8 @@ class IcebergSourceSplit:
     snapshot_id: int
     position_deletes: tuple[str, ...] = ()
     records_read: int = 0
+    records: int | None = None
+    stop: int | None = None
 
     def split_id(self) -> str:
         """See `sinkv2.source.SourceSplit`: the data file's location."""
@@ -56,6 +63,10 @@ class IcebergSourceSplit:
     def at(self, records_read: int) -> "IcebergSourceSplit":
         """This split with ``records_read`` records already emitted."""
         return attrs.evolve(self, records_read=records_read)
+
+    def until(self, stop: int | None, records: int) -> "IcebergSourceSplit":
+        """This split read up to record ``stop`` (``None``: its end), of ``records`` in all."""
+        return attrs.evolve(self, stop=stop, records=records)
 
 
 @final

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reference_sinks._row_cut import COUNT_WHEN_CUT
 from reference_sinks.files import (
     CsvOptions,
     FileReadError,
@@ -199,7 +200,7 @@ def test_split_positions_round_trip_and_resume_exactly(  # noqa: PLR0917 - hypot
     assert whole == rows(0, count)
 
 
-def test_the_source_is_bounded_picklable_and_tells_no_end_positions(tmp_path: Path):
+def test_the_source_is_bounded_picklable_and_tells_parquet_end_positions(tmp_path: Path):
     write_parquet(tmp_path / "a.parquet", rows(0, 3))
     source = FileSource(tmp_path)
     assert source.get_boundedness() is Boundedness.BOUNDED
@@ -208,7 +209,10 @@ def test_the_source_is_bounded_picklable_and_tells_no_end_positions(tmp_path: Pa
     continuous = source.monitor_continuously(dt.timedelta(seconds=2))
     assert continuous.get_boundedness() is Boundedness.CONTINUOUS_UNBOUNDED
     assert source.get_boundedness() is Boundedness.BOUNDED  # unchanged
-    assert continuous.end_positions(["s1", "s2"]) == [None, None]  # type: ignore[list-item]
+    split = FileSourceSplit("a", "a", 1, 0)
+    assert continuous.end_positions([split, split.until(None, 7)]) == [COUNT_WHEN_CUT, 7]
+    jsonl = FileSource(tmp_path, format="jsonl", schema=SCHEMA)
+    assert jsonl.end_positions([split]) == [None]  # not counted: read whole
     assert cloudpickle.loads(cloudpickle.dumps(continuous)).monitor_interval == 2.0
 
 

@@ -41,7 +41,10 @@ def ids_under(directory: Path) -> list[int]:
     for path in directory.rglob("*.parquet"):
         parts = path.relative_to(directory).parts
         if not any(part.startswith(("_", ".")) for part in parts):
-            found += pq.read_table(path)["id"].to_pylist()
+            try:
+                found += pq.read_table(path)["id"].to_pylist()
+            except FileNotFoundError:  # the clean-up removed it after the listing: gone
+                continue
     return sorted(found)
 
 
@@ -146,7 +149,9 @@ def test_clean_up_moves_a_file_only_after_its_micro_batch_is_committed_even_thro
 
 
 def test_the_read_door_streams_files_and_deletes_them_once_committed(spark: Any, tmp_path: Path):
-    """``readStream.format("sinkv2").option("source", "files")`` with ``clean_source=delete``."""
+    """``readStream.format("sinkv2").option("source", "files")`` with ``clean_source=delete``
+    and ``maxRecordsPerTrigger``: every micro-batch holds at most the limit (a file is cut
+    across micro-batches), and a file is deleted only once its last rows are committed."""
     register(spark)
     base = tmp_path / "in"
     base.mkdir()
@@ -156,9 +161,12 @@ def test_the_read_door_streams_files_and_deletes_them_once_committed(spark: Any,
 
     def collect(df: Any, batch_id: int) -> None:
         early.extend(i for i in range(2 * PER_FILE) if i not in got and i not in ids_under(base))
-        got.extend(row.id for row in df.collect())
+        ids = [row.id for row in df.collect()]
+        sizes.append(len(ids))
+        got.extend(ids)
 
     got: list[int] = []
+    sizes: list[int] = []
     df = (
         spark.readStream.format("sinkv2")
         .option("source", "files")
@@ -167,7 +175,8 @@ def test_the_read_door_streams_files_and_deletes_them_once_committed(spark: Any,
         .option("path", str(base))
         .option("monitor_interval", "0.2")
         .option("clean_source", "delete")
-        .option("maxSplitsPerTrigger", "1")
+        .option("maxRecordsPerTrigger", "7")
+        .option("parallelism", "1")
         .load()
     )
     query = (
@@ -181,7 +190,9 @@ def test_the_read_door_streams_files_and_deletes_them_once_committed(spark: Any,
     finally:
         query.stop()
     assert sorted(got) == list(range(2 * PER_FILE))
-    assert early == []  # no file deleted before the micro-batch that read it ran
+    assert early == []  # no file deleted before the micro-batch that read its last rows ran
+    assert max(sizes) <= 7
+    assert sum(1 for size in sizes if size) >= 3  # 20 rows, at most 7 a micro-batch
 
 
 def test_a_file_source_stream_gives_the_rows_spark_own_parquet_stream_gives(

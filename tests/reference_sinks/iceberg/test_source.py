@@ -457,3 +457,88 @@ def test_spark_options_make_the_same_source(tmp_path: Path) -> None:
     ]:
         with pytest.raises(SinkConfigurationError, match=message):
             iceberg_source_from_options(**options)
+
+
+def test_a_record_limit_cuts_data_files_after_their_position_deletes(tmp_path: Path) -> None:
+    """``maxRecordsPerTrigger`` as the engine-neutral coordinator applies it: each epoch holds at
+    most its limit, a restart replays the same rows, every row once; a data file with position
+    deletes is counted after them (its delete files read on the driver, only for a cut)."""
+    from reference_sinks._row_cut import COUNT_WHEN_CUT
+    from sinkv2.runtime import (
+        ReadLimit,
+        SourceEpochCoordinator,
+        SqliteCommitStateStore,
+        read_epoch_slice,
+    )
+
+    catalog = local_catalog(tmp_path)
+    catalog.create_namespace_if_not_exists("ns")  # row groups of 2: a cut's rest skips them
+    table = catalog.create_table(
+        "ns.t", schema=FLAT, properties={"write.parquet.row-group-limit": "2"}
+    )
+    for start, count in ((0, 9), (9, 1), (10, 6)):
+        append(table, flat_rows(start, count))
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+
+    def coordinator() -> tuple[IcebergSource, SourceEpochCoordinator]:
+        source = IcebergSource(local_catalog(tmp_path), "ns.t", batch_rows=2)
+        return source, SourceEpochCoordinator(source, store, "t", parallelism=2)
+
+    def ids(source: IcebergSource, run: SourceEpochCoordinator, epoch: int) -> list[int]:
+        schema = source.get_produced_type()
+        return [
+            row["id"]
+            for piece in run.slices(epoch)
+            for batch in read_epoch_slice(source, schema, piece)
+            for row in batch.to_pylist()
+        ]
+
+    source, run = coordinator()
+    epoch, seen = run.initial_epoch(), []
+    for limit in (4, 4, 3, 4, 4, 4, 4):
+        end = run.next_epoch(epoch, ReadLimit(max_records=limit))
+        if end == epoch:
+            break
+        got = ids(source, run, end)
+        assert 0 < len(got) <= limit
+        if len(seen) == 1:  # a restart: the epoch read last is read the same again
+            run.close()
+            source, run = coordinator()
+            assert ids(source, run, end) == got
+        seen.append(got)
+        epoch = end
+    run.close()
+    assert sorted(i for got in seen for i in got) == list(range(16))
+    assert len(seen) == 5  # 16 rows, at most 4 (once 3) an epoch
+
+    data_path = next(iter(file_rows(table)))
+    nine = next(p for p, rows in file_rows(table).items() if len(rows) == 9)
+    deletes = tmp_path / "deletes.parquet"
+    delete_schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": b"2147483546"}),
+            pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483545"}),
+        ]
+    )
+    pq.write_table(
+        pa.table({"file_path": [nine, nine, data_path], "pos": [1, 5, 40]}, schema=delete_schema),
+        deletes,
+    )
+    split = IcebergSourceSplit(nine, 9, 0, 0, position_deletes=(deletes.as_uri(),))
+    nine_ids = [row["id"] for row in file_rows(table)[nine]]
+    kept = [i for position, i in enumerate(nine_ids) if position not in (1, 5)]
+    assert pq.ParquetFile(nine.removeprefix("file://")).metadata.num_row_groups == 5
+    source = IcebergSource(local_catalog(tmp_path), "ns.t", batch_rows=2)
+    assert source.end_positions([split, split.at(0).until(None, 7)]) == [COUNT_WHEN_CUT, 7]
+    head = source.cut_split(split, COUNT_WHEN_CUT, 4)
+    assert (head.records, head.rest) == (4, split.at(4).until(None, 7))
+    assert head.read is not None
+    assert head.rest is not None
+    assert [r["id"] for b in source._read(head.read) for r in b.to_pylist()] == kept[:4]
+    last = source.cut_split(head.rest, 7, 4)
+    assert (last.records, last.rest) == (3, None)
+    assert last.read is not None
+    assert [r["id"] for b in source._read(last.read) for r in b.to_pylist()] == kept[4:]
+    assert "stops at 4" in getattr(source.native_read([head.read]), "reason", "")
+    filtered = IcebergSource(local_catalog(tmp_path), "ns.t", row_filter="id >= 2")
+    assert filtered.end_positions([split]) == [None]  # not known before the read: whole
