@@ -30,7 +30,12 @@ Parquet read, not the input:
   and a map's ``valueContainsNull``). The types are compared without nullability
   against the Parquet read and with it against the input.
 
-One Spark session, few examples, wide schemas: each example is about eight Spark jobs.
+Map entries are compared in the files' order between the source and Spark's read,
+and as maps with the input (Spark's ``createDataFrame`` does not keep a dict's order).
+
+The source reads each file in batches of a drawn size (one row, a few, all), so
+nested values are rebuilt across batch boundaries too. One Spark session, few
+examples, wide schemas: each example is a few Spark jobs (two appends, four reads).
 """
 
 from __future__ import annotations
@@ -90,12 +95,13 @@ def nullable(kind: T.DataType) -> T.DataType:
 
 
 @st.composite
-def tables(draw: st.DrawFn) -> tuple[T.StructType, list[tuple[Any, ...]], int, bool]:
-    """A schema, its rows, where the first append ends, and whether the table is all nullable."""
+def tables(draw: st.DrawFn) -> tuple[T.StructType, list[tuple[Any, ...]], int, bool, int]:
+    """A schema, its rows, where the first append ends, whether the table is all nullable,
+    and the rows the source reads from a file at a time (a file's rows in several batches)."""
     schema = draw(schemas(max_columns=10))
     found = draw(rows(schema, max_rows=8))
     cut = draw(st.integers(1, max(len(found) - 1, 1)))
-    return schema, found, cut, draw(st.booleans())
+    return schema, found, cut, draw(st.booleans()), draw(st.sampled_from([1, 2, 3, 65_536]))
 
 
 def plain(value: Any, kind: T.DataType, *, arrow: bool) -> Any:
@@ -141,11 +147,13 @@ def types(df: Any) -> list[tuple[str, str]]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(table=tables())
-@example(table=(ALL_TYPES, ALL_TYPES_ROWS, 2, True))  # every type, edge values, null list<struct>
+@example(
+    table=(ALL_TYPES, ALL_TYPES_ROWS, 2, True, 2)
+)  # every type, edge values, null list<struct>
 def test_what_iceberg_sink_wrote_reads_back_as_spark_reads_its_files(
     spark: Any, translator: Any, tmp_path_factory: pytest.TempPathFactory, table: Any
 ) -> None:
-    schema, data, cut, relaxed = table
+    schema, data, cut, relaxed, batch_rows = table
     warehouse: Path = tmp_path_factory.mktemp("iceberg-fidelity")
     name = f"db.t{next(_TABLES)}"
     declared = (
@@ -175,7 +183,7 @@ def test_what_iceberg_sink_wrote_reads_back_as_spark_reads_its_files(
     expected = by_id(collect(spark_read))
     assert len(expected) == len(data)
 
-    source = IcebergSource.local(warehouse, name)
+    source = IcebergSource.local(warehouse, name, batch_rows=batch_rows)
     python = from_source(spark, source, parallelism=2, native_read=False)
     assert types(python) == types(spark_read)
     read = collect(python)
