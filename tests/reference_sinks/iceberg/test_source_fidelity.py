@@ -142,7 +142,7 @@ def types(df: Any) -> list[tuple[str, str]]:
 
 
 @settings(
-    max_examples=4,  # each costs about seven Spark jobs; wide schemas instead of many examples
+    max_examples=3,  # each costs two appends and four reads; wide schemas, not many examples
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
