@@ -676,7 +676,7 @@ class StoreAgainstModel(RuleBasedStateMachine):
     def __init__(self, backend):
         super().__init__()
         self.backend = backend
-        self.store = backend.fresh_store()
+        self.store = backend.empty_store()
         self.leases = {}
         self.tokens = {}
         self.model = {}  # (sink, epoch) -> (status, explicit, version, payload, token)
