@@ -61,6 +61,12 @@ class SqliteBackend:
         """A store with no rows, for one example of a model test: here a fresh one."""
         return self.fresh_store()
 
+    def hold_connection(self):
+        """Nothing to hold: SQLite opens no server connection."""
+
+    def let_go(self):
+        """Nothing held."""
+
     def _connect(self):
         return contextlib.closing(sqlite3.connect(self.store.path))
 
@@ -188,9 +194,29 @@ class PostgresBackend:
         return store
 
     def connect(self):
+        """A connection behind the store's back: the held one (`hold_connection`), or a new one."""
         import psycopg
 
+        held = getattr(self, "_held", None)
+        if held is not None:
+            return contextlib.nullcontext(held)
         return psycopg.connect(self.url, autocommit=True)
+
+    def hold_connection(self):
+        """Until `let_go`, `connect` (takeovers, emptying) reuses one connection.
+
+        A model test takes over sink ids several times an example; a connection per
+        takeover is a server backend started and ended each time.
+        """
+        import psycopg
+
+        if getattr(self, "_held", None) is None:
+            self._held = psycopg.connect(self.url, autocommit=True)
+
+    def let_go(self):
+        held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            held.close()
 
     def rows(self, store=None):
         schema = (store or self.store).schema
