@@ -293,8 +293,14 @@ def lock_ids(key: int) -> tuple[int, int]:
 
 
 def _tables(connection: PgConnection, schema: str) -> set[str]:
+    """Which of `TABLES` exist in ``schema``.
+
+    Looked up by name: an index scan of ``pg_class``, however many other tables the
+    database has (``schemaname`` alone has no index, and scans every relation).
+    """
     rows = connection.execute(
-        "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %s", (schema,)
+        "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %s AND tablename = ANY(%s)",
+        (schema, list(TABLES)),
     ).fetchall()
     return {str(name) for (name,) in rows}
 

@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 from sinkv2.runtime import PostgresCommitStateStore, SqliteCommitStateStore
-from sinkv2.runtime._sql.postgres import LAYOUT_VERSION
+from sinkv2.runtime._sql.postgres import LAYOUT_TABLE, LAYOUT_VERSION, TABLES
 
 USURPER = ("usurper", 1, "elsewhere", 0.0)
 
@@ -56,6 +56,16 @@ class SqliteBackend:
     def fresh_store(self):
         """A store on a location of its own, empty."""
         return SqliteCommitStateStore(self.tmp_path / f"run-{next(self._fresh)}" / "s.sqlite")
+
+    def empty_store(self):
+        """A store with no rows, for one example of a model test: here a fresh one."""
+        return self.fresh_store()
+
+    def hold_connection(self):
+        """Nothing to hold: SQLite opens no server connection."""
+
+    def let_go(self):
+        """Nothing held."""
 
     def _connect(self):
         return contextlib.closing(sqlite3.connect(self.store.path))
@@ -159,10 +169,54 @@ class PostgresBackend:
     def fresh_store(self):
         return PostgresCommitStateStore(self.url, schema=f"run_{next(self._fresh)}")
 
+    def empty_store(self):
+        """A store with no rows, for one example of a model test.
+
+        The first call gets a schema of its own (its first acquire creates the tables);
+        each later call the same schema with every row deleted but the layout version's:
+        what a new schema holds once an acquire made its tables. A schema per example
+        instead spends most of a model test's server time on DDL, and hundreds of
+        schemas pile up in the catalog, where every acquire's table lookup and the
+        database's drop at the end scan them. The caller has released every lease
+        of the previous example (its teardown), so no advisory lock is left.
+        """
+        store = getattr(self, "_model_store", None)
+        if store is None:
+            self._model_store = store = self.fresh_store()
+            return store
+        schema = store.schema
+        with self.connect() as connection:
+            connection.execute(
+                "".join(
+                    f'DELETE FROM "{schema}".{table};' for table in TABLES if table != LAYOUT_TABLE
+                )
+            )
+        return store
+
     def connect(self):
+        """A connection behind the store's back: the held one (`hold_connection`), or a new one."""
         import psycopg
 
+        held = getattr(self, "_held", None)
+        if held is not None:
+            return contextlib.nullcontext(held)
         return psycopg.connect(self.url, autocommit=True)
+
+    def hold_connection(self):
+        """Until `let_go`, `connect` (takeovers, emptying) reuses one connection.
+
+        A model test takes over sink ids several times an example; a connection per
+        takeover is a server backend started and ended each time.
+        """
+        import psycopg
+
+        if getattr(self, "_held", None) is None:
+            self._held = psycopg.connect(self.url, autocommit=True)
+
+    def let_go(self):
+        held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            held.close()
 
     def rows(self, store=None):
         schema = (store or self.store).schema

@@ -676,7 +676,8 @@ class StoreAgainstModel(RuleBasedStateMachine):
     def __init__(self, backend):
         super().__init__()
         self.backend = backend
-        self.store = backend.fresh_store()
+        backend.hold_connection()  # let go in teardown
+        self.store = backend.empty_store()
         self.leases = {}
         self.tokens = {}
         self.model = {}  # (sink, epoch) -> (status, explicit, version, payload, token)
@@ -789,6 +790,7 @@ class StoreAgainstModel(RuleBasedStateMachine):
     def teardown(self):
         for lease in self.leases.values():
             lease.release()
+        self.backend.let_go()
 
 
 def test_the_store_always_equals_a_model_of_what_was_recorded(backend):
