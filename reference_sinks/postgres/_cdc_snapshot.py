@@ -9,14 +9,21 @@ the same rows, which a second ``SELECT`` of a live table does not give.
 The equivalent here is exact by construction. The slot is created over a replication
 connection with ``SNAPSHOT 'export'``: PostgreSQL hands out the snapshot of the slot's
 consistent point, in which every transaction committed before the point is visible
-and none after it. Inside that snapshot the table is copied once into an UNLOGGED
+and none after it. Inside that snapshot the table is copied once into a (logged)
 table with a row number (``sinkv2_row``); chunks are ranges of row numbers of the copy,
 so a replayed chunk reads the same rows. Every change the slot then decodes committed
 after the point: each row is in the snapshot or in the stream, never both, never
 neither. The copy is dropped once the epochs that read it are acknowledged (and, if a
-crash left it, when the query starts again). A server crash while chunks are still to
-be read empties the copy (crash recovery resets UNLOGGED tables): `read_chunk` counts
-the rows of each range and refuses to go on with fewer.
+crash left it, when the query starts again).
+
+The copy is a logged table, committed with ``synchronous_commit = on`` before the first
+epoch is recorded: it survives a server crash as the slot does. An UNLOGGED copy would
+be emptied by crash recovery, and the snapshot could not be taken again - the slot's
+consistent point is the only snapshot whose changes the slot follows, and it is gone
+once the slot was created. The price is the copy's WAL: written once, and decoded by
+the slot (a transaction after its consistent point, with no change of the table) on
+the first stream micro-batches until the slot has advanced past it. `read_chunk` still
+counts the rows of each range and refuses to go on with fewer (a copy changed by hand).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ __all__ = ["copy_name", "drop_copy", "read_chunk", "snapshot_into_copy"]
 
 
 def copy_name(slot: str) -> str:
-    """The UNLOGGED copy of the snapshot of ``slot`` (a slot name is at most 63 bytes)."""
+    """The copy of the snapshot of ``slot`` (a slot name is at most 63 bytes)."""
     return f"sinkv2_snap_{slot}"[:63]
 
 
@@ -70,10 +77,11 @@ def snapshot_into_copy(conninfo: str, slot: str, schema: str, table: str) -> tup
             connection.execute(
                 sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot.decode()))
             )
+            # durable before the enumerator hands out a chunk: a crash keeps it
+            connection.execute("SET LOCAL synchronous_commit = on")
             connection.execute(
                 sql.SQL(
-                    "CREATE UNLOGGED TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* "
-                    "FROM {} t"
+                    "CREATE TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* FROM {} t"
                 ).format(sql.Identifier(copy_name(slot)), sql.Identifier(schema, table))
             )
             row = connection.execute(
@@ -94,8 +102,8 @@ def read_chunk(
     Raises:
         SinkConfigurationError: The copy is gone (dropped by hand before its epochs
             were acknowledged).
-        CommitStateError: The copy holds fewer rows than the range: the server
-            crashed (crash recovery empties UNLOGGED tables) or it was changed by hand.
+        CommitStateError: The copy holds fewer rows than the range: it was changed
+            by hand (or an older version's UNLOGGED copy was emptied by a crash).
     """
     from psycopg import sql  # noqa: PLC0415  # optional extra
 
@@ -116,8 +124,8 @@ def read_chunk(
     if len(rows) != high - low:
         raise CommitStateError(
             f"the snapshot copy {copy_name(slot)!r} of slot {slot!r} holds {len(rows)} of its "
-            f"rows {low + 1}..{high}: it is an UNLOGGED table, which PostgreSQL empties when "
-            "it recovers from a crash (or it was changed by hand), so the snapshot is lost. "
+            f"rows {low + 1}..{high}: rows were deleted from it by hand (or it is an UNLOGGED "
+            "copy of an older version, emptied by a server crash), so the snapshot is lost. "
             "Refusing to skip the rows; start over under a new source_id and slot, and "
             "reload the target"
         )
