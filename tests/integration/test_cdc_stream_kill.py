@@ -44,8 +44,10 @@ speed).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import shutil
 import threading
 import time
 from collections import Counter
@@ -512,6 +514,9 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
     finally:
         if host is not None:
             host.kill()
+        # kept with the host's log: with SINKV2_PG_LOG_STATEMENTS set, every statement
+        with contextlib.suppress(OSError):
+            shutil.copy(postgres_server.log_path, tmp_path / "postgres.log")
         workload.done.set()
         sampler.done.set()
         for thread in (workload, sampler):
