@@ -5,6 +5,7 @@ turn, so drift and noise hit both alike)::
 
     .venv/bin/python benchmarks/iceberg_source_bench.py --rows 5000000 --rounds 5
     .venv/bin/python benchmarks/iceberg_source_bench.py --rows 200000 --rounds 1   # smoke
+    .venv/bin/python benchmarks/iceberg_source_bench.py --rows 20000000 --no-python-path
 
 The data is every benchmark's (``common.data``: ``id`` long, ``key`` string,
 ``value`` double), appended once to a table of the embedded catalog
@@ -59,6 +60,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[5_000_000])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--files", type=int, default=8)
+    parser.add_argument(
+        "--no-python-path",
+        action="store_true",
+        help="leave out native_read=False (slow on large tables; not the default path)",
+    )
     args = parser.parse_args()
     spark = session("iceberg-source-bench")
     for rows in args.rows:
@@ -94,6 +100,8 @@ def main() -> None:
                 "from_source(IcebergSource) Python path": sinkv2_read,
                 "from_source(IcebergSource) native": native_read,
             }
+            if args.no_python_path:
+                del paths["from_source(IcebergSource) Python path"]
             sums = set()
             for name, read in paths.items():  # warm-up, and the rows checked
                 _, counted, total = timed(read)

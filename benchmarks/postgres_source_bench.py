@@ -14,8 +14,9 @@ analyzed) is read whole by:
   and one server backend: the plainest bulk read there is;
 - ``PostgresSource (no Spark)``: every split of ``PostgresSource(url, "bench",
   chunks=1)`` read in this process, one connection: what one reader task does
-  (``COPY`` of the chunk's rows in key order, taken from libpq a row at a time in a
-  thread and parsed by pyarrow's CSV reader into Arrow batches in 4 MB blocks). To
+  (one ``SELECT`` of the chunk's rows in key order through the ADBC PostgreSQL
+  driver, which fetches it as ``COPY ... (FORMAT binary)`` and decodes it into Arrow
+  in C++). To
   compare two versions of the reader, run this file from each tree in turn (each run
   starts its own server), e.g. ``git archive HEAD~1 | tar -x -C /tmp/before`` and
   alternate ``--path psql --path local`` runs with ``PYTHONPATH`` set to each tree;

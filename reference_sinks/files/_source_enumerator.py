@@ -40,13 +40,13 @@ ways, and cleans a file when every one of its splits was reported, never earlier
 
 from __future__ import annotations
 
-import collections
 import time
 from collections.abc import Callable, Sequence
 from typing import final
 
 import pyarrow.fs as pafs
 
+from reference_sinks._split_queue import SplitQueue
 from reference_sinks.files._source_listing import FileStatus
 from reference_sinks.files._source_split import (
     FileEnumeratorState,
@@ -98,14 +98,13 @@ class FileSplitEnumerator:
         self._context = context
         self._discovery = discovery
         self._cleaner = cleaner
-        self._remaining = collections.deque(state.remaining)
+        self._splits = SplitQueue(context, state.remaining, continuous=discovery is not None)
         self._processed = dict(state.processed)
         self._newest_ns = state.newest_mtime_ns
         self._open = {f.path: set(f.split_ids) for f in state.open_files}
         self._split_files: dict[str, str] = {
             split_id: f.path for f in state.open_files for split_id in f.split_ids
         }
-        self._awaiting: dict[int, str | None] = {}
         self._seen: dict[str, tuple[int, int]] = {}  # path -> (size, mtime) at the last tick
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -132,6 +131,7 @@ class FileSplitEnumerator:
         cutoff = self._cutoff()
         now_ns = time.time_ns()
         seen = {}
+        found: list[FileSourceSplit] = []
         for status in listed:
             if status.path in self._processed or status.mtime_ns < cutoff:
                 continue
@@ -143,14 +143,14 @@ class FileSplitEnumerator:
                 continue
             self._processed[status.path] = status.mtime_ns
             splits = discovery.splitter(status)
-            self._remaining.extend(splits)
+            found.extend(splits)
             if self._cleaner is not None:
                 self._open[status.path] = {split.id for split in splits}
                 self._split_files.update((split.id, status.path) for split in splits)
         self._seen = seen
         if discovery.max_file_age_ns is not None:
             self._processed = {p: t for p, t in self._processed.items() if t >= cutoff}
-        self._assign_pending()
+        self._splits.add(found)
 
     def _cutoff(self) -> int:
         age = None if self._discovery is None else self._discovery.max_file_age_ns
@@ -160,29 +160,15 @@ class FileSplitEnumerator:
 
     def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
         """Assign the next split; bounded and none left: no more splits."""
-        if self._discovery is None and not self._remaining:
-            self._context.signal_no_more_splits(subtask_id)
-            return
-        self._awaiting[subtask_id] = requester_hostname
-        self._assign_pending()
-
-    def _assign_pending(self) -> None:
-        registered = self._context.registered_readers()
-        for subtask in list(self._awaiting):
-            if not self._remaining:
-                return
-            if subtask in registered:
-                del self._awaiting[subtask]
-                self._context.assign_split(self._remaining.popleft(), subtask)
+        self._splits.request(subtask_id, requester_hostname)
 
     def add_splits_back(self, splits: list[FileSourceSplit], subtask_id: int) -> None:
         """A failed reader's splits go first to the next requests."""
-        self._remaining.extendleft(reversed(splits))
-        self._assign_pending()
+        self._splits.add_back(splits)
 
     def add_reader(self, subtask_id: int) -> None:
         """A reader (re)registered: a request of an earlier reader of its subtask is void."""
-        self._awaiting.pop(subtask_id, None)
+        self._splits.forget_request(subtask_id)
 
     # --- clean-up ----------------------------------------------------------------------------
 
@@ -215,7 +201,7 @@ class FileSplitEnumerator:
     def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
         """The splits not assigned, the processed paths, and the files not yet cleaned."""
         return FileEnumeratorState(
-            remaining=tuple(self._remaining),
+            remaining=self._splits.remaining,
             processed=tuple(sorted(self._processed.items())),
             newest_mtime_ns=self._newest_ns,
             open_files=tuple(

@@ -27,12 +27,12 @@ happened meanwhile) is dropped, as Iceberg's enumerator does.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable
 from typing import TYPE_CHECKING, final
 
 import attrs
 
+from reference_sinks._split_queue import SplitQueue
 from reference_sinks.iceberg._source_errors import IcebergSourceError
 from reference_sinks.iceberg._source_split import IcebergEnumeratorState, IcebergSourceSplit
 from sinkv2.source import SplitEnumeratorContext
@@ -130,10 +130,9 @@ class IcebergSplitEnumerator:
         self._context = context
         self._planner = planner
         self._interval_ms = interval_ms
-        self._remaining = collections.deque(state.remaining)
+        self._splits = SplitQueue(context, state.remaining, continuous=planner is not None)
         self._started = state.started
         self._last = state.last_snapshot_id
-        self._awaiting: dict[int, str | None] = {}
 
     def start(self) -> None:
         """Continuous: discover now and every interval."""
@@ -156,41 +155,26 @@ class IcebergSplitEnumerator:
         assert found is not None  # no error: a result
         if (found.started, found.from_snapshot_id) != (self._started, self._last):
             return  # planned from a position this enumerator has left (restored meanwhile)
-        self._remaining.extend(found.splits)
         self._started = True
         self._last = found.to_snapshot_id
-        self._assign_pending()
+        self._splits.add(found.splits)
 
     def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
         """Assign the next split; bounded and none left: no more splits."""
-        if self._planner is None and not self._remaining:
-            self._context.signal_no_more_splits(subtask_id)
-            return
-        self._awaiting[subtask_id] = requester_hostname
-        self._assign_pending()
-
-    def _assign_pending(self) -> None:
-        registered = self._context.registered_readers()
-        for subtask in list(self._awaiting):
-            if not self._remaining:
-                return
-            if subtask in registered:
-                del self._awaiting[subtask]
-                self._context.assign_split(self._remaining.popleft(), subtask)
+        self._splits.request(subtask_id, requester_hostname)
 
     def add_splits_back(self, splits: list[IcebergSourceSplit], subtask_id: int) -> None:
         """A failed reader's splits go first to the next requests."""
-        self._remaining.extendleft(reversed(splits))
-        self._assign_pending()
+        self._splits.add_back(splits)
 
     def add_reader(self, subtask_id: int) -> None:
         """A reader (re)registered: a request of an earlier reader of its subtask is void."""
-        self._awaiting.pop(subtask_id, None)
+        self._splits.forget_request(subtask_id)
 
     def snapshot_state(self, checkpoint_id: int) -> IcebergEnumeratorState:
         """The splits not assigned and the last snapshot turned into splits."""
         return IcebergEnumeratorState(
-            remaining=tuple(self._remaining), started=self._started, last_snapshot_id=self._last
+            remaining=self._splits.remaining, started=self._started, last_snapshot_id=self._last
         )
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:

@@ -1,87 +1,128 @@
 """One key-range chunk of a table or query read as Arrow record batches (`read_chunk`).
 
-Reading is ``COPY (SELECT ...) TO STDOUT (FORMAT csv)`` parsed by pyarrow's CSV reader
-in blocks of whole rows, gathered by a thread while the block before is parsed; each
-column is selected in a form that parser reads exactly (`read_expression`): dates as
-days and timestamps and intervals as microseconds since 1970 (``extract(epoch ...)``,
-exact since PostgreSQL 14), bytea as hex, arrays as JSON lists of their elements' text.
+Reading is one ``SELECT`` run by the ADBC PostgreSQL driver (`connect_reader`), which
+fetches it as ``COPY (SELECT ...) TO STDOUT (FORMAT binary)`` and decodes the rows
+into Arrow in C++: no Python call per row or per value. Each column is selected in a
+form whose binary value the driver decodes exactly (`read_expression`) and finished
+into the type table's Arrow type with a vectorised cast (`_finish`):
+
+- integers, floats, booleans, ``bytea``, ``date``, ``timestamp`` and ``timestamptz``
+  as they are (the driver's Arrow types are the type table's);
+- every type read as a string cast to ``text`` on the server (``uuid``, ``json``, enums ...);
+- ``numeric`` cast to the field's ``numeric(p, s)`` on the server (which rounds as the
+  type table says), then to its unscaled ``int8`` when ``p <= 18`` (viewed as
+  ``decimal128(p, s)`` without arithmetic), else to its text (cast to ``decimal128``);
+- ``interval`` as ``extract(epoch ...)`` microseconds (``int8``);
+- arrays the same per element (a multi-dimensional array as its elements in order, as
+  ``unnest`` gives them).
+
+Values Arrow cannot hold fail the read with `UnreadableValueError` naming the column:
+infinite dates and timestamps (which the driver would otherwise shift past Arrow's
+range), and numeric ``NaN`` and infinities (for ``p <= 18`` the server refuses the cast to ``int8``,
+and the error names the column).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import queue
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.json as pajson
 
 from reference_sinks.postgres._chunks import ALIAS, KeyRange, Relation
-from sinkv2.errors import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError, SinkV2Error
 
 if TYPE_CHECKING:
-    import psycopg
+    from adbc_driver_manager import dbapi
     from psycopg import sql as psql
 
-__all__ = ["read_chunk", "read_expression"]
+__all__ = [
+    "READER_SETTINGS",
+    "UnreadableValueError",
+    "connect_reader",
+    "read_chunk",
+    "read_expression",
+]
 
-_BLOCK_BYTES: Final = 4 << 20
-"""COPY output gathered into one block for the parser (whole rows, about this many bytes)."""
+READER_SETTINGS: Final = (
+    ("DateStyle", "ISO"),
+    ("extra_float_digits", "1"),
+    ("TimeZone", "UTC"),
+    ("default_transaction_read_only", "on"),
+    ("default_transaction_isolation", "repeatable read"),
+)
+"""The reading session's settings: `_chunks.SESSION_OPTIONS` (so a bound's text reads as
+the value it was planned from), and each statement a read-only repeatable-read transaction."""
+
+_MIN_TIMESTAMP_US: Final = -210_866_803_200_000_000
+"""PostgreSQL's earliest timestamp (4714-11-24 BC) in microseconds since 1970; the driver
+shifts +-infinity (and values past year 294,246) below it."""
+_INT8_DIGITS: Final = 18
+"""A ``numeric(p, s)`` with ``p`` up to this is read as its unscaled ``int8`` (the cheapest
+form to decode); wider ones as their text."""
+_MAX_DECIMAL_DIGITS: Final = 38
+_MIN_DATE_DAYS: Final = -2_440_588
+"""PostgreSQL's earliest date (4714-11-24 BC) in days since 1970; +-infinity lands below it."""
 
 
-def _parse_type(kind: pa.DataType) -> pa.DataType:
-    """The type pyarrow's parser reads a scalar of Arrow type ``kind`` as (`_leaf_read`)."""
-    if pa.types.is_date32(kind):
-        return pa.int32()
-    if pa.types.is_timestamp(kind) or pa.types.is_duration(kind):
-        return pa.int64()
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return pa.string()
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return pa.string()
-    if (
-        pa.types.is_decimal(kind)
+class UnreadableValueError(SinkV2Error, ValueError):
+    """A value of a column has no Arrow value (an infinite timestamp, numeric NaN, ...)."""
+
+
+def connect_reader(url: str, application_name: str) -> dbapi.Connection:
+    """An ADBC connection to ``url`` set up for `read_chunk` (`READER_SETTINGS`, autocommit).
+
+    Each `read_chunk` is then one statement: its own read-only repeatable-read
+    transaction, one snapshot.
+
+    Raises:
+        adbc_driver_manager.Error: The server cannot be reached.
+    """
+    import adbc_driver_postgresql.dbapi  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    connection: dbapi.Connection = adbc_driver_postgresql.dbapi.connect(url, autocommit=True)
+    try:
+        with connection.cursor() as cursor:
+            for name, value in (*READER_SETTINGS, ("application_name", application_name)):
+                cursor.execute(f"SELECT set_config('{name}', '{value}', false)")
+                cursor.fetchall()
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind))
+
+
+def _check_readable(kind: pa.DataType) -> None:
+    if not (
+        pa.types.is_date32(kind)
+        or pa.types.is_timestamp(kind)
+        or pa.types.is_duration(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_decimal(kind)
         or pa.types.is_boolean(kind)
         or pa.types.is_integer(kind)
         or pa.types.is_floating(kind)
     ):
-        return kind
-    raise SinkConfigurationError(f"Arrow type {kind} cannot be read from PostgreSQL")
+        raise SinkConfigurationError(f"Arrow type {kind} cannot be read from PostgreSQL")
 
 
-def _leaf_read(value: psql.Composable, kind: pa.DataType) -> tuple[psql.Composable, pa.DataType]:
-    """How a scalar of Arrow type ``kind`` is selected, and the type the parser reads it as."""
+def _epoch_us(value: psql.Composable) -> psql.Composable:
     from psycopg import sql  # noqa: PLC0415  # optional extra
 
-    parsed = _parse_type(kind)
-    if pa.types.is_date32(kind):
-        return sql.SQL("({} - DATE '1970-01-01')").format(value), parsed
-    if pa.types.is_timestamp(kind) or pa.types.is_duration(kind):
-        return sql.SQL("(extract(epoch FROM {}) * 1000000)::int8").format(value), parsed
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return sql.SQL("encode({}, 'hex')").format(value), parsed
-    if pa.types.is_decimal(kind):
-        return (
-            sql.SQL("{}::numeric({}, {})").format(
-                value, sql.Literal(kind.precision), sql.Literal(kind.scale)
-            ),
-            parsed,
-        )
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return sql.SQL("{}::text").format(value), parsed
-    return value, parsed
+    return sql.SQL("(extract(epoch FROM {}) * 1000000)::int8").format(value)
 
 
-def read_expression(column: str, kind: pa.DataType) -> tuple[psql.Composable, pa.DataType]:
-    """How column ``column`` is selected to be read as Arrow type ``kind``.
-
-    Returns the SQL expression and the type pyarrow's CSV parser reads its text as
-    (`read_chunk` casts that to ``kind``).
+def read_expression(column: str, kind: pa.DataType) -> psql.Composable:
+    """How column ``column`` is selected to be read as Arrow type ``kind`` (module docstring).
 
     Raises:
         SinkConfigurationError: ``kind`` is not a type a PostgreSQL column is read as.
@@ -89,143 +130,111 @@ def read_expression(column: str, kind: pa.DataType) -> tuple[psql.Composable, pa
     from psycopg import sql  # noqa: PLC0415  # optional extra
 
     ident = sql.Identifier(column)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        element, _ = _leaf_read(sql.SQL("x"), kind.value_type)
-        # Each element as its text in a JSON list, in order (NULL stays null).
-        return (
-            sql.SQL(
-                "CASE WHEN {c} IS NULL THEN NULL ELSE array_to_json(ARRAY(SELECT ({e})::text "
-                "FROM unnest({c}) WITH ORDINALITY AS u(x, n) ORDER BY n))::text END"
-            ).format(c=ident, e=element),
-            pa.string(),
+    leaf = kind.value_type if _is_list(kind) else kind
+    _check_readable(leaf)
+    brackets = "[]" if _is_list(kind) else ""
+    if pa.types.is_string(leaf) or pa.types.is_large_string(leaf):
+        return sql.SQL("{}::text" + brackets).format(ident)
+    if pa.types.is_decimal(leaf):
+        rounded = sql.SQL("{}::numeric({}, {})").format(
+            ident, sql.Literal(leaf.precision), sql.Literal(leaf.scale)
         )
-    return _leaf_read(ident, kind)
+        if not brackets and leaf.precision <= _INT8_DIGITS:  # its unscaled value fits int8
+            return sql.SQL("({} * {})::int8").format(rounded, sql.Literal(10**leaf.scale))
+        return sql.SQL("{}::text" + brackets).format(rounded + sql.SQL(brackets))
+    if pa.types.is_duration(leaf):
+        if not brackets:
+            return _epoch_us(ident)
+        # Each element in order (NULL stays null), flattened as unnest gives them.
+        return sql.SQL(
+            "CASE WHEN {c} IS NULL THEN NULL ELSE ARRAY(SELECT {e} "
+            "FROM unnest({c}) WITH ORDINALITY AS u(x, n) ORDER BY n) END"
+        ).format(c=ident, e=_epoch_us(sql.SQL("x")))
+    return ident
 
 
-def _hex_to_binary(column: pa.Array, kind: pa.DataType) -> pa.Array:
-    return pa.array(
-        [None if text is None else bytes.fromhex(text) for text in column.to_pylist()], kind
+def _unreadable(column: str, what: str) -> UnreadableValueError:
+    return UnreadableValueError(
+        f"column {column!r} holds {what}, which Arrow cannot hold; filter or cast such "
+        "values in query='SELECT ...'"
     )
 
 
-def _finish_leaf(column: pa.Array, kind: pa.DataType) -> pa.Array:
-    """A parsed column (as `_leaf_read`'s parse type) as Arrow type ``kind``."""
-    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        return _hex_to_binary(column, kind)
-    if column.type != kind:
-        return column.cast(kind)
-    return column
+def _any_below(values: pa.Array, storage: pa.DataType, least: int) -> bool:
+    return bool(pc.any(pc.less(values.view(storage), least)).as_py())
 
 
-def _finish(column: pa.Array, kind: pa.DataType) -> pa.Array:
-    """A parsed column (as `read_expression`'s parse type) as Arrow type ``kind``."""
-    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
-        return _finish_leaf(column, kind)
-    lines = pc.binary_join_element_wise('{"v":', pc.fill_null(column, "null"), "}", "")
-    text = "\n".join(lines.to_pylist()).encode()
-    read = pajson.read_json(
-        io.BytesIO(text),
-        parse_options=pajson.ParseOptions(
-            explicit_schema=pa.schema([("v", pa.list_(pa.string()))])
-        ),
-    ).column("v")
-    as_text = read.combine_chunks() if read.num_chunks != 1 else read.chunk(0)
-    parsed = _parse_type(kind.value_type)
-    values = as_text.values
-    if pa.types.is_boolean(parsed):
-        values = pc.equal(values, "true")  # a boolean's text (::text) is true or false
-        values = pc.if_else(pc.is_null(as_text.values), pa.scalar(None, pa.bool_()), values)
-    finished = _finish_leaf(values.cast(parsed), kind.value_type)
-    return type(as_text).from_arrays(as_text.offsets, finished, type=kind, mask=as_text.is_null())
-
-
-def _copy_rows(conn: psycopg.Connection[Any], copy: psycopg.Copy) -> Iterator[bytes]:
-    """The rows of the ``COPY ... TO STDOUT`` that ``copy`` runs on ``conn``, one by one.
-
-    The rows libpq already holds are taken straight from it (``PQgetCopyData`` without
-    waiting, about a third of the time of psycopg's `Copy.read`, which runs its wait
-    loop for every row); only when libpq has none does `Copy.read` wait for the server.
-    When libpq reports the end itself, the COPY's final result is fetched here, as
-    `Copy.read` would (an error the server sent after the last row is raised).
-    """
-    from psycopg import errors, generators, pq  # noqa: PLC0415  # optional extra
-
-    get = conn.pgconn.get_copy_data
-    while True:
-        nbytes, data = get(1)  # 1: do not wait; raises on a failed read
-        if nbytes > 0:
-            yield bytes(data)
-        elif nbytes == 0:  # nothing held: wait for the server
-            if not (waited := copy.read()):
-                return
-            yield bytes(waited)
-        else:  # -1: the server ended the COPY; take its final result
-            results = conn.wait(generators.fetch_many(conn.pgconn))
-            for result in results:
-                if result.status != pq.ExecStatus.COMMAND_OK:
-                    raise errors.error_from_result(result, encoding=conn.info.encoding)
-            return
-
-
-class _Stopped(Exception):  # a signal, not an error
-    """The consumer of `_copy_blocks` went away: stop the COPY."""
-
-
-_END: Final = object()
-
-
-def _copy_blocks(conn: psycopg.Connection[Any], statement: psql.Composed) -> Iterator[bytes]:
-    """The output of a ``COPY ... TO STDOUT`` in blocks of whole rows, read by a thread.
-
-    PostgreSQL sends each row as one message, handed over one at a time (`_copy_rows`);
-    a thread gathers them into blocks of about ``_BLOCK_BYTES`` while the caller parses
-    the block before (pyarrow's parser releases the GIL), so the server, the row loop
-    and the parser run at once. Closing the iterator early cancels the COPY (psycopg
-    cancels and drains it; the transaction is then aborted).
-    """
-    handoff: queue.Queue[object] = queue.Queue(maxsize=2)
-    stop = threading.Event()
-
-    def drain() -> None:
+def _finish_leaf(values: pa.Array, kind: pa.DataType, column: str) -> pa.Array:
+    """The driver's values of one leaf column (or a list's elements) as Arrow type ``kind``."""
+    if isinstance(values, pa.ExtensionArray):  # numeric: its text (opaque extension)
+        values = values.storage
+    if pa.types.is_decimal(kind) and pa.types.is_int64(values.type):  # unscaled
+        return values.cast(pa.decimal128(_MAX_DECIMAL_DIGITS, 0)).view(kind)
+    if pa.types.is_decimal(kind):
         try:
-            with conn.cursor() as cursor, cursor.copy(statement) as copy:
-                parts: list[bytes] = []
-                size = 0
-                for data in _copy_rows(conn, copy):
-                    parts.append(data)
-                    size += len(data)
-                    if size >= _BLOCK_BYTES:
-                        handoff.put(b"".join(parts))
-                        parts, size = [], 0
-                        if stop.is_set():
-                            raise _Stopped
-                if parts:
-                    handoff.put(b"".join(parts))
-            handoff.put(_END)
-        except BaseException as error:  # noqa: BLE001  # handed to the consumer
-            handoff.put(error)
-
-    thread = threading.Thread(target=drain, name="sinkv2-postgres-copy", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = handoff.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            assert isinstance(item, bytes)
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a put until the thread has ended
-            with contextlib.suppress(queue.Empty):
-                handoff.get(timeout=0.05)
-        thread.join()
+            return values.cast(kind)
+        except pa.ArrowInvalid:
+            raise _unreadable(column, "numeric NaN or infinity") from None
+    if pa.types.is_timestamp(values.type) and _any_below(values, pa.int64(), _MIN_TIMESTAMP_US):
+        raise _unreadable(column, "an infinite timestamp or one beyond year 294,246")
+    if pa.types.is_date32(values.type) and _any_below(values, pa.int32(), _MIN_DATE_DAYS):
+        raise _unreadable(column, "an infinite date")
+    if values.type != kind:
+        return values.cast(kind)
+    return values
 
 
-def read_chunk(  # noqa: PLR0917  # the interface the CDC source shares
-    conn: psycopg.Connection[Any],
+def _finish(column: pa.Array, kind: pa.DataType, name: str) -> pa.Array:
+    """A column as the driver read it (`read_expression`'s form) as Arrow type ``kind``."""
+    if not _is_list(kind):
+        return _finish_leaf(column, kind, name)
+    values = _finish_leaf(column.values, kind.value_type, name)
+    offsets = column.offsets
+    return type(pa.array([], kind)).from_arrays(offsets, values, type=kind, mask=column.is_null())
+
+
+def _query(  # noqa: PLR0917  # read_chunk's arguments
+    relation: Relation,
+    columns: Sequence[str],
+    key: str | None,
+    chunk: KeyRange,
+    schema: pa.Schema,
+    order_by: Sequence[str] | None,
+    skip: int,
+    not_null: Collection[str],
+) -> str:
+    from psycopg import sql  # noqa: PLC0415  # optional extra
+
+    # Aliased out of the way: ORDER BY names then mean the relation's columns.
+    selected = sql.SQL(", ").join(
+        sql.SQL("{} AS {}").format(
+            read_expression(name, field.type), sql.Identifier(f"{ALIAS}_{index}")
+        )
+        for index, (name, field) in enumerate(zip(columns, schema, strict=True))
+    )
+    order = list(order_by) if order_by is not None else ([key] if key is not None else [])
+    if key is not None and key in not_null and chunk.nulls:
+        chunk = attrs.evolve(chunk, nulls=False)  # no NULL keys to take
+    query = sql.SQL("SELECT {} FROM {} WHERE {}").format(
+        selected, relation.from_item(), chunk.where(key)
+    )
+    if order:
+        # NULLs first; a NOT NULL column's plain ascending order is the same order, and the
+        # one a default btree index gives without a sort.
+        query = sql.SQL("{} ORDER BY {}").format(
+            query,
+            sql.SQL(", ").join(
+                sql.SQL("{}" if o in not_null else "{} NULLS FIRST").format(sql.Identifier(o))
+                for o in order
+            ),
+        )
+    if skip:
+        query = sql.SQL("{} OFFSET {}").format(query, sql.Literal(int(skip)))
+    return query.as_string(None)
+
+
+def read_chunk(  # noqa: PLR0917  # the interface of _chunks' docstring
+    conn: dbapi.Connection,
     relation: Relation,
     columns: Sequence[str],
     key: str | None,
@@ -235,67 +244,78 @@ def read_chunk(  # noqa: PLR0917  # the interface the CDC source shares
     order_by: Sequence[str] | None = None,
     skip: int = 0,
     batch_rows: int = 65_536,
+    not_null: Collection[str] = (),
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``chunk`` as record batches of ``schema`` (one field per column).
 
     Rows come in ``order_by`` order (default: ``key``, NULLs first; nothing when both
-    are ``None``), the first ``skip`` of them left out. Runs one ``COPY ... TO
-    STDOUT`` on ``conn`` (in its current transaction: a repeatable-read one makes
-    every chunk read the same snapshot), from a thread of its own: leave ``conn``
-    alone until the iterator is exhausted or closed (closing it early cancels the
-    COPY, which aborts the transaction).
+    are ``None``), the first ``skip`` of them left out. Columns in ``not_null`` are
+    declared NOT NULL: ordered and filtered without NULL handling (the same rows in
+    the same order, but an index on them can serve the read). Runs one statement on ``conn``
+    (a `connect_reader` connection: the statement is its own read-only repeatable-read
+    transaction). Leave ``conn`` alone until the iterator is exhausted or closed;
+    closing it early cancels the statement (the connection stays usable).
 
     Raises:
         SinkConfigurationError: A field's type is not one a column is read as.
-        psycopg.Error: The query failed (the connection's transaction is then aborted).
+        UnreadableValueError: A value has no Arrow value (named column).
+        adbc_driver_manager.Error, pyarrow.ArrowIOError: The query failed.
     """
-    from psycopg import sql  # noqa: PLC0415  # optional extra
-
     if len(columns) != len(schema):
         raise SinkConfigurationError(
             f"read_chunk got {len(columns)} columns but a schema of {len(schema)} fields"
         )
-    reads = [read_expression(name, field.type) for name, field in zip(columns, schema, strict=True)]
-    # Aliased out of the way: ORDER BY names then mean the relation's columns.
-    selected = sql.SQL(", ").join(
-        sql.SQL("{} AS {}").format(expression, sql.Identifier(f"{ALIAS}_{index}"))
-        for index, (expression, _) in enumerate(reads)
-    )
-    order = list(order_by) if order_by is not None else ([key] if key is not None else [])
-    query = sql.SQL("SELECT {} FROM {} WHERE {}").format(
-        selected, relation.from_item(), chunk.where(key)
-    )
-    if order:
-        query = sql.SQL("{} ORDER BY {}").format(
-            query,
-            sql.SQL(", ").join(sql.SQL("{} NULLS FIRST").format(sql.Identifier(o)) for o in order),
-        )
-    if skip:
-        query = sql.SQL("{} OFFSET {}").format(query, sql.Literal(int(skip)))
-    names = [f"c{i}" for i in range(len(reads))]
-    convert = pacsv.ConvertOptions(
-        column_types=dict(zip(names, (parsed for _, parsed in reads), strict=True)),
-        null_values=[""],
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=False,
-        true_values=["t"],
-        false_values=["f"],
-    )
-    read_options = pacsv.ReadOptions(column_names=names, block_size=_BLOCK_BYTES + (1 << 20))
-    parse = pacsv.ParseOptions(newlines_in_values=True)
+    statement = _query(relation, columns, key, chunk, schema, order_by, skip, not_null)
+    cursor = conn.cursor()
+    batches: pa.RecordBatchReader | None = None
+    done = False
+    try:
+        cursor.execute(statement)
+        batches = cursor.fetch_record_batch()
+        for batch in batches:
+            arrays = [
+                _finish(batch.column(i), field.type, field.name) for i, field in enumerate(schema)
+            ]
+            finished = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            for start in range(0, finished.num_rows, batch_rows):
+                yield finished.slice(start, batch_rows)
+        done = True
+    except (OSError, pa.ArrowException, _adbc_error()) as error:
+        if "cannot convert" not in str(error) or not (narrow := _int8_decimals(columns, schema)):
+            raise
+        raise _unreadable(  # the server's cast to int8 of a narrow numeric refused it
+            narrow[0] if len(narrow) == 1 else f"one of {narrow}", "numeric NaN or infinity"
+        ) from error
+    finally:
+        if not done:  # failed or closed early: stop the server's COPY rather than drain it
+            _cancel(cursor)
+        try:
+            if batches is not None:
+                batches.close()
+            cursor.close()
+        except (OSError, pa.ArrowException, _adbc_error()):
+            if done:
+                raise
+            # else: closing what was cancelled or failed; the first error is the one raised
 
-    def parsed(block: bytes | bytearray) -> Iterator[pa.RecordBatch]:
-        table = pacsv.read_csv(
-            io.BytesIO(block),
-            read_options=read_options,
-            parse_options=parse,
-            convert_options=convert,
-        )
-        arrays = [
-            _finish(table.column(i).combine_chunks(), field.type) for i, field in enumerate(schema)
-        ]
-        yield from pa.Table.from_arrays(arrays, schema=schema).to_batches(batch_rows)
 
-    statement = sql.SQL("COPY ({}) TO STDOUT (FORMAT csv)").format(query)
-    for block in _copy_blocks(conn, statement):
-        yield from parsed(block)
+def _int8_decimals(columns: Sequence[str], schema: pa.Schema) -> list[str]:
+    """The columns read as their unscaled int8 (see `read_expression`)."""
+    return [
+        column
+        for column, field in zip(columns, schema, strict=True)
+        if pa.types.is_decimal(field.type) and field.type.precision <= _INT8_DIGITS
+    ]
+
+
+def _adbc_error() -> type[Exception]:
+    import adbc_driver_manager  # noqa: PLC0415  # optional extra
+
+    return adbc_driver_manager.Error
+
+
+def _cancel(cursor: Any) -> None:
+    try:
+        cursor.adbc_cancel()
+    except _adbc_error():
+        pass  # nothing running any more

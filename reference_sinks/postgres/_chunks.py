@@ -12,9 +12,9 @@ hand-over). Stable interface:
 - `plan_chunks(conn, relation, key, chunks) -> list[KeyRange]` - ranges that cover
   every row exactly once (NULL keys in the first), in key order.
 - `reference_sinks.postgres._chunk_read.read_chunk(conn, relation, columns, key, chunk,
-  schema, *, order_by=None, skip=0) -> Iterator[pyarrow.RecordBatch]` - the chunk's rows
-  in ``order_by`` order (default: the key), the first ``skip`` left out, typed as
-  ``schema`` says.
+  schema, *, order_by=None, skip=0, not_null=()) -> Iterator[pyarrow.RecordBatch]` - the
+  chunk's rows in ``order_by`` order (default: the key), the first ``skip`` left out,
+  typed as ``schema`` says, on an ADBC connection from ``_chunk_read.connect_reader``.
 - `SESSION_OPTIONS` - the ``options`` a connection used by both needs
   (``psycopg.connect(url, options=SESSION_OPTIONS)``, or the same settings): ISO
   dates and shortest-exact floats, so a bound's text reads back as the same value.

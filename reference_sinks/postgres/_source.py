@@ -8,13 +8,12 @@ types and the split key), where a bad one fails before any job runs.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
 import pyarrow as pa
 
-from reference_sinks.postgres._chunk_read import read_chunk
+from reference_sinks.postgres._chunk_read import UnreadableValueError, connect_reader, read_chunk
 from reference_sinks.postgres._chunks import (
     SESSION_OPTIONS,
     Relation,
@@ -37,6 +36,7 @@ from sinkv2.text import describe
 
 if TYPE_CHECKING:
     import psycopg
+    from adbc_driver_manager import dbapi
 
 __all__ = ["PostgresReadError", "PostgresSource"]
 
@@ -293,6 +293,12 @@ class PostgresSource:
             self.split_key = split_key
             connection.rollback()
         self.order_by = self._order(described)
+        # Declared NOT NULL: read without NULLS FIRST and NULL tests, so an index can serve them.
+        self.not_null = frozenset(
+            c.name
+            for c in described.columns
+            if c.not_null and (c.name in self.order_by or c.name == split_key)
+        )
 
     def _select(
         self, described: _Described, wanted: Sequence[str] | None
@@ -376,20 +382,23 @@ class PostgresSource:
         """A reader that reads one chunk after another on its own connection."""
         return PostgresSourceReader(reader_context, self._reader_connection, self._read)
 
-    def _reader_connection(self) -> psycopg.Connection[Any]:
-        from psycopg import IsolationLevel  # noqa: PLC0415  # optional extra
+    def _reader_connection(self) -> dbapi.Connection:
+        """The reader's connection: ADBC's PostgreSQL driver (see ``_chunk_read``)."""
+        import adbc_driver_manager  # noqa: PLC0415  # optional extra
 
-        connection = _connect(self.url)
-        connection.isolation_level = IsolationLevel.REPEATABLE_READ
-        connection.read_only = True
-        return connection
+        try:
+            return connect_reader(self.url, _APPLICATION)
+        except adbc_driver_manager.Error as error:
+            raise SinkConfigurationError(
+                f"PostgresSource could not connect to PostgreSQL: {str(error).strip()}; check "
+                "the url ('postgresql://user@host:5432/db') and that the server is up"
+            ) from error
 
     def _read(
-        self, connection: psycopg.Connection[Any], split: PostgresSourceSplit
+        self, connection: dbapi.Connection, split: PostgresSourceSplit
     ) -> Iterator[pa.RecordBatch]:
-        import psycopg  # noqa: PLC0415  # optional extra
+        import adbc_driver_manager  # noqa: PLC0415  # optional extra
 
-        done = False
         try:
             yield from read_chunk(
                 connection,
@@ -401,21 +410,21 @@ class PostgresSource:
                 order_by=self.order_by,
                 skip=split.records_read,
                 batch_rows=self.batch_rows,
+                not_null=self.not_null,
             )
-            connection.commit()
-            done = True
-        except psycopg.Error as error:
+        except (adbc_driver_manager.Error, pa.ArrowIOError, UnreadableValueError) as error:
+            hint = (
+                ""  # it names the column and what to do
+                if isinstance(error, UnreadableValueError)
+                else ". Values Arrow cannot hold (infinite dates or timestamps, numeric NaN or "
+                "digits beyond the column's decimal type) fail the read: filter or cast them "
+                "in query='SELECT ...'"
+            )
             raise PostgresReadError(
                 f"PostgresSource could not read split {split.id} {split.key_range()} of "
-                f"{self.relation}: {str(error).strip()}. Values Arrow cannot hold (infinite "
-                "dates or timestamps, numeric NaN or digits beyond the column's decimal type) "
-                "fail the read: filter or cast them in query='SELECT ...'",
+                f"{self.relation}: {str(error).strip()}{hint}",
                 split_id=split.id,
             ) from error
-        finally:
-            if not done:  # failed or closed early: end the transaction (if the connection lives)
-                with contextlib.suppress(psycopg.Error):
-                    connection.rollback()
 
     def get_split_serializer(self) -> AttrsMsgpackSerializer[PostgresSourceSplit]:
         """Splits, positions included, as msgpack (version 1)."""

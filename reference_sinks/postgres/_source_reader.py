@@ -7,9 +7,9 @@ more splits" once none is left; a failed reader's splits go back to the front.
 The reader (on the reader framework, as Flink's ``JdbcSourceSplitReader``) asks for a
 split at start (unless splits were restored) and after each finished one, so splits
 are pulled one at a time and a fast reader takes more of them. Its split reader,
-in the fetcher thread, opens one connection on first use and reads each split in a
-read-only repeatable-read transaction of its own: one ``COPY`` of the chunk's rows in
-the chunk's order after the split's position, a batch per fetch.
+in the fetcher thread, opens one connection (ADBC's PostgreSQL driver) on first use and
+reads each split with one statement, a read-only repeatable-read transaction of its own:
+the chunk's rows in the chunk's order after the split's position, a batch per fetch.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, final
 
 import pyarrow as pa
 
@@ -26,13 +26,13 @@ from reference_sinks.postgres._source_split import PostgresEnumeratorState, Post
 from sinkv2.source import SourceReaderContext, SplitEnumeratorContext
 
 if TYPE_CHECKING:
-    import psycopg
+    from adbc_driver_manager import dbapi
 
 __all__ = ["PostgresSourceReader", "PostgresSplitEnumerator", "ReadSplit"]
 
-ReadSplit = Callable[["psycopg.Connection[Any]", PostgresSourceSplit], Iterator[pa.RecordBatch]]
+ReadSplit = Callable[["dbapi.Connection", PostgresSourceSplit], Iterator[pa.RecordBatch]]
 """A split's rows after its position, as batches of the produced type, read on a connection."""
-Connect = Callable[[], "psycopg.Connection[Any]"]
+Connect = Callable[[], "dbapi.Connection"]
 
 
 @final
@@ -80,7 +80,7 @@ class _Connection:
     def __init__(self, connect: Connect, read_split: ReadSplit) -> None:
         self._connect = connect
         self._read_split = read_split
-        self._connection: psycopg.Connection[Any] | None = None
+        self._connection: dbapi.Connection | None = None
 
     def read(self, split: PostgresSourceSplit) -> Iterator[pa.RecordBatch]:
         """The split's rows after its position, on this reader's connection."""
@@ -91,15 +91,18 @@ class _Connection:
     def close(self, current: Iterator[pa.RecordBatch] | None) -> None:
         """End the current read and close the connection."""
         connection, self._connection = self._connection, None
-        if connection is not None:
-            if current is not None:  # a COPY still running: stop it rather than drain it
-                connection.cancel_safe()
-            connection.close()
+        if connection is not None and current is not None:
+            # A statement may still run (in the fetcher thread): stop it rather than drain it.
+            with contextlib.suppress(Exception):
+                connection.adbc_cancel()
         if current is not None:
             close = getattr(current, "close", None)
             if close is not None:
-                with contextlib.suppress(Exception):  # the connection is closed already
+                with contextlib.suppress(Exception):  # cancelled, or running in another thread
                     close()
+        if connection is not None:
+            with contextlib.suppress(Exception):  # the server may be gone already
+                connection.close()
 
 
 def _split_reader(connect: Connect, read_split: ReadSplit) -> BatchSplitReader[PostgresSourceSplit]:

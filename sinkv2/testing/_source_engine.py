@@ -151,12 +151,19 @@ class LocalSourceEngine:
             pooled = [framed for reader in checkpoint.readers for framed in reader]
             self._last_states = [tuple(part) for part in deal(pooled, parallelism)]
             restored = [[self._read_split(framed) for framed in part] for part in self._last_states]
-        check_enumerator(self.enumerator)
-        self._log(f"enumerator {'restored' if checkpoint else 'created'}; start()")
-        self.enumerator.start()
         self._wiring.readers[:] = [ReaderSlot(self._wiring, i) for i in range(parallelism)]
-        for subtask in range(parallelism):
-            self._start_reader(subtask, restored[subtask])
+        try:
+            check_enumerator(self.enumerator)
+            self._log(f"enumerator {'restored' if checkpoint else 'created'}; start()")
+            self.enumerator.start()
+            for subtask in range(parallelism):
+                self._start_reader(subtask, restored[subtask])
+        except BaseException:
+            try:
+                self.close()  # what started holds resources (a slot's lock, a connection)
+            except Exception as error:  # noqa: BLE001  # the start's failure is the one to raise
+                self._log(f"close() after a failed start raised {type(error).__name__}: {error}")
+            raise
 
     @property
     def parallelism(self) -> int:
@@ -531,9 +538,15 @@ class LocalSourceEngine:
         if self._closed:
             return
         self._closed = True
-        for slot in self.readers:
-            slot.reader.close()
-        self.enumerator.close()
+        closers = [slot.reader.close for slot in self.readers if slot.reader is not None]
+        first: BaseException | None = None
+        for close in [*closers, self.enumerator.close]:  # each, even after one raised
+            try:
+                close()
+            except BaseException as error:  # noqa: BLE001  # raised below, after the rest
+                first = first or error
+        if first is not None:
+            raise first
 
 
 def _check_round_trip(

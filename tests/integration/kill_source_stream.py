@@ -9,7 +9,8 @@ reads the log source
 (``tests/spark/log_source.py``) read with ``sinkv2_spark.from_source(...,
 streaming=True)`` into a FileSink, IcebergSink or PostgresSink through
 ``writeStream.format("sinkv2")``, at most `PER_TRIGGER` records a micro-batch, so the
-log files of the config take several micro-batches.
+log files of the config take several micro-batches (a job's ``splits_per_trigger``
+splits instead: a source whose splits are files read whole is never cut at a count).
 
 The faults are wrappers around the real components, each keeping a marker file
 ``<markers>/<sink id>.<event>.<epoch>`` for every step it sees and, at the job's
@@ -26,12 +27,18 @@ streaming source runner, which blocks the micro-batch loop while it sleeps):
   the store has marked epoch N) or after (``notified``: the coordinator has not
   pruned yet).
 
+A job with a ``source`` (``"module:callable"``, called with the job; `iceberg_source` and
+`file_source` here) reads that source instead of the log source; only the store's
+faults (``epoch-recorded``; ``marked``: the store marked epoch N acknowledged, the
+enumerator has not been notified nor told the finished splits) and the sink's apply.
+
 Micro-batch ``b`` reads source epoch ``b + 1`` and is the sink's checkpoint ``b + 1``,
 so one number names the same micro-batch on both sides.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -132,6 +139,23 @@ class FaultLogSource(LogSource):
         )
 
 
+def iceberg_source(job: dict[str, Any]) -> Any:
+    """A ``source`` hook: an IcebergSource following the job's table every 50 ms."""
+    from reference_sinks.iceberg import IcebergSource
+
+    return IcebergSource.local(job["warehouse"], job["table"]).monitor_continuously(0.05)
+
+
+def file_source(job: dict[str, Any]) -> Any:
+    """A ``source`` hook: a FileSource on the job's ``input``, its files cleaned (``clean``)."""
+    from reference_sinks.files import FileSource
+    from tests.reference_sinks.files.file_source_data import SCHEMA
+
+    return FileSource(job["input"], schema=SCHEMA).monitor_continuously(
+        0.05, clean_source=job["clean"], archive_dir=job.get("archive")
+    )
+
+
 # --- the queries ------------------------------------------------------------------------------
 
 
@@ -163,6 +187,11 @@ def start(
     """
     from sinkv2_spark import from_source
 
+    limit = (  # sources of whole-file splits, never cut at a record count, take a split limit
+        {"max_splits_per_trigger": job["splits_per_trigger"]}
+        if "splits_per_trigger" in job
+        else {"max_records_per_trigger": PER_TRIGGER}
+    )
     df = from_source(
         spark,
         source,
@@ -170,7 +199,7 @@ def start(
         streaming=True,
         state_store=state_store,
         parallelism=PARALLELISM,
-        max_records_per_trigger=PER_TRIGGER,
+        **limit,
     )
     writer = (
         df.writeStream.format("sinkv2")
@@ -244,9 +273,13 @@ def main(config_path: str) -> None:
                     raise SystemExit(f"{name} failed before reaching {job['stop_at']}")
             starts[name] += 1
             plan = plan_of(config, job)
-            source = FaultLogSource(
-                job["logs"], plan, discovery_interval_ms=50, ack_path=job["ack"], batch_lines=17
-            )
+            if "source" in job:  # another source: a "module:callable" taking the job
+                module, _, attribute = job["source"].partition(":")
+                source = getattr(importlib.import_module(module), attribute)(job)
+            else:
+                source = FaultLogSource(
+                    job["logs"], plan, discovery_interval_ms=50, ack_path=job["ack"], batch_lines=17
+                )
             store = FaultStore(job["source_store"], plan)
             running[name] = start(spark, job, source, store, {}, hook=True)
             break

@@ -29,8 +29,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-N_FILES = 4
-"""Input files of the file source: one micro-batch each."""
+N_FILES = 3
+"""Input files of the file source: one micro-batch each.
+
+Three: the host is killed in micro-batch 1, and the restart replays it and runs
+micro-batch 2, a new one (with ``decoupled_commit`` the host has already recorded
+micro-batch 2 when it dies, and the restart commits it). A fourth file only added a
+micro-batch to every restart.
+"""
 
 ROWS_PER_FILE = 120
 """Rows per input file: its micro-batch's 2 subtasks stage a part file per key (3 keys)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -214,18 +215,31 @@ def test_clean_up_archives_a_file_only_after_the_checkpoint_that_read_it(tmp_pat
 
 
 def test_clean_up_deletes_files_only_after_a_completed_checkpoint(tmp_path: Path):
-    for index in range(3):
-        write_parquet(tmp_path / f"f{index}.parquet", rows(index * 4, 4))
+    ids_of = {
+        tmp_path / f"f{index}.parquet": set(range(index * 4, index * 4 + 4)) for index in range(3)
+    }
+    for path, ids in ids_of.items():
+        write_parquet(path, rows(min(ids), len(ids)))
     source = FileSource(tmp_path).monitor_continuously(1, clean_source="delete")
     engine = LocalSourceEngine(source, 2)
-    engine.run(until=lambda e: sum(len(slot.pending) for slot in e.readers) >= 12)
-    for _ in range(50):
-        engine.step()
-    assert len(list(tmp_path.glob("*.parquet"))) == 3  # read, not yet committed
-    for _ in range(2):  # a split seen to end after the first checkpoint: the second commits it
-        engine.checkpoint()
+    try:
+        engine.run(until=lambda e: sum(len(slot.pending) for slot in e.readers) >= 12)
         for _ in range(50):
             engine.step()
-    assert committed_ids(engine.committed) == list(range(12))
-    assert list(tmp_path.glob("*.parquet")) == []
-    engine.close()
+        assert len(list(tmp_path.glob("*.parquet"))) == 3  # read, not yet committed
+        # A reader learns a split ended on its fetcher thread, so the checkpoint whose
+        # completion reports it comes when that thread gets to run: checkpoint until every
+        # file is gone, checking at every step that no file went before its records.
+        deadline = time.monotonic() + 60
+        while any(path.exists() for path in ids_of) and time.monotonic() < deadline:
+            engine.checkpoint()
+            for _ in range(50):
+                engine.step()
+                committed = set(committed_ids(engine.committed))
+                for path, ids in ids_of.items():
+                    assert path.exists() or ids <= committed, f"{path.name} removed uncommitted"
+            time.sleep(0.01)  # the fetcher threads' turn
+        assert committed_ids(engine.committed) == list(range(12))
+        assert list(tmp_path.glob("*.parquet")) == []
+    finally:
+        engine.close()

@@ -105,7 +105,7 @@ class _Sampler(threading.Thread):
                     "WHERE slot_name = %s",
                     (self.slot,),
                 ).fetchone()
-                if row is None:
+                if row is None or row[0] is None:  # no slot, or one still being made
                     continue
                 confirmed = parse_lsn(row[0])  # first the slot, then the target
                 committed = {r[0] for r in connection.execute("SELECT _lsn FROM dst").fetchall()}

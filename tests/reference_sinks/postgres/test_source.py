@@ -11,6 +11,7 @@ import itertools
 import logging
 from collections import Counter
 
+import adbc_driver_manager
 import psycopg
 import pyarrow as pa
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reference_sinks.postgres import PostgresReadError, PostgresSource, PostgresSourceSplit
-from reference_sinks.postgres._chunk_read import read_chunk
+from reference_sinks.postgres._chunk_read import connect_reader, read_chunk
 from reference_sinks.postgres._chunks import (
     SESSION_OPTIONS,
     KeyRange,
@@ -204,6 +205,36 @@ def test_a_value_arrow_cannot_hold_fails_the_read_naming_split_and_relation(post
     assert any(isinstance(error, PostgresReadError) for error in chain)
 
 
+def test_a_not_null_key_is_read_through_its_index_and_a_nullable_one_takes_its_nulls(orders):
+    from reference_sinks.postgres._chunk_read import _query
+
+    def statement(source: PostgresSource, split: PostgresSourceSplit) -> str:
+        return _query(
+            source.relation,
+            source.columns,
+            source.split_key,
+            split.key_range(),
+            source.get_produced_type(),
+            source.order_by,
+            0,
+            source.not_null,
+        )
+
+    by_id = PostgresSource(orders, "orders", chunks=2)  # the primary key: NOT NULL
+    first = by_id.plan()[0]
+    assert first.key_range().nulls  # planned as any first range ...
+    text = statement(by_id, first)
+    assert "NULL" not in text  # ... read without NULL handling: the index serves it
+    with psycopg.connect(orders) as connection:  # a sort only if the order needs one
+        connection.execute("SET enable_sort = off")
+        plan = " ".join(row[0] for row in connection.execute("EXPLAIN " + text).fetchall())
+    assert "Sort" not in plan, plan
+    by_customer = PostgresSource(orders, "orders", split_key="customer", chunks=2)
+    text = statement(by_customer, by_customer.plan()[0])
+    assert '"customer" IS NULL OR' in text
+    assert 'ORDER BY "customer" NULLS FIRST, "id"' in text
+
+
 def test_splits_and_source_survive_pickling(orders):
     import cloudpickle
 
@@ -280,9 +311,10 @@ def test_chunks_cover_every_row_exactly_once(postgres_url, table):
             assert ascending, (low, high)
         schema = pa.schema([("row_id", pa.int32())])
         seen: Counter[int] = Counter()
-        for chunk in ranges:
-            for batch in read_chunk(connection, relation, ["row_id"], "k", chunk, schema):
-                seen.update(batch.column(0).to_pylist())
+        with connect_reader(postgres_url, "test") as reader:
+            for chunk in ranges:
+                for batch in read_chunk(reader, relation, ["row_id"], "k", chunk, schema):
+                    seen.update(batch.column(0).to_pylist())
         connection.execute(f"DROP TABLE {name}")
     assert seen == Counter(range(len(keys))), (kind, [str(r) for r in ranges])
 
@@ -306,39 +338,44 @@ def test_string_options_make_the_source_and_bad_ones_are_named(orders):
             postgres_source_from_options(**options)
 
 
-def test_a_read_closed_early_stops_its_copy_and_leaves_the_connection_usable(postgres_url):
-    import threading
-
-    # About 30 MB of COPY output: several blocks, so the close comes mid-COPY.
+def test_a_read_closed_early_cancels_its_statement_and_leaves_the_connection_usable(
+    postgres_url,
+):
+    # About 30 MB of COPY output: many driver batches, so the close comes mid-COPY.
     relation = Relation.of_query(
         "SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 150000) AS g"
     )
     schema = pa.schema([("g", pa.int32()), ("pad", pa.string())])
-    before = threading.active_count()
-    with psycopg.connect(postgres_url, options=SESSION_OPTIONS) as connection:
+    with connect_reader(postgres_url, "test") as connection:
         batches = read_chunk(
             connection, relation, ["g", "pad"], "g", KeyRange.everything(), schema, batch_rows=1000
         )
         first = next(batches)
         assert first.column(0).to_pylist() == list(range(1, 1001))
-        batches.close()  # the COPY is cancelled, its thread ends
-        assert threading.active_count() == before
-        connection.rollback()
-        assert connection.execute("SELECT 1").fetchone() == (1,)
+        batches.close()  # cancelled on the server, not drained
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            assert cursor.fetchall() == [(1,)]
+            # Each read is its own read-only repeatable-read transaction.
+            cursor.execute(
+                "SELECT current_setting('transaction_read_only'), "
+                "current_setting('transaction_isolation'), current_setting('TimeZone')"
+            )
+            assert cursor.fetchall() == [("on", "repeatable read", "UTC")]
 
 
 def test_an_error_the_server_sends_after_many_rows_fails_the_read(postgres_url):
-    # Rows come from libpq's buffer without waiting (_copy_rows); an error after
-    # 100,000 rows (the COPY's final result, not a row) must still fail the read.
+    # An error after 100,000 rows (in the middle of the COPY) must still fail the read.
     relation = Relation.of_query(
         "SELECT g, 1 / (g - 100000) AS q FROM generate_series(1, 150000) AS g"
     )
     schema = pa.schema([("g", pa.int32()), ("q", pa.int32())])
-    with psycopg.connect(postgres_url, options=SESSION_OPTIONS) as connection:
-        with pytest.raises(psycopg.errors.DivisionByZero):
+    with connect_reader(postgres_url, "test") as connection:
+        with pytest.raises((adbc_driver_manager.Error, pa.ArrowIOError), match="division by zero"):
             for _ in read_chunk(
                 connection, relation, ["g", "q"], "g", KeyRange.everything(), schema
             ):
                 pass
-        connection.rollback()
-        assert connection.execute("SELECT 1").fetchone() == (1,)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            assert cursor.fetchall() == [(1,)]

@@ -17,8 +17,9 @@ from typing import Any
 
 import psycopg
 import pyarrow as pa
+import pytest
 
-from reference_sinks.postgres import PostgresSink, PostgresSource
+from reference_sinks.postgres import PostgresReadError, PostgresSink, PostgresSource
 from reference_sinks.postgres._types import postgres_type
 from sinkv2.runtime import (
     BasicCommitterInitContext,
@@ -189,3 +190,87 @@ def test_every_type_of_the_type_table_round_trips_through_sink_and_source(postgr
             assert [None if v is None else json.loads(v) for v in values] == want
         else:
             assert _same(values) == _same(written.cast(read).to_pylist()), name
+
+
+def _read(url: str, table: str) -> list[dict[str, Any]]:
+    source = PostgresSource(url, table, chunks=1)
+    connection = source._reader_connection()
+    try:
+        return [
+            row
+            for split in source.plan()
+            for b in source._read(connection, split)
+            for row in b.to_pylist()
+        ]
+    finally:
+        connection.close()
+
+
+def test_read_only_types_arrays_of_them_and_multi_dimensional_arrays_read_as_the_table_says(
+    postgres_url,
+):
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("CREATE TYPE mood AS ENUM ('sad', 'ok')")
+        connection.execute(
+            "CREATE TABLE readonly (id int PRIMARY KEY, u uuid, j json, jb jsonb, m mood, "
+            "v varchar(5), c char(3), ip inet, n numeric, span interval, us uuid[], "
+            "js json[], spans interval[], grid int[], shifted int[], ns numeric[])"
+        )
+        connection.execute(
+            "INSERT INTO readonly VALUES (1, '00000000-0000-0000-0000-00000000000a', "
+            """'{"a": [1, 2.50]}', '{"b": null}', 'ok', 'abc', 'x', '10.0.0.1/8', """
+            "1.1234567890123456789, interval '1 month 2 days 00:00:01.5', "
+            "'{00000000-0000-0000-0000-00000000000b,NULL}', ARRAY['[1]'::json], "
+            "ARRAY[interval '1 day', NULL, interval '-1 us'], '{{1,2},{3,NULL}}', "
+            "'[0:1]={5,6}', '{1.5,NaN}'::numeric[])"
+            ", (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+            "NULL, '{}', '{}')"
+        )
+    source = PostgresSource(postgres_url, "readonly", chunks=1)
+    assert source.get_produced_type().field("ns").type == pa.list_(pa.decimal128(38, 18))
+    with psycopg.connect(postgres_url, autocommit=True) as connection:  # NaN: no Arrow value
+        connection.execute("UPDATE readonly SET ns = '{1.5}' WHERE id = 1")
+    one, two = _read(postgres_url, "readonly")
+    assert one == {
+        "id": 1,
+        "u": "00000000-0000-0000-0000-00000000000a",
+        "j": '{"a": [1, 2.50]}',
+        "jb": '{"b": null}',
+        "m": "ok",
+        "v": "abc",
+        "c": "x",  # char(n) as text drops its padding (as ::text does)
+        "ip": "10.0.0.1/8",
+        "n": decimal.Decimal("1.123456789012345679"),  # numeric(38, 18), rounded by the server
+        # extract(epoch ...): a month is 30 days
+        "span": dt.timedelta(days=32, seconds=1, microseconds=500000),
+        "us": ["00000000-0000-0000-0000-00000000000b", None],
+        "js": ["[1]"],
+        "spans": [dt.timedelta(days=1), None, dt.timedelta(microseconds=-1)],
+        "grid": [1, 2, 3, None],  # the elements in order, as unnest gives them
+        "shifted": [5, 6],
+        "ns": [decimal.Decimal("1.5")],
+    }
+    assert two == {
+        "id": 2,
+        **{name: None for name in one if name not in {"id", "shifted", "ns"}},
+        "shifted": [],
+        "ns": [],
+    }
+
+
+def test_values_arrow_cannot_hold_fail_the_read(postgres_url):
+    named = r"column '{}' holds .*Arrow cannot hold"
+    cases = {  # column: (type, bad value, what the error says)
+        "tz": ("timestamptz", "'infinity'", named),
+        "ts": ("timestamp", "'-infinity'", named),
+        "d": ("date[]", "ARRAY['2024-01-01'::date, 'infinity']", named),
+        "w": ("numeric(30, 2)", "'NaN'", named),  # read as text
+        "n": ("numeric(10, 2)", "'NaN'", named),  # as unscaled int8: the cast is refused
+    }
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        for name, (kind, value, _) in cases.items():
+            connection.execute(f"CREATE TABLE bad_{name} (id int PRIMARY KEY, {name} {kind})")
+            connection.execute(f"INSERT INTO bad_{name} VALUES (1, NULL), (2, {value})")
+    for name, (_, _, says) in cases.items():
+        with pytest.raises(PostgresReadError, match=says.format(name)):
+            _read(postgres_url, f"bad_{name}")

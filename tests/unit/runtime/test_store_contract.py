@@ -770,15 +770,16 @@ class StoreAgainstModel(RuleBasedStateMachine):
             return
         for sink, lease in self.leases.items():
             expected = sorted((e, v) for (s, e), v in self.model.items() if s == sink)
+            records = lease.epochs()
             actual = [
                 (
                     r.epoch,
                     (r.status.value, r.explicit, r.serializer_version, r.payload, r.fencing_token),
                 )
-                for r in lease.epochs()
+                for r in records
             ]
             assert actual == expected
-            assert all(r.sink_id == sink and r.job_id == f"job-{sink}" for r in lease.epochs())
+            assert all(r.sink_id == sink and r.job_id == f"job-{sink}" for r in records)
             assert lease.next_epoch() == max((e for e, _ in expected), default=0) + 1
             for status in EpochStatus:
                 assert [r.epoch for r in lease.epochs(status)] == [

@@ -107,6 +107,48 @@ def test_assigning_to_an_unregistered_reader_is_refused():
         LocalSourceEngine(Source(), 2)
 
 
+def test_an_engine_that_fails_to_start_or_to_close_still_closes_everything_it_started():
+    """What a source opens (a slot's lock, a connection) must not outlive a failed run."""
+    closed: list[str] = []
+
+    class Enumerator(ListEnumerator):
+        def close(self) -> None:
+            closed.append("enumerator")
+
+    class Reader(ListSourceReader):
+        def close(self) -> None:
+            closed.append("reader")
+            raise OSError("the reader's connection is gone")
+
+    class Failing(ListSource):
+        enumerator_class = Enumerator
+        reader_class = Reader
+        made = 0
+
+        def create_reader(self, reader_context: Any) -> Any:
+            self.made += 1
+            if self.made == 2:
+                raise RuntimeError("no second reader")
+            return super().create_reader(reader_context)
+
+    with pytest.raises(RuntimeError, match="no second reader"):
+        LocalSourceEngine(Failing(), 2)
+    assert closed == ["reader", "enumerator"]  # the first reader's close raised: still closed all
+
+    closed.clear()
+
+    class Closing(ListSource):
+        enumerator_class = Enumerator
+        reader_class = Reader
+
+    engine = LocalSourceEngine(Closing(), 3)
+    with pytest.raises(OSError, match="connection is gone"):
+        engine.close()
+    assert closed == ["reader", "reader", "reader", "enumerator"]
+    engine.close()  # once
+    assert len(closed) == 4
+
+
 def test_assigning_after_no_more_splits_is_refused():
     class Late(ListEnumerator):
         def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
