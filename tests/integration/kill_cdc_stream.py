@@ -1,19 +1,24 @@
-"""A driver host to kill at each step of `PostgresCdcSource`'s epoch protocol.
+"""A driver host to kill at each step of `PostgresCdcSource`'s epoch protocol, or at random.
 
 ``python -m tests.integration.kill_cdc_stream <config.json>`` is
 `kill_source_stream`'s host with the CDC source instead of the log source: one
 streaming query per job of the config, started one after another, each reading its
 own slot of the same table (``PostgresCdcSource(..., snapshot=True)``) with
-``from_source(..., streaming=True)`` into ``writeStream.format("sinkv2")`` with
-PostgresSink, an upsert target (``upsert_key = id``) or an append table of the
-change rows (the change log). Each stops at its ``stop_at`` step of epoch
-``stop_epoch`` (markers and stops as in `kill_source_stream`):
+``from_source(..., streaming=True)`` into ``writeStream.format("sinkv2")``: PostgresSink,
+an upsert target (``upsert_key = id``) or an append table of the change rows (the
+change log), or IcebergSink (``kind = "iceberg"``: the change log, appended). Each stops
+at its ``stop_at`` step of epoch ``stop_epoch`` (markers and stops as in
+`kill_source_stream`):
 
 - ``epoch-recorded``: `FaultStore`'s lease, after ``record_epoch``;
 - ``writers-finished``, ``committer-finished``: the sink's ``on_stage`` hook (after
   the sink's commit, before the coordinator recorded it);
 - ``acknowledged``: `FaultCdcSource`'s enumerator, inside
   ``notify_checkpoint_complete`` before the slot is advanced.
+
+A job whose ``stop_at`` is ``None`` never stops: once it has recorded its first epoch
+the host starts the next job and leaves it streaming, to be killed wherever it is when
+the test kills the host (a random moment). Its markers say how far it got.
 """
 
 from __future__ import annotations
@@ -122,10 +127,12 @@ def start(
         df.writeStream.format("sinkv2")
         .option("sink_id", job["sink_id"])
         .option("checkpointLocation", job["checkpoint"])
-        .option("sink", "postgres")
-        .option("url", job["url"])
         .option("table", job["table"])
     )
+    if job.get("kind") == "iceberg":
+        writer = writer.option("sink", "iceberg").option("warehouse", job["warehouse"])
+    else:
+        writer = writer.option("sink", "postgres").option("url", job["url"])
     if job["upsert"]:
         writer = writer.option("upsert_key", "id")
     if "on_stage" in job:
@@ -161,6 +168,13 @@ def main(config_path: str) -> None:
             query = running.get(name)
             if (markers / f"{name}.stopped").exists():
                 continue
+            if (
+                job["stop_at"] is None
+                and query is not None
+                and query.isActive
+                and (markers / f"{name}.epoch-recorded.1").exists()
+            ):
+                continue  # it streams on until the host is killed
             if query is not None and query.isActive:
                 break  # one query at a time runs up to its stop
             if query is not None:

@@ -1,40 +1,53 @@
-"""PostgresCdcSource streams killed with SIGKILL at each step of the epoch protocol, and a
-PostgreSQL restart: every change lands exactly once, the upsert targets equal the table.
+"""PostgresCdcSource streams killed with SIGKILL at each step of the epoch protocol and at a
+random moment, and a PostgreSQL restart: every change lands exactly once, in PostgreSQL
+and in Iceberg; the upsert targets equal the table.
 
 A seeded random workload (`Workload`: bursts of transactions of 1-3 inserts, updates
-and deletes, in each burst one transaction held open while four others commit, so that
+and deletes, in each burst one transaction held open while the others commit, so that
 it may span micro-batches) runs on table ``src``: one burst once each query has read
-its snapshot, two while the queries are down. One host
-(`tests.integration.kill_cdc_stream`) runs four queries, one after another, each on its
-own slot (``snapshot=True``: the first rows come from the slot's exported snapshot, in
-epoch 1; epoch 2 is the first of the stream) into PostgresSink,
-each stopped in epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
+its snapshot, bursts on and on around the random kill, two while the queries are down.
+One host (`tests.integration.kill_cdc_stream`) runs five queries, one after another,
+each on its own slot (``snapshot=True``: the first rows come from the slot's exported
+snapshot, in epoch 1; epoch 2 is the first of the stream). Four are each stopped in
+epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
 
-- ``epoch-recorded`` (upsert target): the source recorded the epoch, Spark did not log it;
-- ``writers-finished`` (upsert target): the writers prepared their transactions;
-- ``committer-finished`` (change log, append): the sink committed, nothing recorded it;
-- ``acknowledged`` (change log): Spark committed, the slot is not advanced yet.
+- ``epoch-recorded`` (PostgresSink, upsert target): the source recorded the epoch,
+  Spark did not log it;
+- ``committer-finished`` (IcebergSink, change log): the sink committed its snapshot,
+  nothing recorded it;
+- ``acknowledged`` (PostgresSink, change log): Spark committed, the slot is not
+  advanced yet;
+- ``writers-finished`` (PostgresSink, upsert target): the writers prepared their
+  transactions.
 
-The test kills the host there, restarts the PostgreSQL server (``pg_ctl restart``:
-the prepared transactions and the slots survive it, every connection is cut), runs more
-changes and restarts the four queries from their checkpoints under ``availableNow``.
+The fifth (IcebergSink, change log) never stops: it streams the workload's changes
+until the test kills the host a seeded random 0.5-6 s after the others stopped -
+wherever it is then (the test prints its markers: the step it had reached).
+
+The test kills the host, restarts the PostgreSQL server (``pg_ctl restart``: the
+prepared transactions and the slots survive it, every connection is cut), runs more
+changes and restarts the five queries from their checkpoints under ``availableNow``.
 Then: each upsert target, tombstones aside, equals the table, and holds for every key
 its last change; each change log holds the snapshot rows as of its slot's consistent
 point once and every change after it exactly once (by ``(_lsn, _seq)``, compared with
-an oracle slot made before everything and never advanced); no prepared transaction and
-no slot but the five are left. A sampler reads, all along (the restart included), each
+an oracle slot made before everything and never advanced), and an Iceberg table's data
+location holds only the files its snapshot references; no prepared transaction and no
+slot but the six are left. A sampler reads, all along (the restart included), each
 slot's ``confirmed_flush_lsn`` and then its target: the slot never confirms a change
 the sink has not committed.
 
-A seeded workload, not hypothesis: one example costs a Spark host and four restarts
-(214 s on a shared 2-core machine at load 14-32; the host takes most of it).
-``SINKV2_CDC_KILL_SEED`` picks another seed.
+A seeded workload, not hypothesis: one example costs a Spark host and five restarts
+(~90 s in CI; the host takes most of it). ``SINKV2_CDC_KILL_SEED`` picks another seed
+(the workload and the random kill's moment; the moment also moves with the machine's
+speed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import shutil
 import threading
 import time
 from collections import Counter
@@ -50,28 +63,36 @@ from reference_sinks.postgres._cdc_server import flush_lsn, parse_lsn
 from sinkv2_spark import register
 from tests.integration import test_driver_kill
 from tests.integration.kill_cdc_stream import PER_TRIGGER, start
+from tests.integration.kill_driver import TABLE
 from tests.integration.kill_source_stream import MAX_STARTS, lost_python_worker
 from tests.integration.test_driver_kill import Host
 from tests.integration.test_stream_door_kill import store_problems, wait_for
-from tests.integration.test_stream_driver_kill import prepared_transactions
+from tests.integration.test_stream_driver_kill import iceberg_files, prepared_transactions
 
 pytestmark = pytest.mark.spark
 
 SEED = int(os.environ.get("SINKV2_CDC_KILL_SEED", "25"))
 KILLED = 2
 JOBS = (
-    ("epoch-recorded", True),
-    ("committer-finished", False),
-    ("acknowledged", False),
-    ("writers-finished", True),
+    ("epoch-recorded", "upsert"),
+    ("committer-finished", "iceberg"),
+    ("acknowledged", "log"),
+    (None, "iceberg"),
+    ("writers-finished", "upsert"),
 )
-"""(stop, upsert target?) of each query; the others write the change log (append).
+"""(stop, target) of each query: a PostgreSQL upsert target, a PostgreSQL change log
+(append), or an Iceberg change log (append). ``None``: killed at a random moment.
 
 The host starts them in this order, ``writers-finished`` last: its stop leaves prepared
 transactions, and PostgreSQL creates a logical slot only once every transaction in
 progress has ended - a prepared one included - so a later query's slot would wait for
-ever."""
+ever. The random one streams on (the host starts the next once it recorded epoch 1)."""
 ROW = "id int, name text, qty int"
+COLUMNS = ("_op", "_lsn", "_seq", "id", "name", "qty")
+ICEBERG_TABLE = TABLE
+RANDOM_KILL_S = (0.5, 6.0)
+"""The random kill comes this long (uniform, seeded) after the named stops were reached
+and the random query read its snapshot, while the workload keeps committing."""
 
 
 class CdcHost(Host):
@@ -90,6 +111,8 @@ class Workload(threading.Thread):
         self.live = set(range(1, 9))
         self.next_id = 1000  # after 999, the row never changed
         self.done = threading.Event()
+        self.tail = threading.Event()
+        """Set: bursts on and on (the random kill lands among them) until ``done``."""
         self.committed = 0
         self.spanning = 0  # transactions held open while others committed
         self.fed: set[str] = set()
@@ -143,12 +166,13 @@ class Workload(threading.Thread):
     def run(self) -> None:
         while not self.done.is_set():
             name = self.hungry()
-            if name is None:  # one burst a query: few micro-batches for the restarts to read
-                time.sleep(0.05)
+            if name is None and not self.tail.is_set():
+                time.sleep(0.05)  # one burst a query: few micro-batches for the restarts to read
                 continue
-            self.fed.add(name)
+            if name is not None:
+                self.fed.add(name)
             try:
-                self.burst(8)
+                self.burst(8 if name is not None else 4)
             except psycopg.OperationalError:  # the server restarts: the burst is lost
                 time.sleep(0.2)
                 try:
@@ -160,21 +184,27 @@ class Workload(threading.Thread):
 
 
 class Sampler(threading.Thread):
-    """(slot, confirmed position, the target's newest committed ``_lsn``) every 50 ms."""
+    """(slot, confirmed position, the target's newest committed ``_lsn``), every 50 ms.
+
+    An Iceberg target every 0.5 s: a scan of its current snapshot costs more.
+    """
 
     def __init__(self, url: str, jobs: list[dict[str, Any]]) -> None:
         super().__init__(daemon=True)
         self.url, self.jobs = url, jobs
         self.samples: list[tuple[str, int, int]] = []
         self.done = threading.Event()
+        self.rounds = 0
 
     def run(self) -> None:
         while not self.done.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True) as connection:
                     while not self.done.wait(0.05):
+                        self.rounds += 1
                         for job in self.jobs:
-                            self.sample(connection, job)
+                            if job["kind"] != "iceberg" or self.rounds % 10 == 0:
+                                self.sample(connection, job)
             except psycopg.OperationalError:  # the server restarts
                 time.sleep(0.2)
 
@@ -186,38 +216,80 @@ class Sampler(threading.Thread):
         if row is None or row[0] is None:
             return
         confirmed = parse_lsn(row[0])  # first the slot, then the target
-        newest = connection.execute(f"SELECT coalesce(max(_lsn), 0) FROM {job['table']}")
-        self.samples.append((job["slot"], confirmed, int(newest.fetchone()[0])))
+        if job["kind"] == "iceberg":
+            try:
+                lsns = iceberg_rows(job, ("_lsn",))
+            except Exception:  # noqa: BLE001  # the table is not made yet, or the catalog is busy
+                return
+            newest = max((r[0] for r in lsns), default=0)
+        else:
+            found = connection.execute(f"SELECT coalesce(max(_lsn), 0) FROM {job['table']}")
+            newest = int(found.fetchone()[0])
+        self.samples.append((job["slot"], confirmed, newest))
+
+
+def iceberg_rows(job: dict[str, Any], columns: tuple[str, ...] = COLUMNS) -> list[tuple[Any, ...]]:
+    """``columns`` of every row of ``job``'s Iceberg table (its current snapshot)."""
+    from reference_sinks.iceberg import local_catalog
+
+    table = local_catalog(job["warehouse"]).load_table(job["table"])
+    data = table.scan(selected_fields=columns).to_arrow()
+    return list(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
+
+
+def create_iceberg_table(warehouse: str) -> None:
+    """The Iceberg change log: the source's columns, all optional."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import IntegerType, LongType, NestedField, StringType
+
+    from reference_sinks.iceberg import local_catalog
+
+    catalog = local_catalog(warehouse)
+    catalog.create_namespace_if_not_exists("ns")
+    types = (StringType(), LongType(), IntegerType(), IntegerType(), StringType(), IntegerType())
+    catalog.create_table(
+        ICEBERG_TABLE,
+        schema=Schema(
+            *(
+                NestedField(n, name, type_, required=False)
+                for n, (name, type_) in enumerate(zip(COLUMNS, types, strict=True), start=1)
+            )
+        ),
+    )
 
 
 def jobs_for(tmp_path: Path, url: str) -> list[dict[str, Any]]:
     jobs = []
     with psycopg.connect(url, autocommit=True) as connection:
-        for index, (stop, upsert) in enumerate(JOBS):
-            name = f"cdc-{stop}"
+        for index, (stop, target) in enumerate(JOBS):
+            name = f"cdc-{stop or 'random'}"
             base = tmp_path / name
-            table = f"dst_{index}"
-            key = "PRIMARY KEY" if upsert else ""
-            connection.execute(
-                f"CREATE TABLE {table} (_op text, _lsn bigint, _seq int, id int {key}, "
-                "name text, qty int)"
-            )
-            jobs.append(
-                {
-                    "sink_id": name,
-                    "source_id": f"src-{name}",
-                    "url": url,
-                    "src": "src",
-                    "publication": "src_pub",
-                    "slot": f"cdc_{index}",
-                    "table": table,
-                    "upsert": upsert,
-                    "source_store": str(base / "source.sqlite"),
-                    "checkpoint": str(base / "checkpoint"),
-                    "stop_at": stop,
-                    "stop_epoch": KILLED,
-                }
-            )
+            job: dict[str, Any] = {
+                "sink_id": name,
+                "source_id": f"src-{name}",
+                "url": url,
+                "src": "src",
+                "publication": "src_pub",
+                "slot": f"cdc_{index}",
+                "kind": "iceberg" if target == "iceberg" else "postgres",
+                "upsert": target == "upsert",
+                "source_store": str(base / "source.sqlite"),
+                "checkpoint": str(base / "checkpoint"),
+                "stop_at": stop,
+                "stop_epoch": KILLED,
+            }
+            if target == "iceberg":
+                job["warehouse"] = str(base / "warehouse")
+                job["table"] = ICEBERG_TABLE
+                create_iceberg_table(job["warehouse"])
+            else:
+                job["table"] = f"dst_{index}"
+                key = "PRIMARY KEY" if job["upsert"] else ""
+                connection.execute(
+                    f"CREATE TABLE {job['table']} (_op text, _lsn bigint, _seq int, id int {key}, "
+                    "name text, qty int)"
+                )
+            jobs.append(job)
     return jobs
 
 
@@ -277,13 +349,16 @@ def live(state: dict[int, Change]) -> list[tuple[int, str | None, int | None]]:
     return sorted((c[3], c[4], c[5]) for c in state.values() if c[0] != "delete")
 
 
+def target_rows(db: Any, job: dict[str, Any]) -> list[Change]:
+    """Every row of ``job``'s target: PostgreSQL or Iceberg."""
+    if job["kind"] == "iceberg":
+        return iceberg_rows(job)  # type: ignore[return-value]
+    return [tuple(r) for r in db.execute(f"SELECT {', '.join(COLUMNS)} FROM {job['table']}")]  # type: ignore[misc]
+
+
 def target_problems(
-    db: Any, job: dict[str, Any], oracle: list[Change], table: list[Any]
+    job: dict[str, Any], rows: list[Change], oracle: list[Change], table: list[Any]
 ) -> list[str]:
-    rows: list[Change] = [
-        tuple(r)  # type: ignore[misc]
-        for r in db.execute(f"SELECT _op, _lsn, _seq, id, name, qty FROM {job['table']}")
-    ]
     reads = [r for r in rows if r[0] == "read"]
     if not reads:
         return ["no snapshot row was read"]
@@ -327,13 +402,16 @@ def target_problems(
         mirrored = live(apply({r[3]: r for r in reads}, [r for r in rows if r[0] != "read"]))
     if mirrored != sorted(table):
         problems.append(f"{len(mirrored)} live rows, the table has {len(table)}")
+    if job["kind"] == "iceberg":
+        referenced, on_disk = iceberg_files(job["warehouse"])
+        if unreferenced := sorted(on_disk - referenced):
+            problems.append(f"{len(unreferenced)} unreferenced data files: {unreferenced[:4]}")
     return problems
 
 
-def consistent_point(db: Any, job: dict[str, Any]) -> int:
-    """The ``_lsn`` of ``job``'s snapshot rows: its slot's consistent point."""
-    row = db.execute(f"SELECT min(_lsn) FROM {job['table']} WHERE _op = 'read'").fetchone()
-    return int(row[0] or 0)
+def consistent_point(rows: list[Change]) -> int:
+    """The ``_lsn`` of a target's snapshot rows: its slot's consistent point."""
+    return min((r[1] for r in rows if r[0] == "read"), default=0)
 
 
 def sample_problems(sampler: Sampler, oracle: list[Change], points: dict[str, int]) -> list[str]:
@@ -345,6 +423,12 @@ def sample_problems(sampler: Sampler, oracle: list[Change], points: dict[str, in
         if given_up and given_up[-1] > newest:
             problems.append(f"slot {slot} confirmed {given_up[-1]} past the sink's {newest}")
     return problems[:5]
+
+
+def marker_order(marker: str) -> tuple[int, str]:
+    """``<sink id>.<event>.<epoch>`` by epoch."""
+    epoch = marker.rsplit(".", 1)[-1]
+    return (int(epoch) if epoch.isdigit() else 0, marker)
 
 
 def wait_flushed(db: Any) -> None:
@@ -376,8 +460,14 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
         host = CdcHost(tmp_path, jobs)  # makes the markers directory
         workload.start()
         sampler.start()
-        host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
+        stopping = [job for job in jobs if job["stop_at"] is not None]
+        host.wait_for(*(f"{job['sink_id']}.stopped" for job in stopping))
+        host.wait_for(*(f"{job['sink_id']}.epoch-recorded.1" for job in jobs))
+        workload.tail.set()  # changes on and on, and among them the random kill
+        time.sleep(random.Random(SEED).uniform(*RANDOM_KILL_S))
         host.kill()
+        at_kill = [m for m in host.reached() if m.startswith("cdc-random.")]
+        print(f"seed {SEED}: killed the random query after {sorted(at_kill, key=marker_order)}")
         db.close()
         postgres_server.restart()  # the workload and the sampler reconnect
         db = psycopg.connect(postgres_url, autocommit=True)
@@ -401,12 +491,12 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
         oracle = oracle_changes(db)
         assert len(oracle) > 2 * PER_TRIGGER, "too few changes to span micro-batches"
         table = db.execute("SELECT id, name, qty FROM src").fetchall()
+        rows = {job["sink_id"]: target_rows(db, job) for job in jobs}
         for job in jobs:
-            found = target_problems(db, job, oracle, table) + store_problems(
-                {**job, "kind": "postgres"}
-            )
+            found = target_problems(job, rows[job["sink_id"]], oracle, table)
+            found += store_problems(job)
             problems += [f"{job['sink_id']} (seed {SEED}): {p}" for p in found]
-        points = {job["slot"]: consistent_point(db, job) for job in jobs}
+        points = {job["slot"]: consistent_point(rows[job["sink_id"]]) for job in jobs}
         problems += sample_problems(sampler, oracle, points)
         if len(sampler.samples) < 20:
             problems.append(f"only {len(sampler.samples)} samples of the slots")
@@ -424,6 +514,9 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
     finally:
         if host is not None:
             host.kill()
+        # kept with the host's log: with SINKV2_PG_LOG_STATEMENTS set, every statement
+        with contextlib.suppress(OSError):
+            shutil.copy(postgres_server.log_path, tmp_path / "postgres.log")
         workload.done.set()
         sampler.done.set()
         for thread in (workload, sampler):
