@@ -18,7 +18,10 @@ at its ``stop_at`` step of epoch ``stop_epoch`` (markers and stops as in
 
 A job whose ``stop_at`` is ``None`` never stops: once it has recorded its first epoch
 the host starts the next job and leaves it streaming, to be killed wherever it is when
-the test kills the host (a random moment). Its markers say how far it got.
+the test kills the host (a random moment). Its markers say how far it got. The test
+crashes the PostgreSQL server under it first (``pg_ctl restart -m immediate``): the
+query fails on its lost connections and the host starts it again from its checkpoint
+(`lost_server`), as a cluster manager would.
 """
 
 from __future__ import annotations
@@ -40,6 +43,15 @@ from tests.integration.kill_source_stream import (
 )
 from tests.integration.kill_stream_door import CONFIG_ENV, HOOK
 
+SERVER_LOST: Final = (
+    "AdminShutdown",
+    "OperationalError",
+    "terminating connection",
+    "server closed the connection",
+    "the database system is",
+    "Connection refused",
+)
+"""What a query's error says when the PostgreSQL server went away under it (psycopg)."""
 PER_TRIGGER: Final = 20
 """``max_records_per_trigger`` of every query (a transaction holds at most 3 changes)."""
 PARALLELISM: Final = 2
@@ -92,6 +104,12 @@ class FaultCdcSource:
 
     def cut_split(self, split: Any, end: object, max_records: int | None) -> Any:
         return self.source.cut_split(split, end, max_records)
+
+
+def lost_server(query: Any) -> bool:
+    """Whether ``query`` died because the PostgreSQL server restarted under it."""
+    error = query.exception()
+    return error is not None and any(sign in str(error) for sign in SERVER_LOST)
 
 
 def cdc_source(job: dict[str, Any]) -> Any:
@@ -179,7 +197,10 @@ def main(config_path: str) -> None:
                 break  # one query at a time runs up to its stop
             if query is not None:
                 print(f"{name} ended before its stop: {query.exception()}", flush=True)
-                if not lost_python_worker(query) or starts[name] >= MAX_STARTS:
+                restartable = lost_python_worker(query) or (
+                    job["stop_at"] is None and lost_server(query)
+                )
+                if not restartable or starts[name] >= MAX_STARTS:
                     raise SystemExit(f"{name} failed before reaching {job['stop_at']}")
             starts[name] += 1
             plan = plan_of(config, job)

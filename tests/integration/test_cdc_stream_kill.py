@@ -1,15 +1,15 @@
 """PostgresCdcSource streams killed with SIGKILL at each step of the epoch protocol and at a
-random moment, and a PostgreSQL restart: every change lands exactly once, in PostgreSQL
-and in Iceberg; the upsert targets equal the table.
+random moment, and a PostgreSQL crash under the running queries: every change lands
+exactly once, in PostgreSQL and in Iceberg; the upsert targets equal the table.
 
 A seeded random workload (`Workload`: bursts of transactions of 1-3 inserts, updates
 and deletes, in each burst one transaction held open while the others commit, so that
 it may span micro-batches) runs on table ``src``: one burst once each query has read
-its snapshot, bursts on and on around the random kill, two while the queries are down.
-One host (`tests.integration.kill_cdc_stream`) runs five queries, one after another,
-each on its own slot (``snapshot=True``: the first rows come from the slot's exported
-snapshot, in epoch 1; epoch 2 is the first of the stream). Four are each stopped in
-epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
+its snapshot, bursts on and on around the crash and the random kill, two while the
+queries are down. One host (`tests.integration.kill_cdc_stream`) runs five queries,
+one after another, each on its own slot (``snapshot=True``: the first rows come from
+the slot's exported snapshot, in epoch 1; epoch 2 is the first of the stream). Four
+are each stopped in epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
 
 - ``epoch-recorded`` (PostgresSink, upsert target): the source recorded the epoch,
   Spark did not log it;
@@ -20,26 +20,28 @@ epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
 - ``writers-finished`` (PostgresSink, upsert target): the writers prepared their
   transactions.
 
-The fifth (IcebergSink, change log) never stops: it streams the workload's changes
-until the test kills the host a seeded random 0.5-6 s after the others stopped -
-wherever it is then (the test prints its markers: the step it had reached).
+The fifth (IcebergSink, change log) never stops: it streams the workload's changes.
+A seeded 0.2-2 s after the others stopped, the test crashes the server under it
+(``pg_ctl restart -m immediate``: crash recovery; the prepared transactions and the
+slots survive it, a slot's position may go back to its last checkpoint, every
+connection is cut); the query fails, the host starts it again from its checkpoint,
+and once it recorded an epoch the test kills the host a seeded 0.5-6 s later -
+wherever the query is then (the test prints its markers: the step it had reached).
 
-The test kills the host, restarts the PostgreSQL server (``pg_ctl restart``: the
-prepared transactions and the slots survive it, every connection is cut), runs more
-changes and restarts the five queries from their checkpoints under ``availableNow``.
-Then: each upsert target, tombstones aside, equals the table, and holds for every key
-its last change; each change log holds the snapshot rows as of its slot's consistent
-point once and every change after it exactly once (by ``(_lsn, _seq)``, compared with
-an oracle slot made before everything and never advanced), and an Iceberg table's data
-location holds only the files its snapshot references; no prepared transaction and no
-slot but the six are left. A sampler reads, all along (the restart included), each
-slot's ``confirmed_flush_lsn`` and then its target: the slot never confirms a change
-the sink has not committed.
+Then more changes, and the five queries restart from their checkpoints under
+``availableNow``. Then: each upsert target, tombstones aside, equals the table, and
+holds for every key its last change; each change log holds the snapshot rows as of its
+slot's consistent point once and every change after it exactly once (by ``(_lsn,
+_seq)``, compared with an oracle slot made before everything and never advanced), and
+an Iceberg table's data location holds only the files its snapshot references; no
+prepared transaction and no slot but the six are left. A sampler reads, all along (the
+crash included), each slot's ``confirmed_flush_lsn`` and then its target: the slot
+never confirms a change the sink has not committed.
 
 A seeded workload, not hypothesis: one example costs a Spark host and five restarts
 (~90 s in CI; the host takes most of it). ``SINKV2_CDC_KILL_SEED`` picks another seed
-(the workload and the random kill's moment; the moment also moves with the machine's
-speed).
+(the workload and the moments of the crash and the random kill; the moments also move
+with the machine's speed).
 """
 
 from __future__ import annotations
@@ -90,9 +92,14 @@ ever. The random one streams on (the host starts the next once it recorded epoch
 ROW = "id int, name text, qty int"
 COLUMNS = ("_op", "_lsn", "_seq", "id", "name", "qty")
 ICEBERG_TABLE = TABLE
+KEPT = 999
+"""The id of a row the workload never changes: each upsert target keeps its snapshot row."""
+CRASH_S = (0.2, 2.0)
+"""The server crashes this long (uniform, seeded) after the named stops were reached and
+the random query read its snapshot, while the workload keeps committing."""
 RANDOM_KILL_S = (0.5, 6.0)
-"""The random kill comes this long (uniform, seeded) after the named stops were reached
-and the random query read its snapshot, while the workload keeps committing."""
+"""The random kill comes this long (uniform, seeded) after the random query, started
+again by the host after the crash, recorded an epoch."""
 
 
 class CdcHost(Host):
@@ -109,7 +116,7 @@ class Workload(threading.Thread):
         super().__init__(daemon=True)
         self.url, self.rng, self.markers, self.names = url, rng, markers, names
         self.live = set(range(1, 9))
-        self.next_id = 1000  # after 999, the row never changed
+        self.next_id = KEPT + 1
         self.done = threading.Event()
         self.tail = threading.Event()
         """Set: bursts on and on (the random kill lands among them) until ``done``."""
@@ -177,7 +184,8 @@ class Workload(threading.Thread):
                 time.sleep(0.2)
                 try:
                     with psycopg.connect(self.url, autocommit=True) as connection:
-                        self.live = {r[0] for r in connection.execute("SELECT id FROM src")}
+                        found = connection.execute("SELECT id FROM src").fetchall()
+                        self.live = {r[0] for r in found} - {KEPT}
                 except psycopg.OperationalError:
                     continue  # not up yet
                 self.next_id = max(self.live | {self.next_id}) + 1
@@ -425,10 +433,52 @@ def sample_problems(sampler: Sampler, oracle: list[Change], points: dict[str, in
     return problems[:5]
 
 
+def crash_server(host: CdcHost, server: Any) -> None:
+    """``pg_ctl restart -m immediate`` under the running queries (crash recovery at the start).
+
+    Returns once the random query, which fails on its lost connections and which the
+    host starts again from its checkpoint, has recorded a new epoch (of the workload's
+    changes, which go on meanwhile).
+    """
+    before = set(host.reached())
+    server.restart(mode="immediate")
+    deadline = time.monotonic() + test_driver_kill.START_TIMEOUT_S
+    while not {
+        m for m in set(host.reached()) - before if m.startswith("cdc-random.epoch-recorded.")
+    }:
+        if host.process.poll() is not None:
+            pytest.fail(f"the driver host exited after the server crash:\n{host.log_tail()}")
+        assert time.monotonic() < deadline, "the random query recorded no epoch after the crash"
+        time.sleep(0.05)
+
+
 def marker_order(marker: str) -> tuple[int, str]:
     """``<sink id>.<event>.<epoch>`` by epoch."""
     epoch = marker.rsplit(".", 1)[-1]
     return (int(epoch) if epoch.isdigit() else 0, marker)
+
+
+def slot_moves(log: Path, start: int) -> list[str]:
+    """Each slot's creation and every advance, from the server's statement log (time, PID).
+
+    The test logs its database's statements (``log_statement = all``), so that a slot
+    found past a position shows who moved it, and when.
+    """
+    try:
+        with log.open("rb") as file:
+            file.seek(start)
+            lines = file.read().decode(errors="replace").splitlines()
+    except OSError as error:
+        return [f"(no server log: {error})"]
+    moves = []
+    for n, line in enumerate(lines):
+        when, after = line.split("LOG:")[0].strip(), " ".join(lines[n + 1 : n + 3])
+        if "consistent point at" in line and "CREATE_REPLICATION_SLOT" in after:
+            slot = after.split("CREATE_REPLICATION_SLOT")[-1].split()[0]
+            moves.append(f"{when} made {slot} at {line.split('consistent point at ')[-1]}")
+        elif "execute" in line and "pg_replication_slot_advance" in line:
+            moves.append(f"{when} advance {lines[n + 1].split('parameters: ')[-1]}")
+    return moves
 
 
 def wait_flushed(db: Any) -> None:
@@ -445,11 +495,13 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
 ):
     monkeypatch.setattr(test_driver_kill, "START_TIMEOUT_S", 2 * test_driver_kill.START_TIMEOUT_S)
     db = psycopg.connect(postgres_url, autocommit=True)
+    db.execute(f"ALTER DATABASE \"{db.info.dbname}\" SET log_statement = 'all'")  # slot_moves
+    log_start = postgres_server.log_path.stat().st_size
     db.execute(f"CREATE TABLE src ({ROW}, PRIMARY KEY (id))")
     db.execute("CREATE PUBLICATION src_pub FOR TABLE src")
     db.execute("SELECT pg_create_logical_replication_slot('oracle', 'pgoutput')")
     db.execute("INSERT INTO src SELECT n, 'n' || n, 0 FROM generate_series(1, 8) n")
-    db.execute("INSERT INTO src VALUES (999, 'kept', 0)")  # never changed: a snapshot row
+    db.execute("INSERT INTO src VALUES (%s, 'kept', 0)", (KEPT,))
     jobs = jobs_for(tmp_path, postgres_url)
     workload = Workload(
         postgres_url, random.Random(SEED), tmp_path / "markers", [j["sink_id"] for j in jobs]
@@ -463,14 +515,16 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
         stopping = [job for job in jobs if job["stop_at"] is not None]
         host.wait_for(*(f"{job['sink_id']}.stopped" for job in stopping))
         host.wait_for(*(f"{job['sink_id']}.epoch-recorded.1" for job in jobs))
-        workload.tail.set()  # changes on and on, and among them the random kill
-        time.sleep(random.Random(SEED).uniform(*RANDOM_KILL_S))
+        workload.tail.set()  # changes on and on, and among them the crash and the kill
+        moments = random.Random(SEED)
+        time.sleep(moments.uniform(*CRASH_S))
+        db.close()
+        crash_server(host, postgres_server)  # the workload and the sampler reconnect
+        db = psycopg.connect(postgres_url, autocommit=True)
+        time.sleep(moments.uniform(*RANDOM_KILL_S))
         host.kill()
         at_kill = [m for m in host.reached() if m.startswith("cdc-random.")]
         print(f"seed {SEED}: killed the random query after {sorted(at_kill, key=marker_order)}")
-        db.close()
-        postgres_server.restart()  # the workload and the sampler reconnect
-        db = psycopg.connect(postgres_url, autocommit=True)
         workload.done.set()
         workload.join()
         workload.burst(8)  # more changes while the queries are down
@@ -514,9 +568,12 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
     finally:
         if host is not None:
             host.kill()
-        # kept with the host's log: with SINKV2_PG_LOG_STATEMENTS set, every statement
+        # kept with the host's log, and the slots' moves printed (shown if the test fails)
         with contextlib.suppress(OSError):
             shutil.copy(postgres_server.log_path, tmp_path / "postgres.log")
+        print(
+            "slots made and advanced:", *slot_moves(postgres_server.log_path, log_start), sep="\n"
+        )
         workload.done.set()
         sampler.done.set()
         for thread in (workload, sampler):
