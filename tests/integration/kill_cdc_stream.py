@@ -127,9 +127,15 @@ def cdc_source(job: dict[str, Any]) -> Any:
 
 
 def start(
-    spark: Any, job: dict[str, Any], source: Any, state_store: Any, trigger: dict[str, Any]
+    spark: Any,
+    job: dict[str, Any],
+    source: Any,
+    state_store: Any,
+    trigger: dict[str, Any],
+    *,
+    max_records: int = PER_TRIGGER,
 ) -> Any:
-    """Start ``job``'s query: the CDC rows into its PostgresSink table."""
+    """Start ``job``'s query: the CDC rows into its PostgresSink or IcebergSink table."""
     from sinkv2_spark import from_source
 
     df = from_source(
@@ -139,7 +145,7 @@ def start(
         streaming=True,
         state_store=state_store,
         parallelism=PARALLELISM,
-        max_records_per_trigger=PER_TRIGGER,
+        max_records_per_trigger=max_records,
     )
     writer = (
         df.writeStream.format("sinkv2")
