@@ -1,19 +1,27 @@
-"""A driver host to kill at each step of `PostgresCdcSource`'s epoch protocol.
+"""A driver host to kill at each step of `PostgresCdcSource`'s epoch protocol, or at random.
 
 ``python -m tests.integration.kill_cdc_stream <config.json>`` is
 `kill_source_stream`'s host with the CDC source instead of the log source: one
 streaming query per job of the config, started one after another, each reading its
 own slot of the same table (``PostgresCdcSource(..., snapshot=True)``) with
-``from_source(..., streaming=True)`` into ``writeStream.format("sinkv2")`` with
-PostgresSink, an upsert target (``upsert_key = id``) or an append table of the
-change rows (the change log). Each stops at its ``stop_at`` step of epoch
-``stop_epoch`` (markers and stops as in `kill_source_stream`):
+``from_source(..., streaming=True)`` into ``writeStream.format("sinkv2")``: PostgresSink,
+an upsert target (``upsert_key = id``) or an append table of the change rows (the
+change log), or IcebergSink (``kind = "iceberg"``: the change log, appended). Each stops
+at its ``stop_at`` step of epoch ``stop_epoch`` (markers and stops as in
+`kill_source_stream`):
 
 - ``epoch-recorded``: `FaultStore`'s lease, after ``record_epoch``;
 - ``writers-finished``, ``committer-finished``: the sink's ``on_stage`` hook (after
   the sink's commit, before the coordinator recorded it);
 - ``acknowledged``: `FaultCdcSource`'s enumerator, inside
   ``notify_checkpoint_complete`` before the slot is advanced.
+
+A job whose ``stop_at`` is ``None`` never stops: once it has recorded its first epoch
+the host starts the next job and leaves it streaming, to be killed wherever it is when
+the test kills the host (a random moment). Its markers say how far it got. The test
+crashes the PostgreSQL server under it first (``pg_ctl restart -m immediate``): the
+query fails on its lost connections and the host starts it again from its checkpoint
+(`lost_server`), as a cluster manager would.
 """
 
 from __future__ import annotations
@@ -35,6 +43,15 @@ from tests.integration.kill_source_stream import (
 )
 from tests.integration.kill_stream_door import CONFIG_ENV, HOOK
 
+SERVER_LOST: Final = (
+    "AdminShutdown",
+    "OperationalError",
+    "terminating connection",
+    "server closed the connection",
+    "the database system is",
+    "Connection refused",
+)
+"""What a query's error says when the PostgreSQL server went away under it (psycopg)."""
 PER_TRIGGER: Final = 20
 """``max_records_per_trigger`` of every query (a transaction holds at most 3 changes)."""
 PARALLELISM: Final = 2
@@ -89,6 +106,12 @@ class FaultCdcSource:
         return self.source.cut_split(split, end, max_records)
 
 
+def lost_server(query: Any) -> bool:
+    """Whether ``query`` died because the PostgreSQL server restarted under it."""
+    error = query.exception()
+    return error is not None and any(sign in str(error) for sign in SERVER_LOST)
+
+
 def cdc_source(job: dict[str, Any]) -> Any:
     """``job``'s `PostgresCdcSource`: its own slot of the shared table."""
     from reference_sinks.postgres import PostgresCdcSource
@@ -104,9 +127,15 @@ def cdc_source(job: dict[str, Any]) -> Any:
 
 
 def start(
-    spark: Any, job: dict[str, Any], source: Any, state_store: Any, trigger: dict[str, Any]
+    spark: Any,
+    job: dict[str, Any],
+    source: Any,
+    state_store: Any,
+    trigger: dict[str, Any],
+    *,
+    max_records: int = PER_TRIGGER,
 ) -> Any:
-    """Start ``job``'s query: the CDC rows into its PostgresSink table."""
+    """Start ``job``'s query: the CDC rows into its PostgresSink or IcebergSink table."""
     from sinkv2_spark import from_source
 
     df = from_source(
@@ -116,16 +145,18 @@ def start(
         streaming=True,
         state_store=state_store,
         parallelism=PARALLELISM,
-        max_records_per_trigger=PER_TRIGGER,
+        max_records_per_trigger=max_records,
     )
     writer = (
         df.writeStream.format("sinkv2")
         .option("sink_id", job["sink_id"])
         .option("checkpointLocation", job["checkpoint"])
-        .option("sink", "postgres")
-        .option("url", job["url"])
         .option("table", job["table"])
     )
+    if job.get("kind") == "iceberg":
+        writer = writer.option("sink", "iceberg").option("warehouse", job["warehouse"])
+    else:
+        writer = writer.option("sink", "postgres").option("url", job["url"])
     if job["upsert"]:
         writer = writer.option("upsert_key", "id")
     if "on_stage" in job:
@@ -161,11 +192,21 @@ def main(config_path: str) -> None:
             query = running.get(name)
             if (markers / f"{name}.stopped").exists():
                 continue
+            if (
+                job["stop_at"] is None
+                and query is not None
+                and query.isActive
+                and (markers / f"{name}.epoch-recorded.1").exists()
+            ):
+                continue  # it streams on until the host is killed
             if query is not None and query.isActive:
                 break  # one query at a time runs up to its stop
             if query is not None:
                 print(f"{name} ended before its stop: {query.exception()}", flush=True)
-                if not lost_python_worker(query) or starts[name] >= MAX_STARTS:
+                restartable = lost_python_worker(query) or (
+                    job["stop_at"] is None and lost_server(query)
+                )
+                if not restartable or starts[name] >= MAX_STARTS:
                     raise SystemExit(f"{name} failed before reaching {job['stop_at']}")
             starts[name] += 1
             plan = plan_of(config, job)

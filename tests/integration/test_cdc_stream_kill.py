@@ -1,40 +1,58 @@
-"""PostgresCdcSource streams killed with SIGKILL at each step of the epoch protocol, and a
-PostgreSQL restart: every change lands exactly once, the upsert targets equal the table.
+"""PostgresCdcSource streams killed with SIGKILL at each step of the epoch protocol and at a
+random moment, and a PostgreSQL crash under the running queries: every change lands
+exactly once, in PostgreSQL and in Iceberg; the upsert targets equal the table.
 
 A seeded random workload (`Workload`: bursts of transactions of 1-3 inserts, updates
-and deletes, in each burst one transaction held open while four others commit, so that
+and deletes, in each burst one transaction held open while the others commit, so that
 it may span micro-batches) runs on table ``src``: one burst once each query has read
-its snapshot, two while the queries are down. One host
-(`tests.integration.kill_cdc_stream`) runs four queries, one after another, each on its
-own slot (``snapshot=True``: the first rows come from the slot's exported snapshot, in
-epoch 1; epoch 2 is the first of the stream) into PostgresSink,
-each stopped in epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
+its snapshot, bursts on and on around the crash and the random kill, two while the
+queries are down. One host (`tests.integration.kill_cdc_stream`) runs five queries,
+one after another, each on its own slot (``snapshot=True``: the first rows come from
+the slot's exported snapshot, in epoch 1; epoch 2 is the first of the stream). Four
+are each stopped in epoch 2 (micro-batch 1, the sink's checkpoint 2) at one step:
 
-- ``epoch-recorded`` (upsert target): the source recorded the epoch, Spark did not log it;
-- ``writers-finished`` (upsert target): the writers prepared their transactions;
-- ``committer-finished`` (change log, append): the sink committed, nothing recorded it;
-- ``acknowledged`` (change log): Spark committed, the slot is not advanced yet.
+- ``epoch-recorded`` (PostgresSink, upsert target): the source recorded the epoch,
+  Spark did not log it;
+- ``committer-finished`` (IcebergSink, change log): the sink committed its snapshot,
+  nothing recorded it;
+- ``acknowledged`` (PostgresSink, change log): Spark committed, the slot is not
+  advanced yet;
+- ``writers-finished`` (PostgresSink, upsert target): the writers prepared their
+  transactions.
 
-The test kills the host there, restarts the PostgreSQL server (``pg_ctl restart``:
-the prepared transactions and the slots survive it, every connection is cut), runs more
-changes and restarts the four queries from their checkpoints under ``availableNow``.
-Then: each upsert target, tombstones aside, equals the table, and holds for every key
-its last change; each change log holds the snapshot rows as of its slot's consistent
-point once and every change after it exactly once (by ``(_lsn, _seq)``, compared with
-an oracle slot made before everything and never advanced); no prepared transaction and
-no slot but the five are left. A sampler reads, all along (the restart included), each
-slot's ``confirmed_flush_lsn`` and then its target: the slot never confirms a change
-the sink has not committed.
+The fifth (IcebergSink, change log) never stops: it streams the workload's changes.
+A seeded 0.2-2 s after the others stopped, the test crashes the server under it
+(``pg_ctl restart -m immediate``: crash recovery; the prepared transactions and the
+slots survive it, a slot's position may go back to its last checkpoint, every
+connection is cut); the query fails, the host starts it again from its checkpoint,
+and once it recorded an epoch the test kills the host a seeded 0.5-6 s later -
+wherever the query is then (the test prints its markers: the step it had reached).
 
-A seeded workload, not hypothesis: one example costs a Spark host and four restarts
-(214 s on a shared 2-core machine at load 14-32; the host takes most of it).
-``SINKV2_CDC_KILL_SEED`` picks another seed.
+Then more changes, and the five queries restart from their checkpoints under
+``availableNow``. Then: each upsert target, tombstones aside, equals the table, and
+holds for every key its last change; each change log holds the snapshot rows as of its
+slot's consistent point once and every change after it exactly once (by ``(_lsn,
+_seq)``, compared with an oracle slot made before everything and never advanced), and
+an Iceberg table's data location holds only the files its snapshot references; no
+prepared transaction and no slot but the six are left. A sampler reads, all along (the
+crash included), each slot's ``confirmed_flush_lsn`` and then its target: the slot
+never confirms a change the sink has not committed.
+
+A seeded workload, not hypothesis: one example costs a Spark host and five restarts
+(~90 s in CI), and hypothesis runs its simplest example first, so with one example it
+would run the same minimal workload (inserts only) every time. The hypothesis-chosen
+workload, with driver restarts at each step, is the no-Spark
+``tests/reference_sinks/postgres/test_cdc_crash.py``. ``SINKV2_CDC_KILL_SEED`` picks
+another seed (the workload and the moments of the crash and the random kill; the
+moments also move with the machine's speed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import shutil
 import threading
 import time
 from collections import Counter
@@ -50,28 +68,44 @@ from reference_sinks.postgres._cdc_server import flush_lsn, parse_lsn
 from sinkv2_spark import register
 from tests.integration import test_driver_kill
 from tests.integration.kill_cdc_stream import PER_TRIGGER, start
+from tests.integration.kill_driver import TABLE
 from tests.integration.kill_source_stream import MAX_STARTS, lost_python_worker
 from tests.integration.test_driver_kill import Host
 from tests.integration.test_stream_door_kill import store_problems, wait_for
-from tests.integration.test_stream_driver_kill import prepared_transactions
+from tests.integration.test_stream_driver_kill import iceberg_files, prepared_transactions
 
 pytestmark = pytest.mark.spark
 
 SEED = int(os.environ.get("SINKV2_CDC_KILL_SEED", "25"))
 KILLED = 2
 JOBS = (
-    ("epoch-recorded", True),
-    ("committer-finished", False),
-    ("acknowledged", False),
-    ("writers-finished", True),
+    ("epoch-recorded", "upsert"),
+    ("committer-finished", "iceberg"),
+    ("acknowledged", "log"),
+    (None, "iceberg"),
+    ("writers-finished", "upsert"),
 )
-"""(stop, upsert target?) of each query; the others write the change log (append).
+"""(stop, target) of each query: a PostgreSQL upsert target, a PostgreSQL change log
+(append), or an Iceberg change log (append). ``None``: killed at a random moment.
 
 The host starts them in this order, ``writers-finished`` last: its stop leaves prepared
 transactions, and PostgreSQL creates a logical slot only once every transaction in
 progress has ended - a prepared one included - so a later query's slot would wait for
-ever."""
+ever. The random one streams on (the host starts the next once it recorded epoch 1)."""
 ROW = "id int, name text, qty int"
+COLUMNS = ("_op", "_lsn", "_seq", "id", "name", "qty")
+ICEBERG_TABLE = TABLE
+RESTART_PER_TRIGGER = 5 * PER_TRIGGER
+"""The restarts' micro-batches catch up on every change since the kill: larger ones, fewer
+(the killed epochs replay as recorded, at ``PER_TRIGGER``)."""
+KEPT = 999
+"""The id of a row the workload never changes: each upsert target keeps its snapshot row."""
+CRASH_S = (0.2, 2.0)
+"""The server crashes this long (uniform, seeded) after the named stops were reached and
+the random query read its snapshot, while the workload keeps committing."""
+RANDOM_KILL_S = (0.5, 6.0)
+"""The random kill comes this long (uniform, seeded) after the random query, started
+again by the host after the crash, recorded an epoch."""
 
 
 class CdcHost(Host):
@@ -88,8 +122,10 @@ class Workload(threading.Thread):
         super().__init__(daemon=True)
         self.url, self.rng, self.markers, self.names = url, rng, markers, names
         self.live = set(range(1, 9))
-        self.next_id = 1000  # after 999, the row never changed
+        self.next_id = KEPT + 1
         self.done = threading.Event()
+        self.tail = threading.Event()
+        """Set: bursts on and on (the random kill lands among them) until ``done``."""
         self.committed = 0
         self.spanning = 0  # transactions held open while others committed
         self.fed: set[str] = set()
@@ -143,38 +179,46 @@ class Workload(threading.Thread):
     def run(self) -> None:
         while not self.done.is_set():
             name = self.hungry()
-            if name is None:  # one burst a query: few micro-batches for the restarts to read
-                time.sleep(0.05)
+            if name is None and not self.tail.is_set():
+                time.sleep(0.05)  # one burst a query: few micro-batches for the restarts to read
                 continue
-            self.fed.add(name)
+            if name is not None:
+                self.fed.add(name)
             try:
-                self.burst(8)
+                self.burst(8 if name is not None else 4)
             except psycopg.OperationalError:  # the server restarts: the burst is lost
                 time.sleep(0.2)
                 try:
                     with psycopg.connect(self.url, autocommit=True) as connection:
-                        self.live = {r[0] for r in connection.execute("SELECT id FROM src")}
+                        found = connection.execute("SELECT id FROM src").fetchall()
+                        self.live = {r[0] for r in found} - {KEPT}
                 except psycopg.OperationalError:
                     continue  # not up yet
                 self.next_id = max(self.live | {self.next_id}) + 1
 
 
 class Sampler(threading.Thread):
-    """(slot, confirmed position, the target's newest committed ``_lsn``) every 50 ms."""
+    """(slot, confirmed position, the target's newest committed ``_lsn``), every 50 ms.
+
+    An Iceberg target every 0.5 s: a scan of its current snapshot costs more.
+    """
 
     def __init__(self, url: str, jobs: list[dict[str, Any]]) -> None:
         super().__init__(daemon=True)
         self.url, self.jobs = url, jobs
         self.samples: list[tuple[str, int, int]] = []
         self.done = threading.Event()
+        self.rounds = 0
 
     def run(self) -> None:
         while not self.done.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True) as connection:
                     while not self.done.wait(0.05):
+                        self.rounds += 1
                         for job in self.jobs:
-                            self.sample(connection, job)
+                            if job["kind"] != "iceberg" or self.rounds % 10 == 0:
+                                self.sample(connection, job)
             except psycopg.OperationalError:  # the server restarts
                 time.sleep(0.2)
 
@@ -186,38 +230,80 @@ class Sampler(threading.Thread):
         if row is None or row[0] is None:
             return
         confirmed = parse_lsn(row[0])  # first the slot, then the target
-        newest = connection.execute(f"SELECT coalesce(max(_lsn), 0) FROM {job['table']}")
-        self.samples.append((job["slot"], confirmed, int(newest.fetchone()[0])))
+        if job["kind"] == "iceberg":
+            try:
+                lsns = iceberg_rows(job, ("_lsn",))
+            except Exception:  # noqa: BLE001  # the table is not made yet, or the catalog is busy
+                return
+            newest = max((r[0] for r in lsns), default=0)
+        else:
+            found = connection.execute(f"SELECT coalesce(max(_lsn), 0) FROM {job['table']}")
+            newest = int(found.fetchone()[0])
+        self.samples.append((job["slot"], confirmed, newest))
+
+
+def iceberg_rows(job: dict[str, Any], columns: tuple[str, ...] = COLUMNS) -> list[tuple[Any, ...]]:
+    """``columns`` of every row of ``job``'s Iceberg table (its current snapshot)."""
+    from reference_sinks.iceberg import local_catalog
+
+    table = local_catalog(job["warehouse"]).load_table(job["table"])
+    data = table.scan(selected_fields=columns).to_arrow()
+    return list(zip(*(data.column(c).to_pylist() for c in columns), strict=True))
+
+
+def create_iceberg_table(warehouse: str) -> None:
+    """The Iceberg change log: the source's columns, all optional."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import IntegerType, LongType, NestedField, StringType
+
+    from reference_sinks.iceberg import local_catalog
+
+    catalog = local_catalog(warehouse)
+    catalog.create_namespace_if_not_exists("ns")
+    types = (StringType(), LongType(), IntegerType(), IntegerType(), StringType(), IntegerType())
+    catalog.create_table(
+        ICEBERG_TABLE,
+        schema=Schema(
+            *(
+                NestedField(n, name, type_, required=False)
+                for n, (name, type_) in enumerate(zip(COLUMNS, types, strict=True), start=1)
+            )
+        ),
+    )
 
 
 def jobs_for(tmp_path: Path, url: str) -> list[dict[str, Any]]:
     jobs = []
     with psycopg.connect(url, autocommit=True) as connection:
-        for index, (stop, upsert) in enumerate(JOBS):
-            name = f"cdc-{stop}"
+        for index, (stop, target) in enumerate(JOBS):
+            name = f"cdc-{stop or 'random'}"
             base = tmp_path / name
-            table = f"dst_{index}"
-            key = "PRIMARY KEY" if upsert else ""
-            connection.execute(
-                f"CREATE TABLE {table} (_op text, _lsn bigint, _seq int, id int {key}, "
-                "name text, qty int)"
-            )
-            jobs.append(
-                {
-                    "sink_id": name,
-                    "source_id": f"src-{name}",
-                    "url": url,
-                    "src": "src",
-                    "publication": "src_pub",
-                    "slot": f"cdc_{index}",
-                    "table": table,
-                    "upsert": upsert,
-                    "source_store": str(base / "source.sqlite"),
-                    "checkpoint": str(base / "checkpoint"),
-                    "stop_at": stop,
-                    "stop_epoch": KILLED,
-                }
-            )
+            job: dict[str, Any] = {
+                "sink_id": name,
+                "source_id": f"src-{name}",
+                "url": url,
+                "src": "src",
+                "publication": "src_pub",
+                "slot": f"cdc_{index}",
+                "kind": "iceberg" if target == "iceberg" else "postgres",
+                "upsert": target == "upsert",
+                "source_store": str(base / "source.sqlite"),
+                "checkpoint": str(base / "checkpoint"),
+                "stop_at": stop,
+                "stop_epoch": KILLED,
+            }
+            if target == "iceberg":
+                job["warehouse"] = str(base / "warehouse")
+                job["table"] = ICEBERG_TABLE
+                create_iceberg_table(job["warehouse"])
+            else:
+                job["table"] = f"dst_{index}"
+                key = "PRIMARY KEY" if job["upsert"] else ""
+                connection.execute(
+                    f"CREATE TABLE {job['table']} (_op text, _lsn bigint, _seq int, id int {key}, "
+                    "name text, qty int)"
+                )
+            jobs.append(job)
     return jobs
 
 
@@ -230,7 +316,8 @@ def restart(spark: Any, job: dict[str, Any]) -> Any:
         snapshot=True,
         snapshot_chunk_rows=5,
     )
-    return start(spark, job, source, job["source_store"], {"availableNow": True})
+    trigger = {"availableNow": True}
+    return start(spark, job, source, job["source_store"], trigger, max_records=RESTART_PER_TRIGGER)
 
 
 def finish(spark: Any, job: dict[str, Any], query: Any) -> Exception | None:
@@ -277,13 +364,16 @@ def live(state: dict[int, Change]) -> list[tuple[int, str | None, int | None]]:
     return sorted((c[3], c[4], c[5]) for c in state.values() if c[0] != "delete")
 
 
+def target_rows(db: Any, job: dict[str, Any]) -> list[Change]:
+    """Every row of ``job``'s target: PostgreSQL or Iceberg."""
+    if job["kind"] == "iceberg":
+        return iceberg_rows(job)  # type: ignore[return-value]
+    return [tuple(r) for r in db.execute(f"SELECT {', '.join(COLUMNS)} FROM {job['table']}")]  # type: ignore[misc]
+
+
 def target_problems(
-    db: Any, job: dict[str, Any], oracle: list[Change], table: list[Any]
+    job: dict[str, Any], rows: list[Change], oracle: list[Change], table: list[Any]
 ) -> list[str]:
-    rows: list[Change] = [
-        tuple(r)  # type: ignore[misc]
-        for r in db.execute(f"SELECT _op, _lsn, _seq, id, name, qty FROM {job['table']}")
-    ]
     reads = [r for r in rows if r[0] == "read"]
     if not reads:
         return ["no snapshot row was read"]
@@ -327,13 +417,16 @@ def target_problems(
         mirrored = live(apply({r[3]: r for r in reads}, [r for r in rows if r[0] != "read"]))
     if mirrored != sorted(table):
         problems.append(f"{len(mirrored)} live rows, the table has {len(table)}")
+    if job["kind"] == "iceberg":
+        referenced, on_disk = iceberg_files(job["warehouse"])
+        if unreferenced := sorted(on_disk - referenced):
+            problems.append(f"{len(unreferenced)} unreferenced data files: {unreferenced[:4]}")
     return problems
 
 
-def consistent_point(db: Any, job: dict[str, Any]) -> int:
-    """The ``_lsn`` of ``job``'s snapshot rows: its slot's consistent point."""
-    row = db.execute(f"SELECT min(_lsn) FROM {job['table']} WHERE _op = 'read'").fetchone()
-    return int(row[0] or 0)
+def consistent_point(rows: list[Change]) -> int:
+    """The ``_lsn`` of a target's snapshot rows: its slot's consistent point."""
+    return min((r[1] for r in rows if r[0] == "read"), default=0)
 
 
 def sample_problems(sampler: Sampler, oracle: list[Change], points: dict[str, int]) -> list[str]:
@@ -345,6 +438,54 @@ def sample_problems(sampler: Sampler, oracle: list[Change], points: dict[str, in
         if given_up and given_up[-1] > newest:
             problems.append(f"slot {slot} confirmed {given_up[-1]} past the sink's {newest}")
     return problems[:5]
+
+
+def crash_server(host: CdcHost, server: Any) -> None:
+    """``pg_ctl restart -m immediate`` under the running queries (crash recovery at the start).
+
+    Returns once the random query, which fails on its lost connections and which the
+    host starts again from its checkpoint, has recorded a new epoch (of the workload's
+    changes, which go on meanwhile).
+    """
+    before = set(host.reached())
+    server.restart(mode="immediate")
+    deadline = time.monotonic() + test_driver_kill.START_TIMEOUT_S
+    while not {
+        m for m in set(host.reached()) - before if m.startswith("cdc-random.epoch-recorded.")
+    }:
+        if host.process.poll() is not None:
+            pytest.fail(f"the driver host exited after the server crash:\n{host.log_tail()}")
+        assert time.monotonic() < deadline, "the random query recorded no epoch after the crash"
+        time.sleep(0.05)
+
+
+def marker_order(marker: str) -> tuple[int, str]:
+    """``<sink id>.<event>.<epoch>`` by epoch."""
+    epoch = marker.rsplit(".", 1)[-1]
+    return (int(epoch) if epoch.isdigit() else 0, marker)
+
+
+def slot_moves(log: Path, start: int) -> list[str]:
+    """Each slot's creation and every advance, from the server's statement log (time, PID).
+
+    The test logs its database's statements (``log_statement = all``), so that a slot
+    found past a position shows who moved it, and when.
+    """
+    try:
+        with log.open("rb") as file:
+            file.seek(start)
+            lines = file.read().decode(errors="replace").splitlines()
+    except OSError as error:
+        return [f"(no server log: {error})"]
+    moves = []
+    for n, line in enumerate(lines):
+        when, after = line.split("LOG:")[0].strip(), " ".join(lines[n + 1 : n + 3])
+        if "consistent point at" in line and "CREATE_REPLICATION_SLOT" in after:
+            slot = after.split("CREATE_REPLICATION_SLOT")[-1].split()[0]
+            moves.append(f"{when} made {slot} at {line.split('consistent point at ')[-1]}")
+        elif "execute" in line and "pg_replication_slot_advance" in line:
+            moves.append(f"{when} advance {lines[n + 1].split('parameters: ')[-1]}")
+    return moves
 
 
 def wait_flushed(db: Any) -> None:
@@ -361,11 +502,13 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
 ):
     monkeypatch.setattr(test_driver_kill, "START_TIMEOUT_S", 2 * test_driver_kill.START_TIMEOUT_S)
     db = psycopg.connect(postgres_url, autocommit=True)
+    db.execute(f"ALTER DATABASE \"{db.info.dbname}\" SET log_statement = 'all'")  # slot_moves
+    log_start = postgres_server.log_path.stat().st_size
     db.execute(f"CREATE TABLE src ({ROW}, PRIMARY KEY (id))")
     db.execute("CREATE PUBLICATION src_pub FOR TABLE src")
     db.execute("SELECT pg_create_logical_replication_slot('oracle', 'pgoutput')")
     db.execute("INSERT INTO src SELECT n, 'n' || n, 0 FROM generate_series(1, 8) n")
-    db.execute("INSERT INTO src VALUES (999, 'kept', 0)")  # never changed: a snapshot row
+    db.execute("INSERT INTO src VALUES (%s, 'kept', 0)", (KEPT,))
     jobs = jobs_for(tmp_path, postgres_url)
     workload = Workload(
         postgres_url, random.Random(SEED), tmp_path / "markers", [j["sink_id"] for j in jobs]
@@ -376,11 +519,19 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
         host = CdcHost(tmp_path, jobs)  # makes the markers directory
         workload.start()
         sampler.start()
-        host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
-        host.kill()
+        stopping = [job for job in jobs if job["stop_at"] is not None]
+        host.wait_for(*(f"{job['sink_id']}.stopped" for job in stopping))
+        host.wait_for(*(f"{job['sink_id']}.epoch-recorded.1" for job in jobs))
+        workload.tail.set()  # changes on and on, and among them the crash and the kill
+        moments = random.Random(SEED)
+        time.sleep(moments.uniform(*CRASH_S))
         db.close()
-        postgres_server.restart()  # the workload and the sampler reconnect
+        crash_server(host, postgres_server)  # the workload and the sampler reconnect
         db = psycopg.connect(postgres_url, autocommit=True)
+        time.sleep(moments.uniform(*RANDOM_KILL_S))
+        host.kill()
+        at_kill = [m for m in host.reached() if m.startswith("cdc-random.")]
+        print(f"seed {SEED}: killed the random query after {sorted(at_kill, key=marker_order)}")
         workload.done.set()
         workload.join()
         workload.burst(8)  # more changes while the queries are down
@@ -401,12 +552,12 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
         oracle = oracle_changes(db)
         assert len(oracle) > 2 * PER_TRIGGER, "too few changes to span micro-batches"
         table = db.execute("SELECT id, name, qty FROM src").fetchall()
+        rows = {job["sink_id"]: target_rows(db, job) for job in jobs}
         for job in jobs:
-            found = target_problems(db, job, oracle, table) + store_problems(
-                {**job, "kind": "postgres"}
-            )
+            found = target_problems(job, rows[job["sink_id"]], oracle, table)
+            found += store_problems(job)
             problems += [f"{job['sink_id']} (seed {SEED}): {p}" for p in found]
-        points = {job["slot"]: consistent_point(db, job) for job in jobs}
+        points = {job["slot"]: consistent_point(rows[job["sink_id"]]) for job in jobs}
         problems += sample_problems(sampler, oracle, points)
         if len(sampler.samples) < 20:
             problems.append(f"only {len(sampler.samples)} samples of the slots")
@@ -424,6 +575,12 @@ def test_cdc_streams_killed_at_each_step_and_a_server_restart_land_every_change_
     finally:
         if host is not None:
             host.kill()
+        # kept with the host's log, and the slots' moves printed (shown if the test fails)
+        with contextlib.suppress(OSError):
+            shutil.copy(postgres_server.log_path, tmp_path / "postgres.log")
+        print(
+            "slots made and advanced:", *slot_moves(postgres_server.log_path, log_start), sep="\n"
+        )
         workload.done.set()
         sampler.done.set()
         for thread in (workload, sampler):

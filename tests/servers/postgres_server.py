@@ -36,10 +36,12 @@ from typing import Any, Final, final
 
 from sinkv2.testing._owned import owned_temp_dir
 
-__all__ = ["INSTALL", "LocalPostgresServer", "find_server_binary"]
+__all__ = ["INSTALL", "LOG_STATEMENTS_ENV", "LocalPostgresServer", "find_server_binary"]
 
 INSTALL: Final = "apt-get install postgresql (Debian/Ubuntu) or brew install postgresql (macOS)"
 _USER: Final = "postgres"
+LOG_STATEMENTS_ENV: Final = "SINKV2_PG_LOG_STATEMENTS"
+"""Set (to anything): the server logs every statement, with its time, PID and application."""
 
 
 def find_server_binary(name: str) -> str:
@@ -131,6 +133,9 @@ class LocalPostgresServer:
             "max_replication_slots": "20",
             "max_wal_senders": "20",
         }
+        if os.environ.get(LOG_STATEMENTS_ENV):  # a hunt for who moved a slot, or the like
+            settings["log_statement"] = "'all'"
+            settings["log_line_prefix"] = "'%m [%p] %a '"
         with (server.data_dir / "postgresql.conf").open("a") as conf:
             conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
         server._pg_ctl("start", "-w", "-t", str(int(timeout_s)), "-l", str(server.log_path))
