@@ -112,6 +112,13 @@ class PostgresCommitter(Committer[PostgresTransaction]):
         assert transaction.staging is not None
         staging = self._table.sibling(transaction.staging)
         with connection.transaction():
+            # The move is a plain transaction (COMMIT PREPARED always flushes, it does
+            # not): with the server's synchronous_commit off, a crash right after it
+            # could lose it after the epoch was recorded committed. Flush it locally.
+            connection.execute(
+                "SELECT set_config('synchronous_commit', 'local', true) "
+                "WHERE current_setting('synchronous_commit') = 'off'"
+            )
             if not table_exists(connection, staging):
                 return False
             # Two committers of one transaction: the second waits here while the first

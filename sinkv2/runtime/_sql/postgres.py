@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECT_DEFAULTS",
+    "DURABLE_COMMITS",
     "LAYOUT_TABLE",
     "LAYOUT_VERSION",
     "TABLES",
@@ -100,6 +101,19 @@ CONNECT_DEFAULTS: Final[Mapping[str, str]] = {
 }
 """libpq parameters a connection gets unless the conninfo sets them: a dead server
 or network is noticed within about a minute, instead of a write hanging on it."""
+
+DURABLE_COMMITS: Final = (
+    "SELECT set_config('synchronous_commit', 'local', false) "
+    "WHERE current_setting('synchronous_commit') = 'off'"
+)
+"""Run on each store connection: a commit it makes is on the server's disk when it returns.
+
+A store's record is what a restart after a crash trusts (a lease's fence, an epoch's
+plan or committables), so it must survive a server crash that follows the commit. With
+``synchronous_commit = off`` (the server's or the role's setting) PostgreSQL may lose
+the last commits in a crash; ``local`` waits for the local flush only, and any stronger
+setting a user chose (``on``, ``remote_write``, ``remote_apply``) is kept.
+"""
 
 _FENCE_TABLE: Final = """
     CREATE TABLE {schema}{fence} (

@@ -38,6 +38,7 @@ from sinkv2.runtime._sql.dialect import Dialect, describe_error, render
 from sinkv2.runtime._sql.fence import Hold, Holder, Keyspace
 from sinkv2.runtime._sql.postgres import (
     CONNECT_DEFAULTS,
+    DURABLE_COMMITS,
     LAYOUT_VERSION,
     PgConnection,
     PostgresSinkLease,
@@ -348,6 +349,7 @@ class PostgresCommitStateStore(SqlCommitStateStore):
         params = {**CONNECT_DEFAULTS, "application_name": application[:63], **self._params}
         try:
             connection: PgConnection = psycopg.connect(**params, autocommit=True)
+            connection.execute(DURABLE_COMMITS)
         except psycopg.Error as error:
             raise CommitStateError(
                 f"{self.target}: could not {action}: cannot connect: {describe_error(error)}; "

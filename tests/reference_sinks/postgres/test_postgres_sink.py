@@ -182,6 +182,30 @@ def test_upsert_last_row_of_a_key_wins_within_and_across_checkpoints(postgres_ur
     assert tables == (0,)  # staging tables are dropped once moved
 
 
+def test_a_staged_move_is_flushed_even_where_the_server_commits_asynchronously(postgres_url):
+    # The move of staged rows is a plain transaction after COMMIT PREPARED: were it
+    # committed asynchronously, a server crash right after it could lose the rows of an
+    # epoch already recorded committed. A trigger sees the move's setting from inside.
+    create_table(postgres_url, KEYED_DDL)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        assert connection.execute("SHOW synchronous_commit").fetchone() == ("off",)
+        connection.execute("CREATE TABLE seen (setting text)")
+        connection.execute(
+            "CREATE FUNCTION note_setting() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "INSERT INTO seen VALUES (current_setting('synchronous_commit')); RETURN NULL; "
+            "END $$"
+        )
+        connection.execute(
+            "CREATE TRIGGER note AFTER INSERT ON events "
+            "FOR EACH STATEMENT EXECUTE FUNCTION note_setting()"
+        )
+    sink = PostgresSink(postgres_url, "events", upsert_key="id")
+    commit(sink, load(sink, ROWS[:3]))
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        assert connection.execute("SELECT setting FROM seen").fetchall() == [("local",)]
+    assert len(read_rows(postgres_url)) == 3
+
+
 def test_attempts_of_one_subtask_never_wait_on_each_other_with_a_unique_key(postgres_url):
     # A retried attempt loads the same keys while the first attempt's transaction is
     # prepared: with a unique index each loads its own staging table, nobody blocks.

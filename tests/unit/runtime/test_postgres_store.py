@@ -98,6 +98,18 @@ def test_the_lock_is_a_session_advisory_lock_on_the_documented_key(store, postgr
         assert PostgresCommitStateStore(postgres_url).lock_key("orders") == key
 
 
+def test_store_commits_are_flushed_even_where_the_server_commits_asynchronously(postgres_url):
+    # A restart after a server crash trusts the store's records: its commits must not be
+    # lost with the server's synchronous_commit off (as the test server has it), and a
+    # stronger setting the user chose is kept.
+    with admin(postgres_url) as connection:
+        assert connection.execute("SHOW synchronous_commit").fetchone() == ("off",)
+    stronger = f"{postgres_url}?options=-c%20synchronous_commit%3Dremote_apply"
+    for url, setting in ((postgres_url, "local"), (stronger, "remote_apply")):
+        with PostgresCommitStateStore(url)._connect("test", "check the setting") as connection:
+            assert connection.execute("SHOW synchronous_commit").fetchone() == (setting,)
+
+
 def test_terminating_the_holders_backend_frees_the_sink_id_and_voids_the_lease(store):
     lease = store.acquire("orders", job_id="stuck")
     lease.record_pending(1, explicit=True, serializer_version=1, payload=b"p")
