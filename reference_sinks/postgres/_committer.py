@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, final
 
 from reference_sinks.postgres._bookkeeping import insert_marker_for, is_marked
+from reference_sinks.postgres._durable import FLUSH_THIS_COMMIT
 from reference_sinks.postgres._merge import merge_statement, table_exists
 from reference_sinks.postgres._model import PostgresTransaction
 from reference_sinks.postgres._table import TableName
@@ -112,13 +113,7 @@ class PostgresCommitter(Committer[PostgresTransaction]):
         assert transaction.staging is not None
         staging = self._table.sibling(transaction.staging)
         with connection.transaction():
-            # The move is a plain transaction (COMMIT PREPARED always flushes, it does
-            # not): with the server's synchronous_commit off, a crash right after it
-            # could lose it after the epoch was recorded committed. Flush it locally.
-            connection.execute(
-                "SELECT set_config('synchronous_commit', 'local', true) "
-                "WHERE current_setting('synchronous_commit') = 'off'"
-            )
+            connection.execute(FLUSH_THIS_COMMIT)  # a plain transaction, reported committed
             if not table_exists(connection, staging):
                 return False
             # Two committers of one transaction: the second waits here while the first

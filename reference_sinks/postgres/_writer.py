@@ -41,6 +41,7 @@ from reference_sinks.postgres._bookkeeping import (
     insert_marker,
     lost_to_cleanup,
 )
+from reference_sinks.postgres._durable import FLUSH_THIS_COMMIT
 from reference_sinks.postgres._encode import encode_csv
 from reference_sinks.postgres._merge import merge_statement, staging_name
 from reference_sinks.postgres._model import PostgresTransaction, gid_of
@@ -216,6 +217,8 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
 
         self._connection.execute("BEGIN")
         self._in_transaction = True
+        if not self._options.exactly_once:  # plain commits (PREPARE is always flushed)
+            self._connection.execute(FLUSH_THIS_COMMIT)
         if not self._staged:
             return
         assert self._schema is not None  # rows came, so a schema did

@@ -182,10 +182,22 @@ def test_upsert_last_row_of_a_key_wins_within_and_across_checkpoints(postgres_ur
     assert tables == (0,)  # staging tables are dropped once moved
 
 
-def test_a_staged_move_is_flushed_even_where_the_server_commits_asynchronously(postgres_url):
-    # The move of staged rows is a plain transaction after COMMIT PREPARED: were it
-    # committed asynchronously, a server crash right after it could lose the rows of an
-    # epoch already recorded committed. A trigger sees the move's setting from inside.
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda url: PostgresSink(url, "events", upsert_key="id"),  # the staged move
+        lambda url: PostgresSink.at_least_once(url, "events"),
+        lambda url: PostgresSink.at_least_once(url, "events", upsert_key="id"),
+    ],
+    ids=["exactly-once-staged", "at-least-once", "at-least-once-upsert"],
+)
+def test_plain_commits_are_flushed_even_where_the_server_commits_asynchronously(
+    postgres_url, build
+):
+    # COMMIT PREPARED is always flushed; a plain commit (the move of staged rows, every
+    # at-least-once commit) is not with synchronous_commit off, and a server crash right
+    # after it could take back rows already reported committed. A trigger sees the
+    # setting the rows were written under, from inside the transaction.
     create_table(postgres_url, KEYED_DDL)
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         assert connection.execute("SHOW synchronous_commit").fetchone() == ("off",)
@@ -199,8 +211,10 @@ def test_a_staged_move_is_flushed_even_where_the_server_commits_asynchronously(p
             "CREATE TRIGGER note AFTER INSERT ON events "
             "FOR EACH STATEMENT EXECUTE FUNCTION note_setting()"
         )
-    sink = PostgresSink(postgres_url, "events", upsert_key="id")
-    commit(sink, load(sink, ROWS[:3]))
+    sink = build(postgres_url)
+    committables = load(sink, ROWS[:3])
+    if committables:
+        commit(sink, committables)
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         assert connection.execute("SELECT setting FROM seen").fetchall() == [("local",)]
     assert len(read_rows(postgres_url)) == 3
