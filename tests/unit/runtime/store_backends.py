@@ -154,6 +154,8 @@ class PostgresBackend:
         self.tmp_path = tmp_path
         self.store = self.new_store()
         self._fresh = itertools.count()
+        self._model_store = None  # `empty_store`'s schema, once made
+        self._held = None  # `hold_connection`'s connection, until `let_go`
 
     def new_store(self):
         return PostgresCommitStateStore(self.url)
@@ -180,7 +182,7 @@ class PostgresBackend:
         database's drop at the end scan them. The caller has released every lease
         of the previous example (its teardown), so no advisory lock is left.
         """
-        store = getattr(self, "_model_store", None)
+        store = self._model_store
         if store is None:
             self._model_store = store = self.fresh_store()
             return store
@@ -197,9 +199,8 @@ class PostgresBackend:
         """A connection behind the store's back: the held one (`hold_connection`), or a new one."""
         import psycopg
 
-        held = getattr(self, "_held", None)
-        if held is not None:
-            return contextlib.nullcontext(held)
+        if self._held is not None:
+            return contextlib.nullcontext(self._held)
         return psycopg.connect(self.url, autocommit=True)
 
     def hold_connection(self):
@@ -210,11 +211,11 @@ class PostgresBackend:
         """
         import psycopg
 
-        if getattr(self, "_held", None) is None:
+        if self._held is None:
             self._held = psycopg.connect(self.url, autocommit=True)
 
     def let_go(self):
-        held, self._held = getattr(self, "_held", None), None
+        held, self._held = self._held, None
         if held is not None:
             held.close()
 
