@@ -106,37 +106,10 @@ def postgres_server():
 def postgres_url(postgres_server):
     """The URL of a fresh, empty database; dropped after the test.
 
-    A test that leaves a prepared transaction or a replication slot behind fails here,
-    after they are removed: prepared transactions hold locks and block vacuum, a slot
-    holds WAL, and no sink or source may leave one once its run is over.
+    A test that leaves a prepared transaction or a replication slot behind fails here
+    (`fresh_database`).
     """
-    import uuid
+    from tests.servers.postgres_server import fresh_database
 
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with postgres_server.connect() as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = postgres_server.url.rsplit("/", 1)[0] + f"/{name}"
-    yield url
-    with postgres_server.connect() as admin:
-        left = admin.execute(
-            "SELECT gid FROM pg_prepared_xacts WHERE database = %s ORDER BY gid", (name,)
-        ).fetchall()
-        if left:
-            import psycopg
-            from psycopg import sql
-
-            with psycopg.connect(url, autocommit=True) as connection:
-                for (gid,) in left:  # a utility statement: the gid is a literal, not a parameter
-                    connection.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
-        slots = admin.execute(
-            "SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = %s "
-            "ORDER BY slot_name",
-            (name,),
-        ).fetchall()
-        for slot, pid in slots:
-            if pid is not None:  # a walsender still streams it: end it, wait for it
-                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
-            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    assert not left, f"prepared transactions left behind: {[gid for (gid,) in left]}"
-    assert not slots, f"replication slots left behind: {[slot for (slot, _) in slots]}"
+    with fresh_database(postgres_server) as url:
+        yield url

@@ -210,9 +210,16 @@ def _location(tmp_path: Path, kind: str, postgres_url: str | None) -> str:
 
 
 def jobs_for(
-    tmp_path: Path, kinds=KINDS, postgres_url: str | None = None, **options: object
+    tmp_path: Path,
+    kinds=KINDS,
+    postgres_url: str | None = None,
+    tag: str = "",
+    **options: object,
 ) -> list[dict[str, object]]:
-    """One job per sink kind, each with its own output and commit state store."""
+    """One job per sink kind, each with its own output and commit state store.
+
+    ``tag`` ends every sink id, so that the jobs of several cases can share one host.
+    """
     if any(kind.startswith("iceberg") for kind in kinds):
         create_table(str(tmp_path / "warehouse"))
     if "postgres" in kinds:
@@ -220,7 +227,7 @@ def jobs_for(
     return [
         {
             "kind": kind,
-            "sink_id": f"kill-{kind}",
+            "sink_id": f"kill-{kind}{tag}",
             "location": _location(tmp_path, kind, postgres_url),
             "store": str(tmp_path / f"state-{kind}.sqlite"),
             **options,
@@ -325,17 +332,41 @@ def postgres_problems(url: str) -> list[str]:
 # Every stage event the coordinator reports for these sinks; each leaves a different
 # state behind: the job recorded and nothing staged, staged files and no epoch, a Pending
 # epoch, a Pending epoch already committed by the sink, a Committed epoch whose job never
-# finished (its staging not yet removed). One host runs all three sinks, so five hosts
-# cover the stages of every sink (a host costs 10-20 s of Spark start-up).
+# finished (its staging not yet removed). One host runs the jobs of every case at once
+# (each case its own sink ids, outputs, stores and PostgreSQL database) and is killed
+# once all of them have stopped: a host costs 10-20 s of Spark start-up, and the ten
+# cases' hosts were a tenth of the suite's time. Each case's re-runs are its own test.
+@pytest.fixture(scope="module")
+def killed_at_each_stage(tmp_path_factory, postgres_server):
+    """One killed host for every (stage, writers) case: each case's jobs, by case."""
+    from tests.servers.postgres_server import fresh_database
+
+    base = tmp_path_factory.mktemp("stages")
+    with contextlib.ExitStack() as stack:
+        cases = {}
+        for writers, kinds in WRITERS.items():
+            for stage in STATUS_AFTER:
+                directory = base / f"{stage}-{writers}"
+                directory.mkdir()
+                url = None
+                if "postgres" in kinds:  # its table name is fixed: a database per case
+                    url = stack.enter_context(fresh_database(postgres_server))
+                cases[stage, writers] = jobs_for(
+                    directory, kinds, postgres_url=url, tag=f"-{stage}", stop_at=stage
+                )
+        host = Host(base, [job for jobs in cases.values() for job in jobs])
+        stack.callback(host.kill)
+        host.wait_for(*(f"{job['sink_id']}.stopped" for jobs in cases.values() for job in jobs))
+        host.kill()
+        yield cases
+
+
 @pytest.mark.parametrize("writers", list(WRITERS))
 @pytest.mark.parametrize("stage", list(STATUS_AFTER))
-def test_a_driver_host_killed_at_a_stage_leaves_nothing_after_the_rerun(  # noqa: PLR0917  # fixtures
-    spark, tmp_path, start_host, postgres_url, stage, writers
+def test_a_driver_host_killed_at_a_stage_leaves_nothing_after_the_rerun(
+    spark, killed_at_each_stage, stage, writers
 ):
-    jobs = jobs_for(tmp_path, WRITERS[writers], postgres_url=postgres_url, stop_at=stage)
-    host = start_host(jobs)
-    host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
-    host.kill()
+    jobs = killed_at_each_stage[stage, writers]
     if stage != "job-recorded":  # the dead job left staging behind for the re-run to remove
         for job in jobs:
             if not job["kind"].startswith(("iceberg", "postgres")):

@@ -22,7 +22,8 @@ and its default commit state store, with ``availableNow`` so that it ends by its
 Afterwards every row is in the destination exactly once, nothing is staged, each
 Iceberg snapshot is of another checkpoint (`destination_problems`), every checkpoint
 up to Spark's last micro-batch is recorded Committed, and Spark's commit log has them.
-Four hosts, one per scenario: about 11 minutes on a loaded 2-core machine.
+One host runs the queries of all four steps and is killed once every one has stopped;
+each step's restarts are one test.
 """
 
 from __future__ import annotations
@@ -64,24 +65,37 @@ class DoorHost(Host):
         return {"markers": str(self.markers), "jobs": self.jobs}
 
 
-@pytest.fixture
-def start_host(tmp_path, request):
-    """Starts a `DoorHost`; whatever happens in the test, it is killed (by id) at teardown."""
+@pytest.fixture(scope="module")
+def killed_at_each_step(tmp_path_factory):
+    """One host running the queries of every step, killed once all have stopped.
 
-    def start_it(jobs: list[dict[str, Any]]) -> DoorHost:
-        host = DoorHost(tmp_path, jobs)
-        request.addfinalizer(host.kill)
-        return host
-
-    return start_it
+    Each step has its own sink ids, inputs, outputs and checkpoints; the host is started
+    and killed once for all of them (a host costs 30-60 s of Spark start-up and
+    micro-batches), and each step's restarts are its own test. Returns each step's jobs.
+    """
+    base = tmp_path_factory.mktemp("door-kill")
+    steps = {}
+    for stop_at in STAGES:
+        directory = base / stop_at
+        directory.mkdir()
+        steps[stop_at] = jobs_for(directory, stop_at)
+    host = DoorHost(base, [job for jobs in steps.values() for job in jobs])
+    try:
+        host.wait_for(*(f"{job['sink_id']}.stopped" for jobs in steps.values() for job in jobs))
+    finally:
+        host.kill()
+    return steps
 
 
 def jobs_for(tmp_path: Path, stop_at: str) -> list[dict[str, Any]]:
-    """One query per sink kind and source, each with its own output and checkpoint location."""
+    """One query per sink kind and source, each with its own output and checkpoint location.
+
+    Every sink id ends with ``stop_at``, so that the queries of all steps share one host.
+    """
     write_input(tmp_path / "input")
     jobs = []
     for kind, source in JOBS:
-        sink_id = f"door-{kind}-{source}"
+        sink_id = f"door-{kind}-{source}-{stop_at}"
         location = tmp_path / sink_id / ("warehouse" if kind == "iceberg" else "out")
         if kind == "iceberg":
             create_unpartitioned_table(str(location))
@@ -140,13 +154,9 @@ def store_problems(job: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("stop_at", STAGES)
 def test_a_streaming_door_killed_at_a_step_of_a_micro_batch_is_restarted_exactly_once(
-    spark, tmp_path, start_host, stop_at
+    spark, killed_at_each_step, stop_at
 ):
-    jobs = jobs_for(tmp_path, stop_at)
-    host = start_host(jobs)
-    host.wait_for(*(f"{job['sink_id']}.stopped" for job in jobs))
-    host.kill()
-
+    jobs = killed_at_each_step[stop_at]
     problems = []
     for job in jobs:
         if KILLED - 1 in spark_log(job["checkpoint"], "commits"):

@@ -36,14 +36,16 @@ exactly once, nothing staged is left (FileSink: ``_staging/`` is empty; Iceberg:
 table's data location holds only files its current snapshot references), each Iceberg
 snapshot is of another checkpoint, and Spark's commit log has every micro-batch.
 
-Five hosts, one per scenario (a host costs 30-60 s of Spark start-up and micro-batches
-on a loaded 2-core machine); the five restarts of a scenario run at once, in this
-process's Spark session: 4-5 minutes in all.
+One host runs the queries of all five scenarios at once and is killed once every one
+has stopped (a host costs 30-60 s of Spark start-up and micro-batches on a loaded
+2-core machine); the five restarts of a scenario run at once, in this process's Spark
+session, one scenario per test.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -109,29 +111,49 @@ class StreamHost(Host):
         return {"markers": str(self.markers), "jobs": self.jobs}
 
 
-@pytest.fixture
-def start_host(tmp_path, request):
-    """Starts a `StreamHost`; whatever happens in the test, it is killed (by id) at teardown."""
+@pytest.fixture(scope="module")
+def killed_in_each_scenario(tmp_path_factory, postgres_server):
+    """One host running every scenario's queries, killed once all have stopped.
 
-    def start(jobs: list[dict[str, Any]]) -> StreamHost:
-        host = StreamHost(tmp_path, jobs)
-        request.addfinalizer(host.kill)
-        return host
+    Each scenario has its own sink ids, inputs, outputs, checkpoints and PostgreSQL
+    database; the host is started and killed once for all of them (a host costs 30-60 s
+    of Spark start-up and micro-batches), and each scenario's restarts are its own test.
+    Returns each scenario's jobs.
+    """
+    from tests.servers.postgres_server import fresh_database
 
-    return start
+    base = tmp_path_factory.mktemp("stream-kill")
+    with contextlib.ExitStack() as stack:
+        scenarios = {}
+        for scenario, (stop_at, decoupled) in SCENARIOS.items():
+            directory = base / scenario
+            directory.mkdir()
+            url = stack.enter_context(fresh_database(postgres_server))
+            scenarios[scenario] = jobs_for(directory, stop_at, decoupled, url, tag=f"-{scenario}")
+        host = StreamHost(base, [job for jobs in scenarios.values() for job in jobs])
+        stack.callback(host.kill)
+        waits = []
+        for scenario, jobs in scenarios.items():
+            waits += [f"{job['sink_id']}.stopped" for job in jobs]
+            if SCENARIOS[scenario][1]:  # decoupled: the micro-batch thread recorded the next
+                waits += [f"{job['sink_id']}.pending-recorded.{KILLED + 1}" for job in jobs]
+        host.wait_for(*waits)
+        host.kill()
+        yield scenarios
 
 
 def jobs_for(
-    tmp_path: Path, stop_at: str, decoupled: bool, postgres_url: str
+    tmp_path: Path, stop_at: str, decoupled: bool, postgres_url: str, tag: str = ""
 ) -> list[dict[str, Any]]:
     """One query per sink kind and source, each with its own output and checkpoint location.
 
-    The PostgreSQL query loads a table of ``postgres_url``'s database.
+    The PostgreSQL query loads a table of ``postgres_url``'s database. ``tag`` ends
+    every sink id, so that the queries of several scenarios can share one host.
     """
     write_input(tmp_path / "input")
     jobs = []
     for kind, source in JOBS:
-        sink_id = f"kill-{kind}-{source}"
+        sink_id = f"kill-{kind}-{source}{tag}"
         location: Path | str = tmp_path / sink_id / ("warehouse" if kind == "iceberg" else "out")
         if kind == "iceberg":
             create_table(str(location))
@@ -322,17 +344,10 @@ def results_problems(job: dict[str, Any], results: list[SinkResult], scenario: s
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_a_streaming_driver_killed_at_a_step_of_a_micro_batch_is_restarted_exactly_once(
-    spark, tmp_path, start_host, postgres_url, scenario
+    spark, killed_in_each_scenario, scenario
 ):
     stop_at, decoupled = SCENARIOS[scenario]
-    jobs = jobs_for(tmp_path, stop_at, decoupled, postgres_url)
-    host = start_host(jobs)
-    waits = [f"{job['sink_id']}.stopped" for job in jobs]
-    if decoupled:  # the micro-batch thread went on and recorded the next checkpoint
-        waits += [f"{job['sink_id']}.pending-recorded.{KILLED + 1}" for job in jobs]
-    host.wait_for(*waits)
-    host.kill()
-
+    jobs = killed_in_each_scenario[scenario]
     # What the dead host left: Spark's log of micro-batch 1, staged output.
     problems = []
     for job in jobs:

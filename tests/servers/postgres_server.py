@@ -30,13 +30,20 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, final
 
 from sinkv2.testing._owned import owned_temp_dir
 
-__all__ = ["INSTALL", "LOG_STATEMENTS_ENV", "LocalPostgresServer", "find_server_binary"]
+__all__ = [
+    "INSTALL",
+    "LOG_STATEMENTS_ENV",
+    "LocalPostgresServer",
+    "find_server_binary",
+    "fresh_database",
+]
 
 INSTALL: Final = "apt-get install postgresql (Debian/Ubuntu) or brew install postgresql (macOS)"
 _USER: Final = "postgres"
@@ -255,3 +262,59 @@ def _remove_unattached_segment(key_and_id: list[str]) -> None:
         fields = row.split()  # key shmid perms size cpid lpid nattch ...
         if fields[0] == key and fields[1] == shmid and fields[6] == "0":
             subprocess.run(["ipcrm", "-m", shmid], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def fresh_database(server: LocalPostgresServer) -> Iterator[str]:
+    """A fresh, empty database of ``server``: its URL; dropped on exit.
+
+    The ``postgres_url`` fixture, and module-scoped fixtures that share one Spark host
+    between several tests, use it. Whatever used it and left a prepared transaction or a
+    replication slot behind fails on exit, after they are removed: prepared
+    transactions hold locks and block vacuum, a slot holds WAL, and no sink or source
+    may leave one once its run is over.
+    """
+    import uuid
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with server.connect() as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = server.url.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        yield url
+    finally:
+        left, slots = _drop_database(server, name, url)
+    assert not left, f"prepared transactions left behind: {left}"
+    assert not slots, f"replication slots left behind: {slots}"
+
+
+def _drop_database(server: LocalPostgresServer, name: str, url: str) -> tuple[list[str], list[str]]:
+    """Roll back ``name``'s prepared transactions, drop its slots, then the database.
+
+    Returns the gids and slot names there were.
+    """
+    import psycopg
+    from psycopg import sql
+
+    with server.connect() as admin:
+        left = [
+            gid
+            for (gid,) in admin.execute(
+                "SELECT gid FROM pg_prepared_xacts WHERE database = %s ORDER BY gid", (name,)
+            ).fetchall()
+        ]
+        if left:
+            with psycopg.connect(url, autocommit=True) as connection:
+                for gid in left:  # a utility statement: the gid is a literal, not a parameter
+                    connection.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+        slots = admin.execute(
+            "SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = %s "
+            "ORDER BY slot_name",
+            (name,),
+        ).fetchall()
+        for slot, pid in slots:
+            if pid is not None:  # a walsender still streams it: end it, wait for it
+                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    return left, [slot for slot, _ in slots]
