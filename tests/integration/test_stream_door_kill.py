@@ -37,7 +37,7 @@ from sinkv2.runtime import EpochStatus, SqliteCommitStateStore
 from sinkv2_spark import register
 from tests.integration.kill_stream_door import create_unpartitioned_table, start
 from tests.integration.kill_stream_driver import write_input
-from tests.integration.test_driver_kill import Host
+from tests.integration.test_driver_kill import SHARED_START_TIMEOUT_S, Host
 from tests.integration.test_stream_driver_kill import (
     destination_problems,
     spark_log,
@@ -81,7 +81,10 @@ def killed_at_each_step(tmp_path_factory):
         steps[stop_at] = jobs_for(directory, stop_at)
     host = DoorHost(base, [job for jobs in steps.values() for job in jobs])
     try:
-        host.wait_for(*(f"{job['sink_id']}.stopped" for jobs in steps.values() for job in jobs))
+        host.wait_for(
+            *(f"{job['sink_id']}.stopped" for jobs in steps.values() for job in jobs),
+            timeout=SHARED_START_TIMEOUT_S,
+        )
     finally:
         host.kill()
     return steps

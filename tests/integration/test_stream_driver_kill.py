@@ -63,7 +63,7 @@ from tests.integration.kill_stream_driver import (
     stream,
     write_input,
 )
-from tests.integration.test_driver_kill import Host, staging_leftovers
+from tests.integration.test_driver_kill import SHARED_START_TIMEOUT_S, Host, staging_leftovers
 
 pytestmark = pytest.mark.spark
 
@@ -137,7 +137,7 @@ def killed_in_each_scenario(tmp_path_factory, postgres_server):
             waits += [f"{job['sink_id']}.stopped" for job in jobs]
             if SCENARIOS[scenario][1]:  # decoupled: the micro-batch thread recorded the next
                 waits += [f"{job['sink_id']}.pending-recorded.{KILLED + 1}" for job in jobs]
-        host.wait_for(*waits)
+        host.wait_for(*waits, timeout=SHARED_START_TIMEOUT_S)
         host.kill()
         yield scenarios
 
