@@ -461,6 +461,20 @@ class FileSource:
             return [None] * len(splits)
         return [COUNT_WHEN_CUT if split.records is None else split.records for split in splits]
 
+    def uncounted_splits(self) -> str | None:
+        """Why `end_positions` gives no ends (`sinkv2.source.SupportsUncountedSplits`).
+
+        ``None`` for Parquet; for JSON lines and CSV the clause an engine's warning
+        names: each file is read whole, its records unknown until it is read.
+        """
+        if self.format == "parquet":
+            return None
+        kind = "JSON lines" if self.format == "jsonl" else "CSV"
+        return (
+            f"its {kind} files are read whole, one split per file: their records are not "
+            "known before a file is read (counting them would read every file on the driver)"
+        )
+
     def cut_split(
         self, split: FileSourceSplit, end: object, max_records: int | None
     ) -> SplitCut[FileSourceSplit]:

@@ -41,7 +41,7 @@ from sinkv2.source import (
     SplitCut,
     SplitEnumeratorContext,
 )
-from sinkv2.text import describe
+from sinkv2.text import describe, short_repr
 
 if TYPE_CHECKING:
     import pyarrow.compute as pc
@@ -604,6 +604,20 @@ class IcebergSource:
         if self._filter is not None:
             return [None] * len(splits)
         return [_end(split) for split in splits]
+
+    def uncounted_splits(self) -> str | None:
+        """Why `end_positions` gives no ends (`sinkv2.source.SupportsUncountedSplits`).
+
+        ``None`` without a ``row_filter``; with one, the clause an engine's warning
+        names: each data file is read whole, the records the filter keeps unknown
+        until it is read.
+        """
+        if self._filter is None:
+            return None
+        return (
+            f"it reads with row_filter {short_repr(self.row_filter)}, so the records a data "
+            "file gives are not known before it is read: each data file is one split, read whole"
+        )
 
     def cut_split(
         self, split: IcebergSourceSplit, end: object, max_records: int | None

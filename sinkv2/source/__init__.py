@@ -17,7 +17,11 @@ implement a `SplitReader` and get a `SourceReader` with a fetcher thread.
 from sinkv2._public import publish as _publish
 from sinkv2.source._boundedness import Boundedness, InputStatus
 from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
-from sinkv2.source._end_positions import SplitCut, SupportsEndPositions
+from sinkv2.source._end_positions import (
+    SplitCut,
+    SupportsEndPositions,
+    SupportsUncountedSplits,
+)
 from sinkv2.source._enumerator import SplitEnumerator
 from sinkv2.source._errors import SourceContractError, SourceDefinitionError, SourceReaderError
 from sinkv2.source._event import SourceEvent
@@ -58,6 +62,7 @@ __all__ = [
     "SupportsEndPositions",
     "SupportsFinishedSplits",
     "SupportsNativeRead",
+    "SupportsUncountedSplits",
     "check_enumerator",
     "check_reader",
     "inspect_source",

@@ -13,6 +13,12 @@ at every micro-batch instead of once.
 A source without this extension is read by a micro-batch engine only when it is
 BOUNDED (each split is read whole in one micro-batch); an unbounded one is refused
 with a message that names this class, never read without replay.
+
+A split that ends by itself and whose record count is not known before it is read
+gets no end position: it is read whole and a record limit does not count it. A
+source whose configuration makes it so (a file format, a filter) says it before any
+split is planned (`SupportsUncountedSplits`), so an engine can tell its user at the
+start of a query that a record limit will not bound its micro-batches.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
-__all__ = ["SplitCut", "SupportsEndPositions"]
+__all__ = ["SplitCut", "SupportsEndPositions", "SupportsUncountedSplits"]
 
 SplitT = TypeVar("SplitT")
 
@@ -87,5 +93,32 @@ class SupportsEndPositions(Protocol[SplitT]):
         records from the split's position (admission control), and ``records`` must
         then be told. The same split and end must always give the same cut: a replay
         reads what the first attempt read.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsUncountedSplits(Protocol):
+    """A source with end positions that says, before any split exists, which it cannot count.
+
+    Extension (not in Flink), optional beside `SupportsEndPositions`: a source whose
+    `end_positions` gives ``None`` (read whole, not counted by a record limit) for
+    splits that ``maxRecordsPerTrigger`` would otherwise bound - files whose records
+    are only known once read, a scan whose filter drops an unknown number of rows -
+    tells the engine why, so the user learns at the start of the query, not by
+    watching micro-batch sizes. Called on the driver (or wherever the engine sets up
+    a stream), once per query start, on the configured source: no upstream I/O.
+
+    Required: `uncounted_splits`.
+    """
+
+    def uncounted_splits(self) -> str | None:
+        """Why this source's splits get no end position (read whole, uncounted), or ``None``.
+
+        ``None`` when `end_positions` gives every split an end (a record count or a
+        log position), so a record limit cuts them. Otherwise one clause an engine
+        puts in its warning, naming what makes the splits whole, e.g. ``"its JSON
+        lines files are read whole: their records are not known before a file is
+        read"``.
         """
         ...

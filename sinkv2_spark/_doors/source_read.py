@@ -191,7 +191,10 @@ def from_source(
             SQLite path or ``postgresql://`` URL; default: ``apply()``'s store.
         max_records_per_trigger: A stream's admission limit: at most this many
             records per micro-batch, cut from splits with end positions
-            (`sinkv2.source.SupportsEndPositions`).
+            (`sinkv2.source.SupportsEndPositions`). A source whose splits are read
+            whole and not counted (`sinkv2.source.SupportsUncountedSplits`: JSON
+            lines or CSV files, a filtered Iceberg scan) gets a WARNING on the
+            ``sinkv2.spark`` logger, here: the limit will not bound its micro-batches.
         max_splits_per_trigger: A stream's admission limit: at most this many
             split reads per micro-batch. Set one of the two limits at most.
         native_read: A batch read of a source with
@@ -269,6 +272,7 @@ def from_source(
             max_records=max_records_per_trigger,
             max_splits=max_splits_per_trigger,
         )
+        reader.warn_record_limit()  # here, in the caller's process, not in Spark's planner
     else:
         reader = BoundedSourceReader(
             source, arrow_schema, parallelism or _default_parallelism(spark), batch_rows

@@ -10,10 +10,16 @@ runner) decides and records each epoch, the offset points at it, ``partitions``
 loads it, and each task reads its `EpochSlice` to the stop positions. The
 coordinator is made on first use, in the process that plans: never in the user's
 driver, never in a task.
+
+A ``maxRecordsPerTrigger`` that a source's splits will not honour (they are read
+whole and not counted: `SupportsUncountedSplits`) is told once at the start of the
+query, as a WARNING on the ``sinkv2.spark`` logger: by `from_source` in the user's
+process, by the read door in the process that plans (the driver's log).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +41,15 @@ from sinkv2.runtime import (
     SourceStateStore,
     read_epoch_slice,
 )
-from sinkv2.source import SupportsEndPositions
-from sinkv2.text import describe
+from sinkv2.source import SourceContractError, SupportsEndPositions, SupportsUncountedSplits
+from sinkv2.text import describe, short_repr
 
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["EpochPartition", "SourceStreamReader", "read_limit"]
+__all__ = ["EpochPartition", "SourceStreamReader", "read_limit", "record_limit_notice"]
+
+logger = logging.getLogger("sinkv2.spark")
 
 
 class EpochPartition(InputPartition):
@@ -70,6 +78,36 @@ def read_limit(max_records: int | None, max_splits: int | None) -> SparkReadLimi
     return ReadAllAvailable()
 
 
+def record_limit_notice(source: Any, max_records: int | None) -> str | None:
+    """The warning for a ``maxRecordsPerTrigger`` that ``source``'s splits will not honour.
+
+    ``None`` without a record limit, or when the source does not say its splits are
+    uncounted (`SupportsUncountedSplits.uncounted_splits` absent or ``None``).
+
+    Raises:
+        SourceContractError: ``uncounted_splits()`` returned neither ``None`` nor a
+            non-empty str.
+    """
+    if max_records is None or not isinstance(source, SupportsUncountedSplits):
+        return None
+    reason = source.uncounted_splits()
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or not reason.strip():
+        raise SourceContractError(
+            f"{describe(source)}.uncounted_splits() returned {describe(reason)}; return None "
+            "when its splits get end positions, or a str saying why they are read whole",
+            method="uncounted_splits",
+        )
+    return (
+        f"maxRecordsPerTrigger (max_records_per_trigger) is {max_records}, but it will not bound "
+        f"the micro-batches of {short_repr(source)}: {reason}. A split read whole is not "
+        "counted by the limit, so a micro-batch holds every such split available, however "
+        "many records they hold. Bound this stream with maxSplitsPerTrigger "
+        "(max_splits_per_trigger) instead: at most that many splits per micro-batch"
+    )
+
+
 def _limit(limit: SparkReadLimit) -> ReadLimit:
     if isinstance(limit, ReadMaxRows):
         return ReadLimit(max_records=limit.max_rows)
@@ -81,9 +119,13 @@ def _limit(limit: SparkReadLimit) -> ReadLimit:
 class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Spark's stream reader over a FLIP-27 source, with positions recorded per epoch.
 
+    A record limit that the source's splits will not honour is warned about once,
+    when the query starts (`warn_record_limit`).
+
     Raises:
         SinkConfigurationError: Both limits, or a record limit for a source whose
             splits cannot be cut (no `SupportsEndPositions`).
+        SourceContractError: The source's ``uncounted_splits()`` broke its contract.
     """
 
     def __init__(
@@ -112,7 +154,18 @@ class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "maxSplitsPerTrigger (max_splits_per_trigger) instead"
             )
         self._default_limit = read_limit(max_records, max_splits)
+        self._limit_notice = record_limit_notice(source, max_records)
         self._coordinator: SourceEpochCoordinator | None = None
+
+    def warn_record_limit(self) -> None:
+        """Log the `record_limit_notice` as a WARNING, once: not again by this reader's copies.
+
+        `from_source` calls it in the user's process before the reader is shipped;
+        otherwise it runs when the coordinator is made (the query's first offset).
+        """
+        if self._limit_notice is not None:
+            notice, self._limit_notice = self._limit_notice, None
+            logger.warning("%s", notice)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -121,6 +174,7 @@ class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _coordinate(self) -> SourceEpochCoordinator:
         if self._coordinator is None:
+            self.warn_record_limit()
             self._coordinator = SourceEpochCoordinator(
                 self._source, self._store, self._source_id, parallelism=self._parallelism
             )

@@ -162,7 +162,12 @@ def test_each_epoch_holds_at_most_its_own_limit_and_a_file_goes_on_from_its_cut(
 
 
 def test_json_lines_files_are_read_whole_and_not_counted(tmp_path: Path) -> None:
-    """Not counted on the driver (that is a read of every file): each file whole, in one epoch."""
+    """Not counted on the driver (that is a read of every file): each file whole, in one epoch.
+
+    A limit smaller than every file stalls nothing: no split can be cut, so the epoch
+    admits the files whole (a whole split is not counted; every epoch admits at least one
+    read), and the next epoch finds nothing left. The source says so before listing
+    (`uncounted_splits`), for the stream's warning at the start of a query."""
     write_jsonl(tmp_path / "a.jsonl", rows(0, 9))
     write_jsonl(tmp_path / "b.jsonl", rows(9, 3))
     source = FileSource(tmp_path, "jsonl", schema=pa.schema(rows_schema()))
@@ -175,7 +180,9 @@ def test_json_lines_files_are_read_whole_and_not_counted(tmp_path: Path) -> None
     schema = source.get_produced_type()
     read = [r["id"] for b in read_epoch_slice(source, schema, piece) for r in b.to_pylist()]
     assert read == list(range(12))
+    assert coordinator.next_epoch(end, ReadLimit(max_records=2)) == end  # all read: no epoch
     coordinator.close()
+    assert "JSON lines files are read whole" in (source.uncounted_splits() or "")
 
 
 def test_a_cut_tells_its_rows_stops_exactly_and_is_never_read_natively(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ query; it restarts from its checkpoint location, and Spark replays the micro-bat
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import Counter
@@ -23,7 +24,13 @@ import pytest
 
 from reference_sinks.files import FileSink, FileSource
 from sinkv2_spark import from_source, register
-from tests.reference_sinks.files.file_source_data import SCHEMA, rows, touch_old, write_parquet
+from tests.reference_sinks.files.file_source_data import (
+    SCHEMA,
+    rows,
+    touch_old,
+    write_jsonl,
+    write_parquet,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -193,6 +200,55 @@ def test_the_read_door_streams_files_and_deletes_them_once_committed(spark: Any,
     assert early == []  # no file deleted before the micro-batch that read its last rows ran
     assert max(sizes) <= 7
     assert sum(1 for size in sizes if size) >= 3  # 20 rows, at most 7 a micro-batch
+
+
+def test_a_record_limit_on_json_lines_files_is_warned_and_each_file_is_still_read_whole(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """``max_records_per_trigger`` smaller than a file, on files whose records are not counted:
+    one WARNING from ``from_source`` in the caller's process, and the stream still moves on,
+    each file whole in a micro-batch (never stalled on a split larger than the limit)."""
+    caplog.set_level(logging.WARNING, logger="sinkv2")
+    base = tmp_path / "in"
+    for index in range(2):
+        write_jsonl(base / f"f{index}.jsonl", rows(index * PER_FILE, PER_FILE))
+    source = FileSource(base, "jsonl", schema=SCHEMA)
+    df = from_source(
+        spark,
+        source,
+        source_id="jsonl-limit",
+        streaming=True,
+        state_store=str(tmp_path / "source.sqlite"),
+        parallelism=1,
+        max_records_per_trigger=3,
+    )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "JSON lines files are read whole" in warnings[0]
+    assert "maxSplitsPerTrigger" in warnings[0]
+    sizes: list[int] = []
+    got: list[int] = []
+
+    def collect(batch: Any, _: int) -> None:
+        ids = [row.id for row in batch.select("id").collect()]
+        sizes.append(len(ids))
+        got.extend(ids)
+
+    query = (
+        df.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(TIMEOUT_S)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sorted(got) == list(range(2 * PER_FILE))
+    assert [size for size in sizes if size % PER_FILE] == []  # whole files, never cut
+    assert max(sizes) > 3  # the limit did not bound them: the warning told so
+    assert len(caplog.records) == len(warnings)  # nothing more said in this process
 
 
 def test_a_file_source_stream_gives_the_rows_spark_own_parquet_stream_gives(

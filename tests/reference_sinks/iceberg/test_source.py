@@ -37,7 +37,7 @@ from reference_sinks.iceberg import (
 )
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import CommitRetryPolicy, commit_with_retries
-from sinkv2.source import Boundedness
+from sinkv2.source import Boundedness, SupportsUncountedSplits
 from sinkv2.testing import LocalSourceEngine, check_source
 from tests.reference_sinks.iceberg.tables import stage
 
@@ -542,3 +542,10 @@ def test_a_record_limit_cuts_data_files_after_their_position_deletes(tmp_path: P
     assert "stops at 4" in getattr(source.native_read([head.read]), "reason", "")
     filtered = IcebergSource(local_catalog(tmp_path), "ns.t", row_filter="id >= 2")
     assert filtered.end_positions([split]) == [None]  # not known before the read: whole
+    # said before any split exists, for the engine's warning at the start of a query
+    assert isinstance(filtered, SupportsUncountedSplits)
+    assert source.uncounted_splits() is None
+    assert "row_filter 'id >= 2'" in (filtered.uncounted_splits() or "")
+    assert (
+        IcebergSource(local_catalog(tmp_path), "ns.t", row_filter="true").uncounted_splits() is None
+    )

@@ -52,6 +52,7 @@ EXTENSIONS = {
     "SupportsEndPositions",
     "SupportsFinishedSplits",
     "SupportsNativeRead",
+    "SupportsUncountedSplits",
     "check_enumerator",
     "check_reader",
     "inspect_source",
