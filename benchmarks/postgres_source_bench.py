@@ -20,6 +20,11 @@ analyzed) is read whole by:
   compare two versions of the reader, run this file from each tree in turn (each run
   starts its own server), e.g. ``git archive HEAD~1 | tar -x -C /tmp/before`` and
   alternate ``--path psql --path local`` runs with ``PYTHONPATH`` set to each tree;
+- ``csv``: the decoder the reader does not use, for comparison: ``psql`` runs the one
+  reader's query as ``COPY (...) TO STDOUT (FORMAT csv)`` (ISO dates, UTC, exact
+  floats) into a pipe that pyarrow's CSV reader parses into the source's produced
+  type (its own threads; quoted empty strings are not NULL). It needs the ``psql``
+  binary (as the ``psql`` path does), which a Spark worker need not have;
 - ``from_source``: ``from_source(spark, PostgresSource(url, "bench", chunks=P),
   parallelism=P)`` written to Spark's ``noop`` sink, P = ``--partitions`` (2);
 - ``spark.read.jdbc``: Spark's JDBC reader with ``partitionColumn=id``, ``lowerBound``/
@@ -60,7 +65,7 @@ from common import ROOT, session  # the benchmarks folder is not a package
 
 DEFAULT_JDBC_PACKAGE = "org.postgresql:postgresql:42.7.4"
 JDBC_JAR = "/usr/share/java/postgresql.jar"  # apt-get install -y libpostgresql-jdbc-java
-PATHS = ("psql", "local", "from_source", "jdbc")
+PATHS = ("psql", "local", "csv", "from_source", "jdbc")
 TABLE = """
 CREATE TABLE bench (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12, 2),
                     at timestamptz, flag boolean, qty integer, score double precision);
@@ -126,6 +131,37 @@ def _local(url: str) -> int:
         connection.close()
 
 
+def _csv(url: str) -> int:
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    from reference_sinks.postgres import PostgresSource
+
+    schema = PostgresSource(url, "bench", chunks=1).get_produced_type()
+    query = f"COPY (SELECT {', '.join(schema.names)} FROM bench ORDER BY id) TO STDOUT CSV"
+    settings = "-c DateStyle=ISO -c TimeZone=UTC -c extra_float_digits=1"
+    env = {**os.environ, "PGOPTIONS": settings}
+    with subprocess.Popen(
+        ["psql", url, "-X", "-q", "-c", query], stdout=subprocess.PIPE, env=env
+    ) as psql:
+        assert psql.stdout is not None
+        reader = pa_csv.open_csv(
+            pa.PythonFile(psql.stdout, mode="r"),
+            read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=1 << 22),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=dict(zip(schema.names, schema.types, strict=True)),
+                null_values=[""],  # PostgreSQL CSV: NULL unquoted empty, "" quoted
+                quoted_strings_can_be_null=False,
+                true_values=["t"],
+                false_values=["f"],
+            ),
+        )
+        rows = sum(batch.num_rows for batch in reader)
+    if psql.returncode:
+        raise RuntimeError(f"psql failed with exit code {psql.returncode}")
+    return rows
+
+
 def _from_source(spark: Any, url: str, partitions: int, *, count: bool = False) -> int:
     from reference_sinks.postgres import PostgresSource
     from sinkv2_spark import from_source
@@ -187,7 +223,7 @@ def _report(
             ours_cpu = statistics.median(spent[index] for spent in cpu["from_source"])
             jdbc_cpu = statistics.median(spent[index] for spent in cpu["jdbc"])
             print(f"  {side} CPU s, from_source / jdbc: {ours_cpu:.2f} / {jdbc_cpu:.2f}")
-    for path in ("local", "from_source"):
+    for path in ("local", "csv", "from_source"):
         if path in medians and "psql" in medians:
             print(f"{path} / psql: {medians['psql'] / medians[path]:.2f} x")
 
@@ -222,6 +258,7 @@ def main() -> None:
         runs: dict[str, Callable[[], int]] = {
             "psql": lambda: _psql(url),
             "local": lambda: _local(url),
+            "csv": lambda: _csv(url),
             "from_source": lambda: _from_source(spark, url, args.partitions),
             "jdbc": lambda: _jdbc(spark, url, args.partitions, (low, high)),
         }

@@ -14,7 +14,13 @@ into the type table's Arrow type with a vectorised cast (`_finish`):
   ``decimal128(p, s)`` without arithmetic), else to its text (cast to ``decimal128``);
 - ``interval`` as ``extract(epoch ...)`` microseconds (``int8``);
 - arrays the same per element (a multi-dimensional array as its elements in order, as
-  ``unnest`` gives them).
+  ``unnest`` gives them), and arrays read as they are cast to their element's built-in
+  array type (``integer[]`` ...: an array of a domain has a type of its own).
+
+So every column of the result has a built-in type (the server sends a domain's base
+type), which is what lets a process keep the driver's database object, and the type
+catalog the driver reads when it is made, for every later connection to the same
+server (`connect_reader`).
 
 Values Arrow cannot hold fail the read with `UnreadableValueError` naming the column:
 infinite dates and timestamps (which the driver would otherwise shift past Arrow's
@@ -24,6 +30,7 @@ and the error names the column).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -32,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reference_sinks.postgres._chunks import ALIAS, KeyRange, Relation
+from reference_sinks.postgres._types import postgres_type
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 
 if TYPE_CHECKING:
@@ -45,6 +53,7 @@ __all__ = [
     "connect_reader",
     "read_chunk",
     "read_expression",
+    "reader_conninfo",
 ]
 
 READER_SETTINGS: Final = (
@@ -72,28 +81,64 @@ class UnreadableValueError(SinkV2Error, ValueError):
     """A value of a column has no Arrow value (an infinite timestamp, numeric NaN, ...)."""
 
 
+_DATABASES: Final[dict[str, Any]] = {}
+"""The driver's database objects of this process, by connection string (`connect_reader`)."""
+_DATABASES_LOCK: Final = threading.Lock()
+
+
+def reader_conninfo(url: str, application_name: str) -> str:
+    """``url`` as a libpq connection string that sets `READER_SETTINGS` at connection start.
+
+    The settings go in the startup packet's ``options`` (after any the URL gives, so
+    they win), with ``application_name``: no statement runs to set them.
+
+    Raises:
+        psycopg.ProgrammingError: ``url`` is not a libpq URL or connection string.
+    """
+    from psycopg import conninfo  # noqa: PLC0415  # optional extra
+
+    params = conninfo.conninfo_to_dict(url)
+    settings = " ".join(
+        f"-c {name}={value.replace(' ', chr(92) + ' ')}" for name, value in READER_SETTINGS
+    )
+    given = params.get("options")
+    params["options"] = f"{given} {settings}" if given else settings
+    params["application_name"] = application_name
+    return conninfo.make_conninfo("", **params)
+
+
 def connect_reader(url: str, application_name: str) -> dbapi.Connection:
     """An ADBC connection to ``url`` set up for `read_chunk` (`READER_SETTINGS`, autocommit).
 
     Each `read_chunk` is then one statement: its own read-only repeatable-read
-    transaction, one snapshot.
+    transaction, one snapshot. The driver's database object (which reads the server's
+    type catalog when made, some 0.1 s) is made once per connection string and kept
+    for the process: a Spark Python worker reused by later tasks connects in one round
+    trip. It holds no server connection; what it caches of the catalog is only used
+    for built-in types (module docstring), which a server never changes.
 
     Raises:
         adbc_driver_manager.Error: The server cannot be reached.
+        psycopg.ProgrammingError: ``url`` is not a libpq URL or connection string.
     """
     adbc_error()  # the driver is there, or a clear install line
-    import adbc_driver_postgresql.dbapi  # type: ignore[import-untyped]  # noqa: PLC0415
+    import adbc_driver_manager  # noqa: PLC0415  # optional extra
+    import adbc_driver_postgresql  # type: ignore[import-untyped]  # noqa: PLC0415
+    from adbc_driver_manager import dbapi  # noqa: PLC0415  # optional extra
 
-    connection: dbapi.Connection = adbc_driver_postgresql.dbapi.connect(url, autocommit=True)
-    try:
-        with connection.cursor() as cursor:
-            for name, value in (*READER_SETTINGS, ("application_name", application_name)):
-                cursor.execute(f"SELECT set_config('{name}', '{value}', false)")
-                cursor.fetchall()
-    except BaseException:
-        connection.close()
-        raise
-    return connection
+    target = reader_conninfo(url, application_name)
+    shared_type = getattr(dbapi, "_SharedDatabase", None)  # adbc-driver-manager 1.x
+    if shared_type is None:  # no way to share a database: one per connection
+        import adbc_driver_postgresql.dbapi  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        connection: dbapi.Connection = adbc_driver_postgresql.dbapi.connect(target, autocommit=True)
+        return connection
+    with _DATABASES_LOCK:
+        shared = _DATABASES.get(target)
+        if shared is None:
+            shared = _DATABASES[target] = shared_type(adbc_driver_postgresql.connect(target))
+    # The connection holds its own reference to the database; closing it leaves ours.
+    return dbapi.Connection(shared, adbc_driver_manager.AdbcConnection(shared._db), autocommit=True)
 
 
 def _is_list(kind: pa.DataType) -> bool:
@@ -123,7 +168,9 @@ def _epoch_us(value: psql.Composable) -> psql.Composable:
     return sql.SQL("(extract(epoch FROM {}) * 1000000)::int8").format(value)
 
 
-def read_expression(column: str, kind: pa.DataType) -> psql.Composable:
+def read_expression(  # noqa: PLR0911  # one form per kind of type
+    column: str, kind: pa.DataType
+) -> psql.Composable:
     """How column ``column`` is selected to be read as Arrow type ``kind`` (module docstring).
 
     Raises:
@@ -152,6 +199,8 @@ def read_expression(column: str, kind: pa.DataType) -> psql.Composable:
             "CASE WHEN {c} IS NULL THEN NULL ELSE ARRAY(SELECT {e} "
             "FROM unnest({c}) WITH ORDINALITY AS u(x, n) ORDER BY n) END"
         ).format(c=ident, e=_epoch_us(sql.SQL("x")))
+    if brackets:  # its built-in array type (an array of a domain has a type of its own)
+        return sql.SQL("{}::" + postgres_type(kind)).format(ident)
     return ident
 
 

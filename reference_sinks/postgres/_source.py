@@ -389,10 +389,12 @@ class PostgresSource:
 
     def _reader_connection(self) -> dbapi.Connection:
         """The reader's connection: ADBC's PostgreSQL driver (see ``_chunk_read``)."""
+        import psycopg  # noqa: PLC0415  # optional extra
+
         connection_error = adbc_error()
         try:
             return connect_reader(self.url, _APPLICATION)
-        except connection_error as error:
+        except (connection_error, psycopg.ProgrammingError) as error:
             raise SinkConfigurationError(
                 f"PostgresSource could not connect to PostgreSQL: {str(error).strip()}; check "
                 "the url ('postgresql://user@host:5432/db') and that the server is up"

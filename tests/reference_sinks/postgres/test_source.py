@@ -371,6 +371,51 @@ def test_a_read_closed_early_cancels_its_statement_and_leaves_the_connection_usa
             assert cursor.fetchall() == [("on", "repeatable read", "UTC")]
 
 
+def test_a_domain_made_after_the_process_first_connected_reads_as_its_base_type(postgres_url):
+    # The driver's database object (its type catalog) is kept per connection string for
+    # the process: a domain made after it was made must still read as the type table
+    # says (the server sends a domain's base type; arrays are cast to their built-in
+    # type). The URL's own options are kept, the reader's settings win over them.
+    url = psycopg.conninfo.make_conninfo(
+        postgres_url, options="-c search_path=later_schema,public -c TimeZone=Asia/Tokyo"
+    )
+    with connect_reader(url, "test") as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('search_path'), current_setting('TimeZone')")
+        assert cursor.fetchall() == [("later_schema,public", "UTC")]
+    execute(
+        postgres_url,
+        "CREATE SCHEMA later_schema",
+        "CREATE DOMAIN later_schema.positive AS integer CHECK (VALUE > 0)",
+        "CREATE TABLE later_schema.later (id integer PRIMARY KEY, p later_schema.positive, "
+        "ps smallint[], at timestamptz[])",
+        "INSERT INTO later_schema.later VALUES (1, 5, '{{1, NULL}, {3, 4}}', "
+        "'{\"2020-01-02 03:04:05.000006+00\"}'), (2, NULL, NULL, '{}')",
+    )
+    try:
+        source = PostgresSource(url, "later_schema.later", chunks=2)
+        assert source.get_produced_type() == pa.schema(
+            [
+                pa.field("id", pa.int32(), nullable=False),
+                ("p", pa.int32()),
+                ("ps", pa.list_(pa.int16())),
+                ("at", pa.list_(pa.timestamp("us", "UTC"))),
+            ]
+        )
+        rows = sorted(read_all(source), key=lambda row: row["id"])
+        utc = dt.timezone.utc
+        assert rows == [
+            {
+                "id": 1,
+                "p": 5,
+                "ps": [1, None, 3, 4],
+                "at": [dt.datetime(2020, 1, 2, 3, 4, 5, 6, utc)],
+            },
+            {"id": 2, "p": None, "ps": None, "at": []},
+        ]
+    finally:
+        execute(postgres_url, "DROP SCHEMA later_schema CASCADE")
+
+
 def test_an_error_the_server_sends_after_many_rows_fails_the_read(postgres_url):
     # An error after 100,000 rows (in the middle of the COPY) must still fail the read.
     relation = Relation.of_query(
