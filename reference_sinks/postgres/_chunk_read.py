@@ -127,18 +127,25 @@ def connect_reader(url: str, application_name: str) -> dbapi.Connection:
     from adbc_driver_manager import dbapi  # noqa: PLC0415  # optional extra
 
     target = reader_conninfo(url, application_name)
-    shared_type = getattr(dbapi, "_SharedDatabase", None)  # adbc-driver-manager 1.x
-    if shared_type is None:  # no way to share a database: one per connection
-        import adbc_driver_postgresql.dbapi  # type: ignore[import-untyped]  # noqa: PLC0415
+    # adbc-driver-manager 1.x shares a database object between connections with this
+    # private class (its own ``adbc_clone`` does); where it is not as expected, each
+    # connection makes its own database, as the public ``connect`` does.
+    shared_type = getattr(dbapi, "_SharedDatabase", None)
+    if shared_type is not None:
+        with _DATABASES_LOCK:
+            shared = _DATABASES.get(target)
+            if shared is None:
+                shared = _DATABASES[target] = shared_type(adbc_driver_postgresql.connect(target))
+        database = getattr(shared, "_db", None)
+        if isinstance(database, adbc_driver_manager.AdbcDatabase):
+            # The connection holds its own reference to the database; closing it leaves ours.
+            return dbapi.Connection(
+                shared, adbc_driver_manager.AdbcConnection(database), autocommit=True
+            )
+    import adbc_driver_postgresql.dbapi  # type: ignore[import-untyped]  # noqa: PLC0415
 
-        connection: dbapi.Connection = adbc_driver_postgresql.dbapi.connect(target, autocommit=True)
-        return connection
-    with _DATABASES_LOCK:
-        shared = _DATABASES.get(target)
-        if shared is None:
-            shared = _DATABASES[target] = shared_type(adbc_driver_postgresql.connect(target))
-    # The connection holds its own reference to the database; closing it leaves ours.
-    return dbapi.Connection(shared, adbc_driver_manager.AdbcConnection(shared._db), autocommit=True)
+    connection: dbapi.Connection = adbc_driver_postgresql.dbapi.connect(target, autocommit=True)
+    return connection
 
 
 def _is_list(kind: pa.DataType) -> bool:
