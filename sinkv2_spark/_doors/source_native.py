@@ -33,6 +33,7 @@ a file that does not parse fails the query, naming the file, as on the Python pa
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -66,6 +67,8 @@ FIELD_ID_CONF: Final = "spark.sql.parquet.fieldId.read.enabled"
 
 LISTING_THRESHOLD_CONF: Final = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 """Above this many paths Spark lists files with a Spark job instead of on the driver."""
+
+_LISTING_LOCK: Final = threading.Lock()
 
 NATIVE_READ_OPTIONS: Final = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
 """Set on every native read: a corrupt or vanished file fails the read, never skipped."""
@@ -224,19 +227,22 @@ def _load(
 @contextmanager
 def _listed_on_driver(spark: SparkSession, paths: Sequence[str]) -> Iterator[None]:
     """While it lasts, Spark lists ``paths`` on the driver if every one is a local file."""
-    local = all(path.startswith(("file:/", "/")) for path in paths)
-    before = spark.conf.get(LISTING_THRESHOLD_CONF, None)  # None: not set in the session
-    if not local or int(spark.conf.get(LISTING_THRESHOLD_CONF) or 0) >= len(paths):
+    if not all(path.startswith(("file:/", "/")) for path in paths):
         yield
         return
-    spark.conf.set(LISTING_THRESHOLD_CONF, str(len(paths)))
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(LISTING_THRESHOLD_CONF)
-        else:
-            spark.conf.set(LISTING_THRESHOLD_CONF, before)
+    with _LISTING_LOCK:  # two reads in threads of this process must not restore each other's
+        before = spark.conf.get(LISTING_THRESHOLD_CONF, None)  # None: not set in the session
+        if int(spark.conf.get(LISTING_THRESHOLD_CONF) or 0) >= len(paths):
+            yield
+            return
+        spark.conf.set(LISTING_THRESHOLD_CONF, str(len(paths)))
+        try:
+            yield
+        finally:
+            if before is None:
+                spark.conf.unset(LISTING_THRESHOLD_CONF)
+            else:
+                spark.conf.set(LISTING_THRESHOLD_CONF, before)
 
 
 def with_field_ids(schema: StructType, ids: pa.Schema) -> StructType:
