@@ -62,6 +62,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -339,6 +340,7 @@ def main() -> None:  # noqa: PLR0915  # one benchmark, start to end
     spark.stop()
     if phases is not None:
         phases.report()
+        shutil.rmtree(phases.directory, ignore_errors=True)
 
 
 if __name__ == "__main__":
