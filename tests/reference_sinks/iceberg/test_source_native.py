@@ -3,7 +3,9 @@
 One Spark test reads tables IcebergSink wrote with both of its writers (Spark's
 Parquet writer, files without field ids; its own pyarrow writer, files with them),
 after columns are renamed (top level and nested) and added, natively and through
-the source's readers, and checks the two give the same schema and rows. The
+the source's readers, and checks the two give the same schema and rows; another
+reads a table of 33 data files and checks Spark listed them on the driver (no Spark
+job, the session's listing threshold put back). The
 fallbacks (a row filter, position deletes, a split past record 0, a widened type,
 a rename over files without field ids) are checked without Spark: each gives a
 reason.
@@ -16,6 +18,7 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.types import LongType, StringType
 
@@ -164,3 +167,39 @@ def test_row_filters_deletes_positions_and_widened_types_fall_back_with_a_reason
     assert isinstance(reason, NativeReadUnavailable)
     assert "widen" in reason.reason
     assert isinstance(source.native_read([]), NativeRead)
+
+
+@pytest.mark.spark
+def test_a_table_of_many_files_is_listed_on_the_driver_without_a_spark_job(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Above 32 paths Spark would list the files with a job; the native read lists them itself."""
+    catalog = local_catalog(tmp_path)
+    catalog.create_namespace("ns")
+    schema = pa.schema([("id", pa.int64()), ("k", pa.string())])
+    table = catalog.create_table("ns.many", schema=schema)
+    files = 33
+    paths = []
+    for part in range(files):  # one snapshot of 33 files (add_files: quicker than 33 appends)
+        rows = [{"id": part * 10 + i, "k": f"f{part}"} for i in range(10)]
+        paths.append(str(tmp_path / f"part-{part}.parquet"))
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), paths[-1])
+    table.add_files(paths)
+    source = IcebergSource(catalog, "ns.many")
+    answer = source.native_read(splits(source))
+    assert isinstance(answer, NativeRead)
+    assert len(answer.paths) == files
+    threshold = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    before = spark.conf.get(threshold, None)
+    context = spark.sparkContext
+    context.setJobGroup("iceberg-many-files", "from_source of 33 data files")
+    try:
+        df = from_source(spark, source, parallelism=2, native_read=True)
+        listing_jobs = list(context.statusTracker().getJobIdsForGroup("iceberg-many-files"))
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+    assert listing_jobs == []
+    assert spark.conf.get(threshold, None) == before  # put back as it was
+    (row,) = df.selectExpr("count(*) as n", "sum(id) as s", "count(distinct k) as f").collect()
+    assert (row.n, row.s, row.f) == (files * 10, sum(range(files * 10)), files)
