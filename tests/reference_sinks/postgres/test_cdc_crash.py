@@ -164,6 +164,8 @@ class Workload:
         self.changes.append(out)
 
     def hold(self, op: str) -> None:
+        if len(self.held_changes) == 3:  # as large as a TRANSACTION: the smallest epoch reads it
+            self.release()
         if self.held is None:
             self.held = psycopg.connect(self.url, options=SYNC)
         self.change(self.held, op, self.held_changes)
