@@ -112,11 +112,10 @@ SYNC = "-c synchronous_commit=on"
 asynchronously, and an open transaction's records may stay unflushed): an epoch planned
 after them reads up to them."""
 Step = tuple[Any, ...]
+TRANSACTION = st.lists(st.sampled_from(("insert", "update", "delete")), min_size=1, max_size=3)
+"""A transaction's changes (the Spark kill test, ``test_cdc_stream_kill``, draws them too)."""
 STEPS = st.one_of(
-    st.tuples(
-        st.just("txn"),
-        st.lists(st.sampled_from(("insert", "update", "delete")), min_size=1, max_size=3),
-    ),
+    st.tuples(st.just("txn"), TRANSACTION),
     st.tuples(st.just("hold"), st.sampled_from(("insert", "update", "delete"))),
     st.tuples(st.just("release")),
     st.tuples(
@@ -165,6 +164,8 @@ class Workload:
         self.changes.append(out)
 
     def hold(self, op: str) -> None:
+        if len(self.held_changes) == 3:  # as large as a TRANSACTION: the smallest epoch reads it
+            self.release()
         if self.held is None:
             self.held = psycopg.connect(self.url, options=SYNC)
         self.change(self.held, op, self.held_changes)
