@@ -133,7 +133,7 @@ class CdcHost(Host):
         return {"markers": str(self.markers), "jobs": self.jobs}
 
 
-Change_ = tuple[str, int]
+Edit = tuple[str, int]
 """A change the workload makes: its operation and which live key (an index, modulo)."""
 
 
@@ -145,7 +145,7 @@ class Burst:
     others committed, makes its ``held`` changes to that row and commits: it spans them.
     """
 
-    transactions: tuple[tuple[Change_, ...], ...]
+    transactions: tuple[tuple[Edit, ...], ...]
     held: tuple[str, ...]
     release_at: int
 
