@@ -46,6 +46,10 @@ and in the driver's JVM (Spark's tasks, planning, JIT compiler and GC threads, a
 the one local-mode JVM); the Python path's Python workers are not counted. It is
 less sensitive than the wall time to other work on the machine.
 
+``--conf KEY=VALUE ...`` sets Spark settings for the session (the JVM's garbage
+collector, for one: ``spark.driver.extraJavaOptions=-XX:+UseParallelGC``); the
+settings are printed with the results.
+
 ``--warmup N`` reads every path N times before the timed rounds (default 1). Spark's
 JVM is still compiling its own hot code for the first few dozen reads (in one
 5 M-row session the JIT threads used 1.9 s of CPU per read for the first five
@@ -223,7 +227,7 @@ class Phases:
         print()
 
 
-def main() -> None:  # noqa: PLR0915  # one benchmark, start to end
+def main() -> None:  # noqa: PLR0912, PLR0915  # one benchmark, start to end
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[5_000_000])
     parser.add_argument("--rounds", type=int, default=5)
@@ -241,13 +245,20 @@ def main() -> None:  # noqa: PLR0915  # one benchmark, start to end
         help="leave out native_read=False (slow on large tables; not the default path)",
     )
     parser.add_argument("--phases", action="store_true", help="Spark's event log, per phase")
+    parser.add_argument(
+        "--conf",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark settings, e.g. spark.driver.extraJavaOptions=-XX:+UseParallelGC",
+    )
     args = parser.parse_args()
-    conf = {}
+    conf = dict(setting.split("=", 1) for setting in args.conf)
     phases = None
     if args.phases:
         events = tempfile.mkdtemp(prefix="sinkv2-iceberg-source-bench-events-")
         phases = Phases(events)
-        conf = {
+        conf |= {
             "spark.eventLog.enabled": "true",
             "spark.eventLog.dir": f"file://{events}",
             "spark.eventLog.compress": "false",
@@ -322,6 +333,8 @@ def main() -> None:  # noqa: PLR0915  # one benchmark, start to end
                         f"(load average {load:.2f})",
                         flush=True,
                     )
+            if conf:
+                print(f"\nSpark settings: {conf}")
             print(
                 "\n| rows | query: path | median s | runs (s) | rows/s | x pyiceberg "
                 "| CPU s (driver + JVM) |"
