@@ -61,6 +61,7 @@ See `IcebergSource.monitor_continuously`.
 """
 
 _STARTS: Final = ("table", "earliest", "latest")
+_MAX_INTERVAL_S: Final = 366 * 24 * 3600.0
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -204,6 +205,11 @@ class IcebergSource:
                 f"IcebergSource selected_fields must be a list of column names such as "
                 f"['id', 'key'] (got {describe(selected_fields)})"
             )
+        if selected_fields is not None and not selected_fields:
+            raise SinkConfigurationError(
+                "IcebergSource selected_fields is empty: a read of no columns would give no "
+                "rows; name at least one column (e.g. ['id']), or leave it None for all"
+            )
         self.selected_fields = None if selected_fields is None else tuple(selected_fields)
         if not isinstance(case_sensitive, bool):
             raise SinkConfigurationError(
@@ -241,6 +247,7 @@ class IcebergSource:
         from pyiceberg.io.pyarrow import expression_to_pyarrow  # noqa: PLC0415
         from pyiceberg.schema import prune_columns  # noqa: PLC0415
         from pyiceberg.table import _parse_row_filter  # noqa: PLC0415  # pyiceberg's own parser
+        from pyparsing import ParseBaseException  # noqa: PLC0415  # pyiceberg's filter parser
 
         schema = table.schema()
         try:
@@ -250,13 +257,28 @@ class IcebergSource:
                 self._projection = schema.select(
                     *self.selected_fields, case_sensitive=self.case_sensitive
                 )
+        except (ValueError, KeyError) as error:
+            raise SinkConfigurationError(
+                f"IcebergSource selected_fields {list(self.selected_fields or ())} on "
+                f"{self.table!r}: {error}; name columns of the table: {schema.column_names}"
+            ) from error
+        try:
             expression = _parse_row_filter(self.row_filter)
+        except ParseBaseException as error:
+            raise SinkConfigurationError(
+                f"IcebergSource row_filter {short_repr(self.row_filter)} does not parse (at "
+                f"character {error.loc + 1}); write it in Iceberg's filter syntax, e.g. "
+                "\"id > 10 and key = 'a' and day >= '2024-03-01'\""
+            ) from None
+        try:
             bound = bind(schema, expression, case_sensitive=self.case_sensitive)
         except (ValueError, KeyError) as error:
             raise SinkConfigurationError(
-                f"IcebergSource on {self.table!r}: {error} (columns: {schema.column_names})"
+                f"IcebergSource row_filter {short_repr(self.row_filter)} on {self.table!r}: "
+                f"{error} (columns: {schema.column_names})"
             ) from error
         self._produced = arrow_type(self._projection)
+        self._read_ids = frozenset(field.field_id for field in self._projection.fields)
         self._filter: tuple[Schema, pa.Schema, pc.Expression] | None = None
         if bound != AlwaysTrue():
             filter_schema = prune_columns(schema, extract_field_ids(bound), select_full_types=True)
@@ -277,7 +299,8 @@ class IcebergSource:
             what = f"snapshot_id {self.snapshot_id}"
         elif self.as_of_ms is not None:
             found = table.snapshot_as_of_timestamp(self.as_of_ms)
-            what = f"a snapshot current at {self.as_of_ms} ms since the epoch (as_of)"
+            moment = dt.datetime.fromtimestamp(self.as_of_ms / 1000, dt.UTC).isoformat()
+            what = f"snapshot current at {moment} (as_of: before its first snapshot)"
         elif self.ref is not None:
             found = table.snapshot_by_name(self.ref)
             what = f"the ref (tag or branch) {self.ref!r}"
@@ -325,10 +348,14 @@ class IcebergSource:
         """
         if isinstance(interval, dt.timedelta):
             interval = interval.total_seconds()
-        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
+        if (
+            isinstance(interval, bool)
+            or not isinstance(interval, int | float)
+            or not 0 < interval <= _MAX_INTERVAL_S
+        ):
             raise SinkConfigurationError(
-                f"IcebergSource monitor_continuously interval must be a positive number of "
-                f"seconds or a timedelta (got {describe(interval)})"
+                f"IcebergSource monitor_continuously interval must be a positive, finite number "
+                f"of seconds (at most a year) or a timedelta (got {describe(interval)})"
             )
         if self.snapshot_id is not None or self.as_of_ms is not None:
             raise SinkConfigurationError(
