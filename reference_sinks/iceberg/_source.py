@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from reference_sinks._row_cut import COUNT_WHEN_CUT, cut_counted, until_stop
 from reference_sinks.iceberg._catalog import CatalogSpec, local_catalog
+from reference_sinks.iceberg._source_deletes import added_delete_files, equality_delete_file
 from reference_sinks.iceberg._source_enumerator import (
     Discovered,
     IcebergSplitEnumerator,
@@ -438,17 +439,42 @@ class IcebergSource:
         }
 
     def _plan_snapshot(self, table: Table, snapshot_id: int) -> list[IcebergSourceSplit]:
-        tasks = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs()).plan_files()
+        scan = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs())
+        tasks = self._plan_files(table, scan, snapshot_id, added_only=False)
         return sorted((self._split(t, snapshot_id) for t in tasks), key=lambda s: s.path)
 
     def _plan_append(self, table: Table, snapshot: Snapshot) -> list[IcebergSourceSplit]:
-        tasks = table.incremental_append_scan(
+        scan = table.incremental_append_scan(
             from_snapshot_id_exclusive=snapshot.parent_snapshot_id,
             to_snapshot_id_inclusive=snapshot.snapshot_id,
             **self._scan_kwargs(),
-        ).plan_files()
+        )
+        tasks = self._plan_files(table, scan, snapshot.snapshot_id, added_only=True)
         splits = (self._split(t, snapshot.snapshot_id) for t in tasks)
         return sorted(splits, key=lambda s: s.path)
+
+    def _plan_files(
+        self, table: Table, scan: Any, snapshot_id: int, *, added_only: bool
+    ) -> list[FileScanTask]:
+        """``scan``'s file scan tasks; an equality-delete file pyiceberg refuses, named."""
+        try:
+            return list(scan.plan_files())
+        except ValueError as error:
+            refused = equality_delete_file(table, snapshot_id, added_only=added_only)
+            if refused is None:
+                raise
+            delete, data = refused
+            rows_of = (
+                f"it deletes rows of {data}"
+                if data is not None
+                else "it deletes rows of the data files written before it in its partition"
+            )
+            raise IcebergSourceError(
+                f"IcebergSource cannot apply the equality-delete file {delete} of "
+                f"{self.table!r} in snapshot {snapshot_id} ({rows_of}); it never ignores "
+                "deletes: rewrite the table's data files (compaction) to remove them",
+                snapshot_id=snapshot_id,
+            ) from error
 
     def _head(self, table: Table) -> Snapshot | None:
         if self.ref is None:
@@ -503,12 +529,15 @@ class IcebergSource:
             splits, last = self._start_position(table, head)
         for snapshot in walk_new_snapshots(table, head, last, self.table):
             operation = None if snapshot.summary is None else snapshot.summary.operation
-            if operation == Operation.APPEND:
+            deletes = added_delete_files(snapshot) if operation == Operation.APPEND else 0
+            if operation == Operation.APPEND and not deletes:
                 splits += self._plan_append(table, snapshot)
             elif operation == Operation.REPLACE:
                 continue  # a compaction: the same rows in other files
             elif not self.skip_overwrites:
                 kind = "an unknown operation" if operation is None else repr(operation.value)
+                if deletes:
+                    kind = f"an 'append' that also adds {deletes} delete file(s)"
                 raise IcebergSourceError(
                     f"IcebergSource reads appends, and snapshot {snapshot.snapshot_id} of "
                     f"{self.table!r} is {kind}: "

@@ -9,15 +9,22 @@ from __future__ import annotations
 import datetime as dt
 import math
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.typedef import Record
 
 from reference_sinks.iceberg import (
     IcebergSource,
+    IcebergSourceError,
     iceberg_source_from_options,
     local_catalog,
 )
 from sinkv2.errors import SinkConfigurationError
+from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.iceberg.test_source import (
     FLAT_ARROW,
     append,
@@ -26,6 +33,95 @@ from tests.reference_sinks.iceberg.test_source import (
     flat_table,
     read_all,
 )
+
+POSITION_DELETE_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": b"2147483546"}),
+        pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483545"}),
+    ]
+)
+
+
+def commit_delete_file(table: Any, path: Path, content: DataFileContent, rows: int) -> int:
+    """Commit a delete file as pyiceberg can: a ``fast_append`` (an 'append' snapshot)."""
+    delete = DataFile.from_args(
+        content=content,
+        file_path=path.as_uri(),
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=rows,
+        file_size_in_bytes=path.stat().st_size,
+        spec_id=table.metadata.default_spec_id,
+        equality_ids=[1] if content == DataFileContent.EQUALITY_DELETES else None,
+    )
+    with (
+        table.transaction() as transaction,
+        transaction.update_snapshot().fast_append() as snapshot,
+    ):
+        snapshot.append_data_file(delete)
+    return int(table.current_snapshot().snapshot_id)
+
+
+def stream_until(engine: LocalSourceEngine, rows: int) -> None:
+    engine.run(until=lambda e: len(e.committed) >= rows, checkpoint_every=2, max_steps=2000)
+
+
+def test_delete_files_pyiceberg_commits_are_applied_or_refused_never_ignored(
+    tmp_path: Path,
+) -> None:
+    """A position-delete file is applied by a bounded read; committed as an 'append', a stream
+    refuses it (or skips it when asked); an equality-delete file is refused by both, named."""
+    table = flat_table(tmp_path)
+    append(table, flat_rows(0, 10))
+    (task,) = table.scan().plan_files()
+    catalog = local_catalog(tmp_path)
+    stream = IcebergSource(catalog, "ns.t").monitor_continuously(1)
+    engine = LocalSourceEngine(stream, 1)
+    stream_until(engine, 10)
+    checkpoint = engine.checkpoint()
+    engine.close()
+
+    positions = tmp_path / "pos-deletes.parquet"
+    pq.write_table(
+        pa.table(
+            {"file_path": [task.file.file_path] * 3, "pos": [0, 3, 9]}, POSITION_DELETE_SCHEMA
+        ),
+        positions,
+    )
+    deleting = commit_delete_file(table, positions, DataFileContent.POSITION_DELETES, 3)
+    append(table, flat_rows(10, 2))
+    kept = [r for r in flat_rows(0, 12) if r["id"] not in (0, 3, 9)]
+    assert by_id(table.scan().to_arrow().to_pylist()) == kept  # pyiceberg applies it too
+    assert by_id(read_all(IcebergSource(catalog, "ns.t"))) == kept
+
+    refused = LocalSourceEngine(stream, 1, checkpoint=checkpoint)
+    with pytest.raises(IcebergSourceError, match=f"snapshot {deleting} .* adds 1 delete") as err:
+        refused.run(max_steps=200)
+    assert err.value.snapshot_id == deleting
+    skipping = IcebergSource(catalog, "ns.t").monitor_continuously(1, skip_overwrites=True)
+    engine = LocalSourceEngine(skipping, 1, checkpoint=checkpoint)
+    stream_until(engine, 2)
+    engine.run(until=lambda e: e.clock_ms >= 3000, max_steps=2000)
+    assert sorted(r.record["id"] for r in engine.committed) == [10, 11]
+    engine.close()
+
+    equality = tmp_path / "eq-deletes.parquet"
+    pq.write_table(
+        pa.table(
+            {"id": [5]},
+            pa.schema([pa.field("id", pa.int64(), False, {b"PARQUET:field_id": b"1"})]),
+        ),
+        equality,
+    )
+    eq_snapshot = commit_delete_file(table, equality, DataFileContent.EQUALITY_DELETES, 1)
+    with pytest.raises(
+        IcebergSourceError,
+        match=r"equality-delete file .*eq-deletes\.parquet .*it deletes rows of file:.*/data/",
+    ) as err:
+        read_all(IcebergSource(catalog, "ns.t"))
+    assert err.value.snapshot_id == eq_snapshot
+    pinned = IcebergSource(catalog, "ns.t", snapshot_id=deleting)  # before the equality deletes
+    assert by_id(read_all(pinned)) == [r for r in kept if r["id"] < 10]
 
 
 def test_bad_arguments_and_options_fail_when_made_naming_them(tmp_path: Path) -> None:
