@@ -496,10 +496,25 @@ class IcebergSource:
         if isinstance(self.start, dt.datetime):
             after = _millis(self.start, "start")
             oldest = None
-            for snapshot in walk_new_snapshots(table, head, None, self.table)[::-1]:
+            kept = walk_new_snapshots(table, head, None, self.table)
+            for snapshot in kept[::-1]:
                 if snapshot.timestamp_ms < after:
                     break
                 oldest = snapshot
+            else:
+                if oldest is not None and oldest.parent_snapshot_id is not None:
+                    # Iceberg's oldestAncestorAfter: the snapshots before the oldest kept one
+                    # were expired, and whether they were at or after the time is not known
+                    raise IcebergSourceError(
+                        f"IcebergSource start={self.start.isoformat()}: every snapshot "
+                        f"{self.table!r} keeps is at or after that time, and the one before "
+                        f"the oldest kept ({oldest.snapshot_id}), snapshot "
+                        f"{oldest.parent_snapshot_id}, was expired: appends at or after the "
+                        f"time may have been expired unread. Start from snapshot "
+                        f"{oldest.snapshot_id} (start={oldest.snapshot_id}) or 'earliest' to "
+                        "read from the oldest snapshot kept",
+                        snapshot_id=oldest.parent_snapshot_id,
+                    )
             if oldest is None:
                 raise IcebergSourceError(
                     f"IcebergSource start={self.start.isoformat()}: {self.table!r} has no "

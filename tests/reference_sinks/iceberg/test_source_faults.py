@@ -124,6 +124,56 @@ def test_delete_files_pyiceberg_commits_are_applied_or_refused_never_ignored(
     assert by_id(read_all(pinned)) == [r for r in kept if r["id"] < 10]
 
 
+def test_a_stream_from_a_time_starts_at_the_oldest_snapshot_at_or_after_it(
+    tmp_path: Path,
+) -> None:
+    """Iceberg's INCREMENTAL_FROM_SNAPSHOT_TIMESTAMP: inclusive; and when every snapshot kept
+    is after the time but older ones were expired, a clear error naming the expired one."""
+    table = flat_table(tmp_path)
+    first = append(table, flat_rows(0, 2))
+    second = append(table, flat_rows(2, 2))
+    append(table, flat_rows(4, 2))
+    catalog = local_catalog(tmp_path)
+    at_second = dt.datetime.fromtimestamp(table.snapshot_by_id(second).timestamp_ms / 1000, dt.UTC)
+    stream = IcebergSource(catalog, "ns.t").monitor_continuously(1, start=at_second)
+    engine = LocalSourceEngine(stream, 1)
+    stream_until(engine, 4)
+    assert sorted(r.record["id"] for r in engine.committed) == [2, 3, 4, 5]
+    engine.close()
+
+    java_expired(table, first, "ns.expired")
+    long_ago = dt.datetime(2001, 1, 1, tzinfo=dt.UTC)
+    stream = IcebergSource(catalog, "ns.expired").monitor_continuously(1, start=long_ago)
+    with pytest.raises(IcebergSourceError, match=f"snapshot {first}, was expired") as err:
+        LocalSourceEngine(stream, 1).run(max_steps=200)
+    assert err.value.snapshot_id == first
+    # what the message offers instead reads the snapshots kept
+    engine = LocalSourceEngine(
+        IcebergSource(catalog, "ns.expired").monitor_continuously(1, start="earliest"), 1
+    )
+    stream_until(engine, 4)
+    assert sorted(r.record["id"] for r in engine.committed) == [2, 3, 4, 5]
+    engine.close()
+
+
+def java_expired(table: Any, expired: int, name: str) -> None:
+    """Register as ``name`` ``table`` with snapshot ``expired`` expired as Iceberg's Java
+    library expires it: its child keeps the parent id (pyiceberg's expiry clears it)."""
+    from pyiceberg.serializers import ToOutputFile
+
+    metadata = table.metadata
+    snapshots = [s for s in metadata.snapshots if s.snapshot_id != expired]
+    log = [entry for entry in metadata.snapshot_log if entry.snapshot_id != expired]
+    location = f"{table.location()}/metadata/java-expired.metadata.json"
+    ToOutputFile.table_metadata(
+        metadata.model_copy(update={"snapshots": snapshots, "snapshot_log": log}),
+        table.io.new_output(location),
+    )
+    local_catalog(Path(table.location().removeprefix("file://")).parents[1]).register_table(
+        name, location
+    )
+
+
 def test_bad_arguments_and_options_fail_when_made_naming_them(tmp_path: Path) -> None:
     table = flat_table(tmp_path)
     before = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
