@@ -538,6 +538,13 @@ class IcebergSource:
 
         table = self.load_table()
         head = self._head(table)
+        if head is None and self.ref is not None:
+            raise IcebergSourceError(
+                f"IcebergSource on {self.table!r} follows the ref {self.ref!r}, which the table "
+                f"no longer has (its refs: {sorted(table.refs())}); create it again, or start "
+                "a new stream (a new source_id) on another ref",
+                snapshot_id=position.last_snapshot_id,
+            )
         splits: list[IcebergSourceSplit] = []
         last = position.last_snapshot_id
         if not position.started:

@@ -239,3 +239,24 @@ def test_bad_arguments_and_options_fail_when_made_naming_them(tmp_path: Path) ->
     at = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)).isoformat()
     assert by_id(read_all(iceberg_source_from_options(**where, as_of=at))) == flat_rows(0, 3)
     assert FLAT_ARROW.names == ["id", "key", "value"]
+
+
+def test_a_branch_is_read_bounded_and_followed_until_it_is_removed(tmp_path: Path) -> None:
+    table = flat_table(tmp_path)
+    first = append(table, flat_rows(0, 2))
+    table.manage_snapshots().create_branch(first, "b").commit()
+    table.append(pa.Table.from_pylist(flat_rows(2, 2), schema=FLAT_ARROW), branch="b")
+    append(table, flat_rows(100, 1))  # on main only
+    catalog = local_catalog(tmp_path)
+    assert by_id(read_all(IcebergSource(catalog, "ns.t", ref="b"))) == flat_rows(0, 4)
+    stream = IcebergSource(catalog, "ns.t", ref="b").monitor_continuously(1)
+    engine = LocalSourceEngine(stream, 1)
+    stream_until(engine, 4)
+    table = catalog.load_table("ns.t")
+    table.append(pa.Table.from_pylist(flat_rows(4, 1), schema=FLAT_ARROW), branch="b")
+    stream_until(engine, 5)
+    assert by_id([dict(r.record) for r in engine.committed]) == flat_rows(0, 5)
+    table.manage_snapshots().remove_branch("b").commit()
+    with pytest.raises(IcebergSourceError, match="follows the ref 'b', which the table no longer"):
+        engine.run(max_steps=200)
+    engine.close()
