@@ -288,6 +288,15 @@ class IcebergSource:
                 arrow_type(filter_schema),
                 expression_to_pyarrow(bound, filter_schema),
             )
+            try:  # Arrow picks its kernels by type: an empty table finds a missing one now
+                self._filter[1].empty_table().filter(self._filter[2])
+            except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as error:
+                raise SinkConfigurationError(
+                    f"IcebergSource row_filter {short_repr(self.row_filter)} cannot be applied "
+                    f"to the rows of {self.table!r}: {error} (Arrow has no such comparison; a "
+                    "UUID column, for one, can only be tested with 'is null'); filter the "
+                    "DataFrame after the read instead"
+                ) from None
 
     def _resolve_snapshot(self, table: Table) -> Snapshot | None:
         """The snapshot a bounded read reads (``None``: an empty table's current state).
