@@ -288,6 +288,7 @@ class IcebergSource:
                 arrow_type(filter_schema),
                 expression_to_pyarrow(bound, filter_schema),
             )
+            self._read_ids |= {field.field_id for field in filter_schema.fields}
             try:  # Arrow picks its kernels by type: an empty table finds a missing one now
                 self._filter[1].empty_table().filter(self._filter[2])
             except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as error:
@@ -405,7 +406,32 @@ class IcebergSource:
 
     # --- planning ----------------------------------------------------------------------------
 
-    def _split(self, task: FileScanTask, snapshot_id: int) -> IcebergSourceSplit:
+    def _identity(self, table: Table, task: FileScanTask) -> tuple[tuple[int, bytes | None], ...]:
+        """The identity-partition values of the columns read (`IcebergSourceSplit.identity`)."""
+        from pyiceberg.conversions import to_bytes  # noqa: PLC0415  # optional extra
+        from pyiceberg.transforms import IdentityTransform  # noqa: PLC0415  # optional extra
+        from pyiceberg.types import PrimitiveType  # noqa: PLC0415  # optional extra
+
+        data = task.file
+        spec = table.specs().get(data.spec_id)
+        if spec is None:
+            return ()
+        schema = table.schema()
+        values: dict[int, bytes | None] = {}
+        for position, field in enumerate(spec.fields):
+            if not isinstance(field.transform, IdentityTransform) or field.source_id not in (
+                self._read_ids
+            ):
+                continue
+            value = data.partition[position]
+            kind = schema.find_field(field.source_id).field_type
+            if isinstance(kind, PrimitiveType):  # as an identity partition's source is
+                values[field.source_id] = None if value is None else to_bytes(kind, value)
+        return tuple(sorted(values.items()))
+
+    def _split(
+        self, task: FileScanTask, snapshot_id: int, table: Table | None = None
+    ) -> IcebergSourceSplit:
         from pyiceberg.manifest import DataFileContent, FileFormat  # noqa: PLC0415
 
         data = task.file
@@ -438,6 +464,7 @@ class IcebergSource:
             file_size=data.file_size_in_bytes,
             snapshot_id=snapshot_id,
             position_deletes=tuple(deletes),
+            identity=() if table is None else self._identity(table, task),
         )
 
     def _scan_kwargs(self) -> dict[str, Any]:
@@ -450,7 +477,7 @@ class IcebergSource:
     def _plan_snapshot(self, table: Table, snapshot_id: int) -> list[IcebergSourceSplit]:
         scan = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs())
         tasks = self._plan_files(table, scan, snapshot_id, added_only=False)
-        return sorted((self._split(t, snapshot_id) for t in tasks), key=lambda s: s.path)
+        return sorted((self._split(t, snapshot_id, table) for t in tasks), key=lambda s: s.path)
 
     def _plan_append(self, table: Table, snapshot: Snapshot) -> list[IcebergSourceSplit]:
         scan = table.incremental_append_scan(
@@ -459,7 +486,7 @@ class IcebergSource:
             **self._scan_kwargs(),
         )
         tasks = self._plan_files(table, scan, snapshot.snapshot_id, added_only=True)
-        splits = (self._split(t, snapshot.snapshot_id) for t in tasks)
+        splits = (self._split(t, snapshot.snapshot_id, table) for t in tasks)
         return sorted(splits, key=lambda s: s.path)
 
     def _plan_files(
@@ -642,6 +669,7 @@ class IcebergSource:
             skip=split.records_read,
             batch_rows=self.batch_rows,
             name_mapping=self._name_mapping,
+            identity=dict(split.identity),
         )
         return until_stop(split, batches)
 

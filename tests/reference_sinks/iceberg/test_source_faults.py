@@ -404,3 +404,61 @@ def test_a_branch_is_read_bounded_and_followed_until_it_is_removed(tmp_path: Pat
     with pytest.raises(IcebergSourceError, match="follows the ref 'b', which the table no longer"):
         engine.run(max_steps=200)
     engine.close()
+
+
+def test_identity_partition_columns_a_file_does_not_hold_read_as_its_partition_values(
+    tmp_path: Path,
+) -> None:
+    """Iceberg's column projection: a file imported with its partition values in its path only
+    reads them from its manifest entry (as pyiceberg's reader does), filters included."""
+    table = flat_table(tmp_path)
+    catalog = local_catalog(tmp_path)
+    with table.update_schema() as update:
+        update.add_column("day", DateType())
+    with table.update_spec() as spec:
+        spec.add_field("key", IdentityTransform(), "key")
+        spec.add_field("day", IdentityTransform(), "day")
+    table = catalog.load_table("ns.t")
+    imported = tmp_path / "imported-k9" / "part-0.parquet"
+    imported.parent.mkdir()
+    pq.write_table(
+        pa.table(
+            {"id": [50, 51], "value": [1.5, None]},
+            pa.schema(
+                [
+                    pa.field("id", pa.int64(), False, {b"PARQUET:field_id": b"1"}),
+                    pa.field("value", pa.float64(), True, {b"PARQUET:field_id": b"3"}),
+                ]
+            ),
+        ),
+        imported,
+    )
+    day = dt.date(2024, 3, 30)
+    data = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=imported.as_uri(),
+        file_format=FileFormat.PARQUET,
+        partition=Record("k9", (day - dt.date(1970, 1, 1)).days),
+        record_count=2,
+        file_size_in_bytes=imported.stat().st_size,
+        spec_id=table.metadata.default_spec_id,
+    )
+    with (
+        table.transaction() as transaction,
+        transaction.update_snapshot().fast_append() as snapshot,
+    ):
+        snapshot.append_data_file(data)
+    table = catalog.load_table("ns.t")
+    expected = [
+        {"id": 50, "key": "k9", "value": 1.5, "day": day},
+        {"id": 51, "key": "k9", "value": None, "day": day},
+    ]
+    assert by_id(table.scan().to_arrow().to_pylist()) == expected  # pyiceberg reads them so
+    source = IcebergSource(catalog, "ns.t")
+    assert by_id(read_all(source)) == expected
+    (split,) = source._plan_snapshot(table, table.current_snapshot().snapshot_id)
+    assert "identity-partition value" in getattr(source.native_read([split]), "reason", "")
+    filtered = IcebergSource(
+        catalog, "ns.t", row_filter="key = 'k9' and value > 1", selected_fields=["id", "day"]
+    )
+    assert read_all(filtered) == [{"id": 50, "day": day}]
