@@ -19,15 +19,21 @@ import pytest
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.transforms import IdentityTransform
-from pyiceberg.typedef import Record
+from pyiceberg.typedef import EMPTY_DICT, Record
 from pyiceberg.types import (
     DateType,
     DecimalType,
     DoubleType,
+    FloatType,
+    IntegerType,
+    ListType,
     LongType,
     NestedField,
     StringType,
+    StructType,
     TimestampType,
     TimestamptzType,
     UUIDType,
@@ -138,6 +144,54 @@ def test_delete_files_pyiceberg_commits_are_applied_or_refused_never_ignored(
     assert err.value.snapshot_id == eq_snapshot
     pinned = IcebergSource(catalog, "ns.t", snapshot_id=deleting)  # before the equality deletes
     assert by_id(read_all(pinned)) == [r for r in kept if r["id"] < 10]
+
+
+class _ReplaceFiles(_OverwriteFiles):
+    """A compaction's commit: pyiceberg 0.12 summarises appends, overwrites and deletes only."""
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        summary = super()._summary(snapshot_properties)
+        return Summary(Operation.REPLACE, **summary.additional_properties)
+
+
+def test_replace_snapshots_are_skipped_and_every_append_is_read_once(tmp_path: Path) -> None:
+    """A compaction ('replace': the same rows in another file) adds nothing to a stream."""
+    table = flat_table(tmp_path)
+    append(table, flat_rows(0, 4))
+    append(table, flat_rows(4, 4))
+    catalog = local_catalog(tmp_path)
+    stream = IcebergSource(catalog, "ns.t").monitor_continuously(1, start="earliest")
+    engine = LocalSourceEngine(stream, 2)
+    stream_until(engine, 8)
+    checkpoint = engine.checkpoint()
+    engine.close()
+    compacted = tmp_path / "compacted.parquet"
+    pq.write_table(table.scan().to_arrow(), compacted)
+    with table.transaction() as transaction:
+        rewrite = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=transaction, io=table.io)
+        for old in table.scan().plan_files():
+            rewrite.delete_data_file(old.file)
+        rewrite.append_data_file(
+            DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=compacted.as_uri(),
+                file_format=FileFormat.PARQUET,
+                partition=Record(),
+                record_count=8,
+                file_size_in_bytes=compacted.stat().st_size,
+                spec_id=0,
+            )
+        )
+        rewrite.commit()
+    table = catalog.load_table("ns.t")
+    assert table.current_snapshot().summary.operation == Operation.REPLACE
+    append(table, flat_rows(8, 3))
+    restored = LocalSourceEngine(stream, 2, checkpoint=checkpoint)
+    stream_until(restored, 3)
+    restored.run(until=lambda e: e.clock_ms >= 3000, max_steps=2000)
+    seen = [dict(r.record) for r in engine.committed + restored.committed]
+    assert by_id(seen) == flat_rows(0, 11)
+    restored.close()
 
 
 def test_a_stream_from_a_time_starts_at_the_oldest_snapshot_at_or_after_it(
@@ -316,6 +370,90 @@ def typed_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
             pa.Table.from_pylist([typed_row(i) for i in range(start, start + 6)], TYPED_ARROW)
         )
     return warehouse
+
+
+def test_evolved_columns_and_files_of_another_column_order_read_by_field_id(
+    tmp_path: Path,
+) -> None:
+    """int -> long, float -> double, renamed, dropped and added columns; a file added with
+    its columns in another order (read through the name mapping); a null list<struct> in it
+    stays null (written by pyarrow: pyiceberg 0.12's table.append writes it as [])."""
+    catalog = local_catalog(tmp_path)
+    catalog.create_namespace("ns")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "n", IntegerType()),
+        NestedField(3, "x", FloatType()),
+        NestedField(4, "gone", StringType()),
+        NestedField(
+            5,
+            "items",
+            ListType(6, StructType(NestedField(7, "a", IntegerType())), element_required=False),
+        ),
+    )
+    table = catalog.create_table("ns.e", schema=schema)
+    items_type = pa.list_(pa.struct([("a", pa.int32())]))
+    first = pa.Table.from_pylist(
+        [
+            {"id": 1, "n": 2**31 - 1, "x": 1.5, "gone": "g", "items": [{"a": None}]},
+            {"id": 2, "n": None, "x": None, "gone": None, "items": [None, {"a": 3}]},
+        ],
+        pa.schema(
+            [
+                pa.field("id", pa.int64(), False),
+                ("n", pa.int32()),
+                ("x", pa.float32()),
+                ("gone", pa.string()),
+                ("items", items_type),
+            ]
+        ),
+    )
+    table.append(first)
+    with table.update_schema() as update:
+        update.update_column("n", LongType())
+        update.update_column("x", DoubleType())
+    with table.update_schema() as update:
+        update.rename_column("n", "count")
+        update.delete_column("gone")
+    with table.update_schema() as update:
+        update.add_column("gone", StringType())  # the same name, a new field id
+    table = catalog.load_table("ns.e")
+    reordered = tmp_path / "reordered.parquet"
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"gone": "new", "x": 0.25, "items": None, "count": 2**40, "id": 3},
+                {"gone": None, "x": None, "items": [], "count": None, "id": 4},
+            ],
+            pa.schema(
+                [
+                    ("gone", pa.string()),
+                    ("x", pa.float64()),
+                    ("items", items_type),
+                    ("count", pa.int64()),
+                    pa.field("id", pa.int64(), False),
+                ]
+            ),
+        ),
+        reordered,
+    )
+    table.add_files([reordered.as_uri()])
+    source = IcebergSource(catalog, "ns.e", batch_rows=1)
+    assert source.get_produced_type().names == ["id", "count", "x", "items", "gone"]
+    expected = [
+        {"id": 1, "count": 2**31 - 1, "x": 1.5, "items": [{"a": None}], "gone": None},
+        {"id": 2, "count": None, "x": None, "items": [None, {"a": 3}], "gone": None},
+        {"id": 3, "count": 2**40, "x": 0.25, "items": None, "gone": "new"},
+        {"id": 4, "count": None, "x": None, "items": [], "gone": None},
+    ]
+    assert by_id(read_all(source)) == expected
+    # the first file holds none of these columns (the old 'gone' has another id): null rows
+    added_only = IcebergSource(catalog, "ns.e", selected_fields=["gone"])
+    assert sorted(read_all(added_only), key=lambda r: r["gone"] is not None) == [
+        {"gone": None}
+    ] * 3 + [{"gone": "new"}]
+    filtered = IcebergSource(catalog, "ns.e", row_filter="count > 5", selected_fields=["x"])
+    assert sorted(r["x"] for r in read_all(filtered)) == [0.25, 1.5]
 
 
 def test_bad_arguments_and_options_fail_when_made_naming_them(tmp_path: Path) -> None:
