@@ -149,7 +149,6 @@ class IcebergSource:
         batch_rows: int = 65_536,
     ) -> None:
         from pyiceberg.catalog import Catalog  # noqa: PLC0415  # optional extra
-        from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
         from pyiceberg.expressions import AlwaysTrue, BooleanExpression  # noqa: PLC0415
 
         if not isinstance(catalog, Catalog):
@@ -221,13 +220,7 @@ class IcebergSource:
         self.monitor_interval: float | None = None
         self.start: StartingPoint = "table"
         self.skip_overwrites = False
-        try:
-            loaded = catalog.load_table(table)
-        except NoSuchTableError as error:
-            raise SinkConfigurationError(
-                f"Iceberg table {table!r} does not exist in catalog {catalog.name!r}; create it "
-                "first, or name an existing table"
-            ) from error
+        loaded = _load_table(catalog, table)
         self._io_properties = tuple(
             sorted({**self.catalog.properties, **loaded.properties}.items())
         )
@@ -755,6 +748,24 @@ class IcebergSource:
         io = _file_io(self._io_properties, self._location)
         deleted = deleted_positions(io, split.path, split.position_deletes)
         return split.record_count - int((deleted < split.record_count).sum())
+
+
+def _load_table(catalog: Catalog, table: str) -> Table:
+    """``table`` from ``catalog``; a name it does not have, or cannot be, is named."""
+    from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
+
+    try:
+        return catalog.load_table(table)
+    except NoSuchTableError as error:
+        raise SinkConfigurationError(
+            f"Iceberg table {table!r} does not exist in catalog {catalog.name!r}; create it "
+            "first, or name an existing table"
+        ) from error
+    except ValueError as error:  # pyiceberg's identifier checks: an empty part, for one
+        raise SinkConfigurationError(
+            f"IcebergSource table {table!r} is not an Iceberg table name: {error}; name it "
+            "'namespace.table'"
+        ) from error
 
 
 def _end(split: IcebergSourceSplit) -> object:

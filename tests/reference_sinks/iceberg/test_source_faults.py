@@ -515,6 +515,7 @@ def test_bad_arguments_and_options_fail_when_made_naming_them(tmp_path: Path) ->
             r"catalog options \['catalog.type'\]",
         ),
         (lambda: IcebergSource(catalog, "nope.t"), "'nope.t' does not exist"),
+        (lambda: IcebergSource(catalog, "ns..t"), "table 'ns..t' is not an Iceberg table name"),
     ]:
         with pytest.raises(SinkConfigurationError, match=message):
             make()
