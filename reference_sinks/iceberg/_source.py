@@ -390,8 +390,22 @@ class IcebergSource:
         return other
 
     def load_table(self) -> Table:
-        """The table at its current version, from a new catalog."""
-        return self.catalog.load_table(self.table)
+        """The table at its current version, from a new catalog.
+
+        Raises:
+            IcebergSourceError: The table no longer exists (dropped or renamed since
+                the source was made).
+        """
+        from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
+
+        try:
+            return self.catalog.load_table(self.table)
+        except NoSuchTableError as error:
+            raise IcebergSourceError(
+                f"IcebergSource: the Iceberg table {self.table!r} no longer exists in its "
+                "catalog (dropped or renamed since the source was made); create it again, or "
+                "start a new source on the table's new name"
+            ) from error
 
     def __repr__(self) -> str:
         mode = "" if self.monitor_interval is None else f", monitor={self.monitor_interval:g}s"
@@ -557,6 +571,16 @@ class IcebergSource:
             raise IcebergSourceError(
                 f"IcebergSource start={self.start}: {self.table!r} has no snapshot "
                 f"{self.start} (expired, or of another table)",
+                snapshot_id=self.start,
+            )
+        lineage = walk_new_snapshots(table, head, None, self.table)
+        if all(snapshot.snapshot_id != self.start for snapshot in lineage):
+            followed = "the current snapshot" if self.ref is None else f"the ref {self.ref!r}"
+            raise IcebergSourceError(
+                f"IcebergSource start={self.start}: snapshot {self.start} of {self.table!r} is "
+                f"not an ancestor of {followed} (it is on another branch, or was rolled back): "
+                "the appends after it are not in the history the stream follows. Start from a "
+                "snapshot of that history, or follow its branch with ref=",
                 snapshot_id=self.start,
             )
         return [], found.parent_snapshot_id

@@ -539,10 +539,20 @@ def test_a_branch_is_read_bounded_and_followed_until_it_is_removed(tmp_path: Pat
     table.append(pa.Table.from_pylist(flat_rows(4, 1), schema=FLAT_ARROW), branch="b")
     stream_until(engine, 5)
     assert by_id([dict(r.record) for r in engine.committed]) == flat_rows(0, 5)
+    on_branch = table.snapshot_by_name("b").snapshot_id
+    main = IcebergSource(catalog, "ns.t").monitor_continuously(1, start=on_branch)
+    with pytest.raises(IcebergSourceError, match=f"snapshot {on_branch} .* not an ancestor of"):
+        LocalSourceEngine(main, 1).run(max_steps=200)
     table.manage_snapshots().remove_branch("b").commit()
     with pytest.raises(IcebergSourceError, match="follows the ref 'b', which the table no longer"):
         engine.run(max_steps=200)
     engine.close()
+    main_engine = LocalSourceEngine(IcebergSource(catalog, "ns.t").monitor_continuously(1), 1)
+    stream_until(main_engine, 3)
+    catalog.drop_table("ns.t")
+    with pytest.raises(IcebergSourceError, match=r"'ns\.t' no longer exists in its catalog"):
+        main_engine.run(max_steps=200)
+    main_engine.close()
 
 
 def test_identity_partition_columns_a_file_does_not_hold_read_as_its_partition_values(
