@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from reference_sinks._row_cut import COUNT_WHEN_CUT, cut_counted, until_stop
 from reference_sinks.iceberg._catalog import CatalogSpec, local_catalog
+from reference_sinks.iceberg._source_deletes import added_delete_files, equality_delete_file
 from reference_sinks.iceberg._source_enumerator import (
     Discovered,
     IcebergSplitEnumerator,
@@ -61,6 +62,7 @@ See `IcebergSource.monitor_continuously`.
 """
 
 _STARTS: Final = ("table", "earliest", "latest")
+_MAX_INTERVAL_S: Final = 366 * 24 * 3600.0
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -147,7 +149,6 @@ class IcebergSource:
         batch_rows: int = 65_536,
     ) -> None:
         from pyiceberg.catalog import Catalog  # noqa: PLC0415  # optional extra
-        from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
         from pyiceberg.expressions import AlwaysTrue, BooleanExpression  # noqa: PLC0415
 
         if not isinstance(catalog, Catalog):
@@ -204,6 +205,11 @@ class IcebergSource:
                 f"IcebergSource selected_fields must be a list of column names such as "
                 f"['id', 'key'] (got {describe(selected_fields)})"
             )
+        if selected_fields is not None and not selected_fields:
+            raise SinkConfigurationError(
+                "IcebergSource selected_fields is empty: a read of no columns would give no "
+                "rows; name at least one column (e.g. ['id']), or leave it None for all"
+            )
         self.selected_fields = None if selected_fields is None else tuple(selected_fields)
         if not isinstance(case_sensitive, bool):
             raise SinkConfigurationError(
@@ -214,13 +220,7 @@ class IcebergSource:
         self.monitor_interval: float | None = None
         self.start: StartingPoint = "table"
         self.skip_overwrites = False
-        try:
-            loaded = catalog.load_table(table)
-        except NoSuchTableError as error:
-            raise SinkConfigurationError(
-                f"Iceberg table {table!r} does not exist in catalog {catalog.name!r}; create it "
-                "first, or name an existing table"
-            ) from error
+        loaded = _load_table(catalog, table)
         self._io_properties = tuple(
             sorted({**self.catalog.properties, **loaded.properties}.items())
         )
@@ -241,6 +241,7 @@ class IcebergSource:
         from pyiceberg.io.pyarrow import expression_to_pyarrow  # noqa: PLC0415
         from pyiceberg.schema import prune_columns  # noqa: PLC0415
         from pyiceberg.table import _parse_row_filter  # noqa: PLC0415  # pyiceberg's own parser
+        from pyparsing import ParseBaseException  # noqa: PLC0415  # pyiceberg's filter parser
 
         schema = table.schema()
         try:
@@ -250,13 +251,28 @@ class IcebergSource:
                 self._projection = schema.select(
                     *self.selected_fields, case_sensitive=self.case_sensitive
                 )
+        except (ValueError, KeyError) as error:
+            raise SinkConfigurationError(
+                f"IcebergSource selected_fields {list(self.selected_fields or ())} on "
+                f"{self.table!r}: {error}; name columns of the table: {schema.column_names}"
+            ) from error
+        try:
             expression = _parse_row_filter(self.row_filter)
+        except ParseBaseException as error:
+            raise SinkConfigurationError(
+                f"IcebergSource row_filter {short_repr(self.row_filter)} does not parse (at "
+                f"character {error.loc + 1}); write it in Iceberg's filter syntax, e.g. "
+                "\"id > 10 and key = 'a' and day >= '2024-03-01'\""
+            ) from None
+        try:
             bound = bind(schema, expression, case_sensitive=self.case_sensitive)
         except (ValueError, KeyError) as error:
             raise SinkConfigurationError(
-                f"IcebergSource on {self.table!r}: {error} (columns: {schema.column_names})"
+                f"IcebergSource row_filter {short_repr(self.row_filter)} on {self.table!r}: "
+                f"{error} (columns: {schema.column_names})"
             ) from error
         self._produced = arrow_type(self._projection)
+        self._read_ids = frozenset(field.field_id for field in self._projection.fields)
         self._filter: tuple[Schema, pa.Schema, pc.Expression] | None = None
         if bound != AlwaysTrue():
             filter_schema = prune_columns(schema, extract_field_ids(bound), select_full_types=True)
@@ -265,6 +281,16 @@ class IcebergSource:
                 arrow_type(filter_schema),
                 expression_to_pyarrow(bound, filter_schema),
             )
+            self._read_ids |= {field.field_id for field in filter_schema.fields}
+            try:  # Arrow picks its kernels by type: an empty table finds a missing one now
+                self._filter[1].empty_table().filter(self._filter[2])
+            except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as error:
+                raise SinkConfigurationError(
+                    f"IcebergSource row_filter {short_repr(self.row_filter)} cannot be applied "
+                    f"to the rows of {self.table!r}: {error} (Arrow has no such comparison; a "
+                    "UUID column, for one, can only be tested with 'is null'); filter the "
+                    "DataFrame after the read instead"
+                ) from None
 
     def _resolve_snapshot(self, table: Table) -> Snapshot | None:
         """The snapshot a bounded read reads (``None``: an empty table's current state).
@@ -277,7 +303,8 @@ class IcebergSource:
             what = f"snapshot_id {self.snapshot_id}"
         elif self.as_of_ms is not None:
             found = table.snapshot_as_of_timestamp(self.as_of_ms)
-            what = f"a snapshot current at {self.as_of_ms} ms since the epoch (as_of)"
+            moment = dt.datetime.fromtimestamp(self.as_of_ms / 1000, dt.UTC).isoformat()
+            what = f"snapshot current at {moment} (as_of: before its first snapshot)"
         elif self.ref is not None:
             found = table.snapshot_by_name(self.ref)
             what = f"the ref (tag or branch) {self.ref!r}"
@@ -325,10 +352,14 @@ class IcebergSource:
         """
         if isinstance(interval, dt.timedelta):
             interval = interval.total_seconds()
-        if isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0:
+        if (
+            isinstance(interval, bool)
+            or not isinstance(interval, int | float)
+            or not 0 < interval <= _MAX_INTERVAL_S
+        ):
             raise SinkConfigurationError(
-                f"IcebergSource monitor_continuously interval must be a positive number of "
-                f"seconds or a timedelta (got {describe(interval)})"
+                f"IcebergSource monitor_continuously interval must be a positive, finite number "
+                f"of seconds (at most a year) or a timedelta (got {describe(interval)})"
             )
         if self.snapshot_id is not None or self.as_of_ms is not None:
             raise SinkConfigurationError(
@@ -359,8 +390,22 @@ class IcebergSource:
         return other
 
     def load_table(self) -> Table:
-        """The table at its current version, from a new catalog."""
-        return self.catalog.load_table(self.table)
+        """The table at its current version, from a new catalog.
+
+        Raises:
+            IcebergSourceError: The table no longer exists (dropped or renamed since
+                the source was made).
+        """
+        from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
+
+        try:
+            return self.catalog.load_table(self.table)
+        except NoSuchTableError as error:
+            raise IcebergSourceError(
+                f"IcebergSource: the Iceberg table {self.table!r} no longer exists in its "
+                "catalog (dropped or renamed since the source was made); create it again, or "
+                "start a new source on the table's new name"
+            ) from error
 
     def __repr__(self) -> str:
         mode = "" if self.monitor_interval is None else f", monitor={self.monitor_interval:g}s"
@@ -368,7 +413,32 @@ class IcebergSource:
 
     # --- planning ----------------------------------------------------------------------------
 
-    def _split(self, task: FileScanTask, snapshot_id: int) -> IcebergSourceSplit:
+    def _identity(self, table: Table, task: FileScanTask) -> tuple[tuple[int, bytes | None], ...]:
+        """The identity-partition values of the columns read (`IcebergSourceSplit.identity`)."""
+        from pyiceberg.conversions import to_bytes  # noqa: PLC0415  # optional extra
+        from pyiceberg.transforms import IdentityTransform  # noqa: PLC0415  # optional extra
+        from pyiceberg.types import PrimitiveType  # noqa: PLC0415  # optional extra
+
+        data = task.file
+        spec = table.specs().get(data.spec_id)
+        if spec is None:
+            return ()
+        schema = table.schema()
+        values: dict[int, bytes | None] = {}
+        for position, field in enumerate(spec.fields):
+            if not isinstance(field.transform, IdentityTransform) or field.source_id not in (
+                self._read_ids
+            ):
+                continue
+            value = data.partition[position]
+            kind = schema.find_field(field.source_id).field_type
+            if isinstance(kind, PrimitiveType):  # as an identity partition's source is
+                values[field.source_id] = None if value is None else to_bytes(kind, value)
+        return tuple(sorted(values.items()))
+
+    def _split(
+        self, task: FileScanTask, snapshot_id: int, table: Table | None = None
+    ) -> IcebergSourceSplit:
         from pyiceberg.manifest import DataFileContent, FileFormat  # noqa: PLC0415
 
         data = task.file
@@ -401,6 +471,7 @@ class IcebergSource:
             file_size=data.file_size_in_bytes,
             snapshot_id=snapshot_id,
             position_deletes=tuple(deletes),
+            identity=() if table is None else self._identity(table, task),
         )
 
     def _scan_kwargs(self) -> dict[str, Any]:
@@ -411,17 +482,42 @@ class IcebergSource:
         }
 
     def _plan_snapshot(self, table: Table, snapshot_id: int) -> list[IcebergSourceSplit]:
-        tasks = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs()).plan_files()
-        return sorted((self._split(t, snapshot_id) for t in tasks), key=lambda s: s.path)
+        scan = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs())
+        tasks = self._plan_files(table, scan, snapshot_id, added_only=False)
+        return sorted((self._split(t, snapshot_id, table) for t in tasks), key=lambda s: s.path)
 
     def _plan_append(self, table: Table, snapshot: Snapshot) -> list[IcebergSourceSplit]:
-        tasks = table.incremental_append_scan(
+        scan = table.incremental_append_scan(
             from_snapshot_id_exclusive=snapshot.parent_snapshot_id,
             to_snapshot_id_inclusive=snapshot.snapshot_id,
             **self._scan_kwargs(),
-        ).plan_files()
-        splits = (self._split(t, snapshot.snapshot_id) for t in tasks)
+        )
+        tasks = self._plan_files(table, scan, snapshot.snapshot_id, added_only=True)
+        splits = (self._split(t, snapshot.snapshot_id, table) for t in tasks)
         return sorted(splits, key=lambda s: s.path)
+
+    def _plan_files(
+        self, table: Table, scan: Any, snapshot_id: int, *, added_only: bool
+    ) -> list[FileScanTask]:
+        """``scan``'s file scan tasks; an equality-delete file pyiceberg refuses, named."""
+        try:
+            return list(scan.plan_files())
+        except ValueError as error:
+            refused = equality_delete_file(table, snapshot_id, added_only=added_only)
+            if refused is None:
+                raise
+            delete, data = refused
+            rows_of = (
+                f"it deletes rows of {data}"
+                if data is not None
+                else "it deletes rows of the data files written before it in its partition"
+            )
+            raise IcebergSourceError(
+                f"IcebergSource cannot apply the equality-delete file {delete} of "
+                f"{self.table!r} in snapshot {snapshot_id} ({rows_of}); it never ignores "
+                "deletes: rewrite the table's data files (compaction) to remove them",
+                snapshot_id=snapshot_id,
+            ) from error
 
     def _head(self, table: Table) -> Snapshot | None:
         if self.ref is None:
@@ -443,10 +539,25 @@ class IcebergSource:
         if isinstance(self.start, dt.datetime):
             after = _millis(self.start, "start")
             oldest = None
-            for snapshot in walk_new_snapshots(table, head, None, self.table)[::-1]:
+            kept = walk_new_snapshots(table, head, None, self.table)
+            for snapshot in kept[::-1]:
                 if snapshot.timestamp_ms < after:
                     break
                 oldest = snapshot
+            else:
+                if oldest is not None and oldest.parent_snapshot_id is not None:
+                    # Iceberg's oldestAncestorAfter: the snapshots before the oldest kept one
+                    # were expired, and whether they were at or after the time is not known
+                    raise IcebergSourceError(
+                        f"IcebergSource start={self.start.isoformat()}: every snapshot "
+                        f"{self.table!r} keeps is at or after that time, and the one before "
+                        f"the oldest kept ({oldest.snapshot_id}), snapshot "
+                        f"{oldest.parent_snapshot_id}, was expired: appends at or after the "
+                        f"time may have been expired unread. Start from snapshot "
+                        f"{oldest.snapshot_id} (start={oldest.snapshot_id}) or 'earliest' to "
+                        "read from the oldest snapshot kept",
+                        snapshot_id=oldest.parent_snapshot_id,
+                    )
             if oldest is None:
                 raise IcebergSourceError(
                     f"IcebergSource start={self.start.isoformat()}: {self.table!r} has no "
@@ -462,6 +573,16 @@ class IcebergSource:
                 f"{self.start} (expired, or of another table)",
                 snapshot_id=self.start,
             )
+        lineage = walk_new_snapshots(table, head, None, self.table)
+        if all(snapshot.snapshot_id != self.start for snapshot in lineage):
+            followed = "the current snapshot" if self.ref is None else f"the ref {self.ref!r}"
+            raise IcebergSourceError(
+                f"IcebergSource start={self.start}: snapshot {self.start} of {self.table!r} is "
+                f"not an ancestor of {followed} (it is on another branch, or was rolled back): "
+                "the appends after it are not in the history the stream follows. Start from a "
+                "snapshot of that history, or follow its branch with ref=",
+                snapshot_id=self.start,
+            )
         return [], found.parent_snapshot_id
 
     def _discover(self, position: IcebergEnumeratorState) -> Discovered:
@@ -470,18 +591,28 @@ class IcebergSource:
 
         table = self.load_table()
         head = self._head(table)
+        if head is None and self.ref is not None:
+            raise IcebergSourceError(
+                f"IcebergSource on {self.table!r} follows the ref {self.ref!r}, which the table "
+                f"no longer has (its refs: {sorted(table.refs())}); create it again, or start "
+                "a new stream (a new source_id) on another ref",
+                snapshot_id=position.last_snapshot_id,
+            )
         splits: list[IcebergSourceSplit] = []
         last = position.last_snapshot_id
         if not position.started:
             splits, last = self._start_position(table, head)
         for snapshot in walk_new_snapshots(table, head, last, self.table):
             operation = None if snapshot.summary is None else snapshot.summary.operation
-            if operation == Operation.APPEND:
+            deletes = added_delete_files(snapshot) if operation == Operation.APPEND else 0
+            if operation == Operation.APPEND and not deletes:
                 splits += self._plan_append(table, snapshot)
             elif operation == Operation.REPLACE:
                 continue  # a compaction: the same rows in other files
             elif not self.skip_overwrites:
                 kind = "an unknown operation" if operation is None else repr(operation.value)
+                if deletes:
+                    kind = f"an 'append' that also adds {deletes} delete file(s)"
                 raise IcebergSourceError(
                     f"IcebergSource reads appends, and snapshot {snapshot.snapshot_id} of "
                     f"{self.table!r} is {kind}: "
@@ -555,6 +686,7 @@ class IcebergSource:
             skip=split.records_read,
             batch_rows=self.batch_rows,
             name_mapping=self._name_mapping,
+            identity=dict(split.identity),
         )
         return until_stop(split, batches)
 
@@ -640,6 +772,24 @@ class IcebergSource:
         io = _file_io(self._io_properties, self._location)
         deleted = deleted_positions(io, split.path, split.position_deletes)
         return split.record_count - int((deleted < split.record_count).sum())
+
+
+def _load_table(catalog: Catalog, table: str) -> Table:
+    """``table`` from ``catalog``; a name it does not have, or cannot be, is named."""
+    from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
+
+    try:
+        return catalog.load_table(table)
+    except NoSuchTableError as error:
+        raise SinkConfigurationError(
+            f"Iceberg table {table!r} does not exist in catalog {catalog.name!r}; create it "
+            "first, or name an existing table"
+        ) from error
+    except ValueError as error:  # pyiceberg's identifier checks: an empty part, for one
+        raise SinkConfigurationError(
+            f"IcebergSource table {table!r} is not an Iceberg table name: {error}; name it "
+            "'namespace.table'"
+        ) from error
 
 
 def _end(split: IcebergSourceSplit) -> object:

@@ -21,7 +21,9 @@ exactly the rows and values `IcebergSource`'s readers give, and only then:
   name mapping) stays on the source's readers.
 
 A column added after a file was written is missing from it: both readers give
-nulls. Columns declared ``required`` keep the read on the source's readers (the
+nulls. A column an imported file does not hold whose values are the file's identity
+partition value (`IcebergSourceSplit.identity`) stays on the source's readers.
+Columns declared ``required`` keep the read on the source's readers (the
 door refuses non-nullable types before asking: Spark's reader makes every column
 nullable).
 """
@@ -170,7 +172,7 @@ def _field_ids(produced: pa.Schema, projection: Schema) -> pa.Schema:
     return pa.schema([field(f, n) for f, n in zip(produced, projection.fields, strict=True)])
 
 
-def plan_native_read(  # noqa: PLR0911  # one reason per check
+def plan_native_read(  # noqa: PLR0911, PLR0912  # one reason per check
     splits: Sequence[IcebergSourceSplit],
     *,
     io: FileIO,
@@ -235,6 +237,14 @@ def plan_native_read(  # noqa: PLR0911  # one reason per check
             iceberg = pyarrow_to_schema(file_schema, name_mapping=name_mapping)
         except ValueError as error:
             return _unavailable(f"{split.path!r}: its columns cannot be matched by id: {error}")
+        held = {field.field_id for field in iceberg.fields}
+        filled = [field_id for field_id, _ in split.identity if field_id not in held]
+        if filled:
+            return _unavailable(
+                f"{split.path!r} holds no column {projection.find_column_name(filled[0])!r}, "
+                "whose values are the file's identity-partition value, which only the "
+                "source's readers fill in"
+            )
         reason, same = _compare(
             StructType(*projection.fields), StructType(*iceberg.fields), "", split.path
         )

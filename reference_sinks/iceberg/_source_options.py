@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import math
+from typing import Any, Final
 
 from reference_sinks.iceberg._catalog import local_catalog
 from reference_sinks.iceberg._source import IcebergSource, StartingPoint
@@ -11,6 +12,21 @@ from sinkv2.errors import SinkConfigurationError
 
 __all__ = ["iceberg_source_from_options"]
 
+_KNOWN: Final = (
+    "table",
+    "warehouse",
+    "catalog_name",
+    "snapshot_id",
+    "as_of",
+    "ref",
+    "row_filter",
+    "selected_fields",
+    "case_sensitive",
+    "batch_rows",
+    "monitor_interval",
+    "start",
+    "skip_overwrites",
+)
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 
@@ -26,6 +42,20 @@ def _int(name: str, raw: str | None) -> int | None:
         ) from None
 
 
+def _time(name: str, raw: str, expected: str) -> dt.datetime:
+    """An ISO time with its zone, or an error naming the option."""
+    try:
+        moment = dt.datetime.fromisoformat(raw.strip())
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise SinkConfigurationError(
+            f"the {name!r} option must be {expected}an ISO time with its zone such as "
+            f"'2024-03-30T10:00:00+00:00' (got {raw!r})"
+        )
+    return moment
+
+
 def _start(raw: str | None) -> StartingPoint:
     if raw is None:
         return "table"
@@ -34,14 +64,20 @@ def _start(raw: str | None) -> StartingPoint:
         return text  # type: ignore[return-value]  # one of the literals, checked
     if text.lstrip("-").isdigit():
         return int(text)
+    return _time("start", raw, "'table', 'earliest', 'latest', a snapshot id or ")
+
+
+def _interval(raw: str) -> float:
     try:
-        moment = dt.datetime.fromisoformat(raw.strip())
+        interval = float(raw)
     except ValueError:
+        interval = math.nan
+    if not 0 < interval < math.inf:
         raise SinkConfigurationError(
-            f"the 'start' option must be 'table', 'earliest', 'latest', a snapshot id or an ISO "
-            f"time with its zone such as '2024-03-30T10:00:00+00:00' (got {raw!r})"
-        ) from None
-    return moment
+            f"the 'monitor_interval' option must be a positive, finite number of seconds, "
+            f"e.g. '10' (got {raw!r})"
+        )
+    return interval
 
 
 def iceberg_source_from_options(
@@ -50,6 +86,7 @@ def iceberg_source_from_options(
     warehouse: str | None = None,
     catalog_name: str | None = None,
     snapshot_id: str | None = None,
+    as_of: str | None = None,
     ref: str | None = None,
     row_filter: str | None = None,
     selected_fields: str | None = None,
@@ -65,7 +102,8 @@ def iceberg_source_from_options(
     ``table`` is required. The catalog: ``warehouse`` (the embedded `local_catalog`),
     or ``catalog.<property>`` options (pyiceberg's ``load_catalog(catalog_name,
     **properties)``, e.g. ``catalog.uri``, ``catalog.type``). ``selected_fields`` is
-    comma-separated. ``monitor_interval`` (seconds) makes the source continuous;
+    comma-separated; ``as_of`` is an ISO time with its zone. ``monitor_interval``
+    (seconds) makes the source continuous;
     ``start`` and ``skip_overwrites`` go with it.
 
     Raises:
@@ -78,8 +116,8 @@ def iceberg_source_from_options(
     unknown = [key for key in catalog_options if not key.startswith("catalog.")]
     if unknown:
         raise SinkConfigurationError(
-            f"the iceberg source does not know the options {sorted(unknown)}; catalog "
-            "properties are spelled 'catalog.<property>'"
+            f"the iceberg source does not know the options {sorted(unknown)}; it takes "
+            f"{', '.join(_KNOWN)}, and catalog properties spelled 'catalog.<property>'"
         )
     properties = {key.removeprefix("catalog."): value for key, value in catalog_options.items()}
     catalog: Any
@@ -93,7 +131,14 @@ def iceberg_source_from_options(
     elif properties:
         from pyiceberg.catalog import load_catalog  # noqa: PLC0415  # optional extra
 
-        catalog = load_catalog(catalog_name or "default", **properties)
+        try:
+            catalog = load_catalog(catalog_name or "default", **properties)
+        except (ValueError, NotImplementedError, ImportError) as error:
+            raise SinkConfigurationError(
+                f"the iceberg source's catalog options {sorted(catalog_options)} do not make a "
+                f"pyiceberg catalog: {error}; set e.g. 'catalog.type' and 'catalog.uri', or use "
+                "'warehouse' for the local catalog"
+            ) from error
     else:
         raise SinkConfigurationError(
             "the iceberg source needs a catalog: .option('warehouse', '/data/warehouse') for "
@@ -113,6 +158,7 @@ def iceberg_source_from_options(
         catalog,
         table,
         snapshot_id=_int("snapshot_id", snapshot_id),
+        as_of=None if as_of is None else _time("as_of", as_of, ""),
         ref=ref,
         row_filter=row_filter,
         selected_fields=fields,
@@ -126,12 +172,6 @@ def iceberg_source_from_options(
                 ".option('monitor_interval', '<seconds>')"
             )
         return source
-    try:
-        interval = float(monitor_interval)
-    except ValueError:
-        raise SinkConfigurationError(
-            f"the 'monitor_interval' option must be a number of seconds (got {monitor_interval!r})"
-        ) from None
     return source.monitor_continuously(
-        interval, start=_start(start), skip_overwrites=flags["skip_overwrites"]
+        _interval(monitor_interval), start=_start(start), skip_overwrites=flags["skip_overwrites"]
     )

@@ -17,7 +17,8 @@ counts rows emitted after both, so a restored read skips exactly those.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -235,14 +236,41 @@ def deleted_positions(
     return np.unique(np.concatenate(found))
 
 
+def _constant(raw: bytes | None, kind: IcebergType, target: pa.DataType, rows: int) -> pa.Array:
+    """``rows`` times the value Iceberg's single-value serialization ``raw`` holds."""
+    from pyiceberg.conversions import from_bytes  # noqa: PLC0415  # optional extra
+    from pyiceberg.types import PrimitiveType  # noqa: PLC0415  # optional extra
+
+    if raw is None:
+        return pa.nulls(rows, target)
+    assert isinstance(kind, PrimitiveType)  # an identity partition's source is a primitive
+    value: Any = from_bytes(kind, raw)
+    if isinstance(value, uuid.UUID):
+        value = value.bytes
+    return pa.repeat(pa.scalar(value, type=target), rows)
+
+
 def _batch(
-    batch: pa.RecordBatch, file_schema: pa.Schema, schema: Schema, target: pa.Schema, path: str
+    batch: pa.RecordBatch,
+    file_schema: pa.Schema,
+    schema: Schema,
+    target: pa.Schema,
+    *,
+    path: str,
+    identity: Mapping[int, bytes | None],
 ) -> pa.RecordBatch:
-    """``batch`` (top-level file columns) as ``target``: fields matched by id, missing ones null."""
+    """``batch`` (top-level file columns) as ``target``: fields matched by id, missing ones null.
+
+    A missing column with an identity-partition value (``identity``) reads as that value.
+    """
     by_id = {_field_id(field): field.name for field in file_schema}
     columns = []
     for nested, want in zip(schema.fields, target, strict=True):
         name = by_id.get(nested.field_id)
+        if name is None and nested.field_id in identity:
+            raw = identity[nested.field_id]
+            columns.append(_constant(raw, nested.field_type, want.type, batch.num_rows))
+            continue
         if name is None:
             if nested.required:
                 raise DataFileReadError(
@@ -296,6 +324,7 @@ def read_data_file(
     skip: int,
     batch_rows: int,
     name_mapping: NameMapping | None = None,
+    identity: Mapping[int, bytes | None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file as ``produced``, after deletes and the filter, past ``skip``.
 
@@ -310,11 +339,14 @@ def read_data_file(
         skip: Rows (counted after deletes and the filter) already emitted.
         batch_rows: Rows read from the file at a time.
         name_mapping: The table's name mapping, for files without field ids.
+        identity: The file's identity-partition values by field id
+            (`IcebergSourceSplit.identity`), for columns the file does not hold.
 
     Raises:
         DataFileReadError: The file is missing, is not Parquet, has no field ids, or
             holds a column that cannot be read as the table's type.
     """
+    constants = identity or {}
     parquet = open_data_file(io, path)
     file_schema = parquet.schema_arrow
     if all(_field_id(field) is None for field in file_schema):
@@ -336,13 +368,15 @@ def read_data_file(
             keep = pa.array(np.flatnonzero(~np.isin(rows, deleted)))
         if row_filter is not None:
             filter_schema, filter_arrow, expression = row_filter
-            values = _batch(batch, file_schema, filter_schema, filter_arrow, path)
+            values = _batch(
+                batch, file_schema, filter_schema, filter_arrow, path=path, identity=constants
+            )
             values = values.append_column(_ROW, pa.array(np.arange(count, dtype=np.int64)))
             if keep is not None:
                 values = values.take(keep)
             keep = pa.Table.from_batches([values]).filter(expression).column(_ROW).combine_chunks()
         start += count
-        out = _batch(batch, file_schema, projection, produced, path)
+        out = _batch(batch, file_schema, projection, produced, path=path, identity=constants)
         if keep is not None:
             out = out.take(keep)
         if skip:

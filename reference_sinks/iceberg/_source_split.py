@@ -45,6 +45,11 @@ class IcebergSourceSplit:
         stop: Where a reader stops: the record (counted as ``records_read``) a
             micro-batch's cut ends at (``reference_sinks._row_cut``); ``None``: the
             file's end.
+        identity: The data file's identity-partition values of the columns read, by
+            field id, in Iceberg's single-value serialization (``None``: a null
+            value): a column the file does not hold (a file imported with its
+            partition values in its path only) reads as its partition value, as
+            Iceberg's column projection rules say.
     """
 
     path: str
@@ -55,6 +60,7 @@ class IcebergSourceSplit:
     records_read: int = 0
     records: int | None = None
     stop: int | None = None
+    identity: tuple[tuple[int, bytes | None], ...] = ()
 
     def split_id(self) -> str:
         """See `sinkv2.source.SourceSplit`: the data file's location."""
