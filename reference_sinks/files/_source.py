@@ -120,10 +120,11 @@ class FileSource:
             pyarrow understands (``s3://``, ``gs://``, ``hdfs://``, ``file://``).
         format: ``"parquet"``, ``"jsonl"`` or ``"csv"``.
         schema: The data columns' ``pyarrow.Schema``; ``None`` infers it from the
-            first file (required when the directory is empty).
+            first non-empty file (required when there is none).
         partition_columns: The partition columns and their types, in order; ``None``
             infers them from the ``key=value`` directories listed at construction
-            (integers, dates, else strings, as Spark infers them); ``{}`` for none.
+            (integers, longer integers as decimals, doubles, dates, else strings, as
+            Spark infers them); ``{}`` for none.
         filesystem: A ``pyarrow.fs.FileSystem``; ``path`` is then a path inside it.
         csv: How CSV files are read (`CsvOptions`).
         split_bytes: Parquet files larger than this are cut into runs of row groups.
@@ -312,13 +313,20 @@ class FileSource:
                     f"FileSource schema must be a pyarrow.Schema or None (got {describe(schema)})"
                 )
             return schema
-        if not listed:
+        first = next((status for status in listed if status.size > 0), None)
+        if first is None and fs.get_file_info(self.resolve()[1]).type == pafs.FileType.NotFound:
             raise SinkConfigurationError(
-                f"FileSource found no {self.format} files under {self.path!r} (names ending "
-                f"{list(self.extensions)}, hidden ones skipped) to infer the schema from; pass "
-                "schema=pyarrow.schema([...])"
+                f"FileSource path {self.path!r} does not exist, so no schema can be inferred; "
+                "fix the path, or pass schema=pyarrow.schema([...]) for a directory made later"
             )
-        return infer_schema(fs, listed[0].path, self.format, self.csv)
+        if first is None:  # empty files hold no schema; Spark's reader skips them too
+            empty = f" ({len(listed)} empty)" if listed else ""
+            raise SinkConfigurationError(
+                f"FileSource found no non-empty {self.format} files{empty} under {self.path!r} "
+                f"(names ending {list(self.extensions)}, hidden ones skipped) to infer the "
+                "schema from; pass schema=pyarrow.schema([...])"
+            )
+        return infer_schema(fs, first.path, self.format, self.csv)
 
     def _resolve_partitions(
         self, listed: list[FileStatus], given: Mapping[str, pa.DataType] | None
@@ -375,6 +383,12 @@ class FileSource:
         fs, root = self.resolve()
         if self.monitor_interval is not None:
             return self.restore_enumerator(enum_context, FileEnumeratorState())
+        if fs.get_file_info(root).type == pafs.FileType.NotFound:
+            raise SinkConfigurationError(
+                f"FileSource path {self.path!r} does not exist: a bounded source reads the files "
+                "there when the job starts (as spark.read does, it fails rather than read "
+                "nothing); fix the path, or monitor_continuously() to wait for files"
+            )
         splitter = self._splitter(fs)
         splits = [split for status in self._list(fs, root) for split in splitter(status)]
         return self.restore_enumerator(enum_context, FileEnumeratorState(remaining=tuple(splits)))

@@ -163,8 +163,11 @@ def make_splits(
     )
     if file_format != "parquet" or status.size <= split_bytes:
         return [whole]
-    with fs.open_input_file(status.path) as handle:
-        metadata = pq.ParquetFile(handle).metadata
+    try:
+        with fs.open_input_file(status.path) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+    except (pa.ArrowInvalid, OSError):  # not Parquet, truncated, gone: the reader says so,
+        return [whole]  # naming the file, or sets it aside in the dead-letter directory
     groups = _runs(
         (metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)),
         split_bytes,
