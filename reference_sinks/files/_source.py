@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
@@ -106,10 +107,11 @@ class FileSource:
     enumerator's checkpoint), with an optional discovery cut-off and clean-up. The
     rules for which files count, half-written files, the discovery cut-off and the
     clean-up are on the docs page (``FileSource`` beside ``FileSink``); in short:
-    hidden names (``.``/``_`` prefixes, ``.tmp``, ``.inprogress``) are never read, a
+    hidden names (``.``/``_`` prefixes, but not ``_key=value`` partition directories;
+    ``.tmp``, ``.inprogress``) are never read, a
     continuously monitored file is read once it is one interval old or two listings
     saw it unchanged, and processed files are archived or deleted only after a
-    completed checkpoint holds all of their records.
+    completed checkpoint holds all of their records. Empty files hold no rows.
 
     Records are Arrow batches of `get_produced_type`: the data columns (``schema``,
     or inferred from the first file by path with Spark's rules), then the partition
@@ -344,7 +346,7 @@ class FileSource:
             values: dict[str, list[str]] = {}
             for status in listed:
                 for key, value in status.partition:
-                    values.setdefault(key, []).append(value)
+                    values.setdefault(urllib.parse.unquote(key), []).append(value)
             partitions = {key: partition_type(found) for key, found in values.items()}
         clash = [name for name in partitions if name in self._data_schema.names]
         if clash:
@@ -439,7 +441,7 @@ class FileSource:
             for batch in batches:
                 yield batch.cast(self._produced) if batch.schema != self._produced else batch
             return
-        raw = dict(split.partition)
+        raw = {urllib.parse.unquote(key): value for key, value in split.partition}
         scalars = [
             pa.scalar(None, kind)
             if name not in raw
