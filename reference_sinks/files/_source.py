@@ -260,6 +260,13 @@ class FileSource:
             )
         if isinstance(archive_dir, os.PathLike):
             archive_dir = os.fspath(archive_dir)
+        if archive_dir is not None and (
+            not isinstance(archive_dir, str) or not archive_dir.strip()
+        ):
+            raise SinkConfigurationError(
+                f"FileSource archive_dir must be a non-empty str, os.PathLike or None (got "
+                f"{describe(archive_dir)}); pass a directory beside path, e.g. '/data/done'"
+            )
         if (clean_source == "archive") != (archive_dir is not None):
             raise SinkConfigurationError(
                 "FileSource archive_dir is needed with clean_source='archive' and only then (got "
@@ -267,6 +274,7 @@ class FileSource:
             )
         if archive_dir is not None:
             self._outside(archive_dir, "archive_dir", "archived files would be listed again")
+            self._check_archive(archive_dir)
         other = _copy(self)
         other.monitor_interval = seconds
         other.max_file_age = age
@@ -284,6 +292,32 @@ class FileSource:
             raise SinkConfigurationError(
                 f"FileSource {what} {location!r} is inside path {self.path!r}: {why}; "
                 "put it outside the source's directory"
+            )
+
+    def _check_archive(self, archive_dir: str) -> None:
+        """Refuse an ``archive_dir`` the clean-up could not move files into safely.
+
+        It must be on the source's filesystem (files are moved, not copied), and not
+        above ``path``: a file ``<path>/<rel>`` goes to ``<archive_dir>/<rel>``, which
+        lies inside ``path`` whenever ``rel`` starts with ``path``'s place below
+        ``archive_dir``, and would be read again as a new file.
+        """
+        fs, root = self.resolve()
+        archive_fs, archive = resolve_location(
+            archive_dir, self.filesystem, what="FileSource archive_dir"
+        )
+        if archive_fs.type_name != fs.type_name:
+            raise SinkConfigurationError(
+                f"FileSource archive_dir {archive_dir!r} is on the {archive_fs.type_name!r} "
+                f"filesystem and path {self.path!r} on {fs.type_name!r}: the clean-up moves "
+                "files within one filesystem; put the archive beside path"
+            )
+        if archive == "/" or root.startswith(f"{archive}/"):
+            raise SinkConfigurationError(
+                f"FileSource archive_dir {archive_dir!r} holds path {self.path!r}: a file "
+                "archived with its path below path kept could land inside path and be read "
+                "again; put the archive beside path, not above it (e.g. '/data/in' and "
+                "'/data/done')"
             )
 
     def _dead_letters(self) -> DeadLetters | None:
