@@ -61,6 +61,9 @@ __all__ = ["CleanSource", "FileSource"]
 
 CleanSource = Literal["off", "archive", "delete"]
 
+_MAX_SECONDS: Final = 100 * 365 * 24 * 3600.0
+"""Intervals and ages up to a century; longer ones (or infinity) are a mistake."""
+
 DEFAULT_SPLIT_BYTES: Final = 128 * 1024 * 1024
 """Parquet files larger than this are read as several splits (Spark's ``maxPartitionBytes``)."""
 
@@ -87,14 +90,17 @@ def _positive_int(name: str, value: object) -> int:
 
 
 def _seconds(name: str, value: object) -> float:
-    if isinstance(value, dt.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else value
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not 0 < seconds < _MAX_SECONDS
+    ):
         raise SinkConfigurationError(
-            f"FileSource {name} must be a positive number of seconds or a timedelta (got "
-            f"{describe(value)})"
+            f"FileSource {name} must be a positive number of seconds or a timedelta, finite and "
+            f"at most a century (got {describe(value)}); e.g. 10 or datetime.timedelta(days=7)"
         )
-    return float(value)
+    return float(seconds)
 
 
 @final
@@ -187,10 +193,15 @@ class FileSource:
         self.batch_rows = _positive_int("batch_rows", batch_rows)
         if extensions is None:
             extensions = DEFAULT_EXTENSIONS[format]
-        if isinstance(extensions, str) or not all(isinstance(e, str) and e for e in extensions):
+        if (
+            isinstance(extensions, str)
+            or not isinstance(extensions, Sequence)
+            or not extensions
+            or not all(isinstance(e, str) and e for e in extensions)
+        ):
             raise SinkConfigurationError(
-                f"FileSource extensions must be a list of name endings such as ['.parquet'] "
-                f"(got {describe(extensions)})"
+                f"FileSource extensions must be a list of name endings such as ['.parquet'], not "
+                f"empty (got {describe(extensions)}); None reads the format's usual ones"
             )
         self.extensions = tuple(extensions)
         if isinstance(dead_letter_dir, os.PathLike):
