@@ -50,6 +50,13 @@ from reference_sinks.files._source_dead_letters import (
     json_records,
     sift,
 )
+from reference_sinks.files._source_json_nonfinite import (
+    NON_FINITE_MARK,
+    cast_back,
+    floats_as_text,
+    has_floats,
+    text_schema,
+)
 from reference_sinks.files._source_split import FileSourceSplit
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.text import describe
@@ -428,20 +435,40 @@ def _from_text(column: pa.Array, kind: pa.DataType) -> pa.Array:
     return column.cast(kind)
 
 
+def _read_json(data: bytes, schema: pa.Schema) -> pa.Table:
+    options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    return pjson.read_json(
+        pa.BufferReader(data),
+        read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
+        parse_options=options,
+    )
+
+
+def _not_a(name: str, path: str, error: Exception) -> FileReadError:
+    return FileReadError(
+        f"FileSource: column {name!r} of {path!r} holds a string that is not a number, nor "
+        f"NaN or an infinity as Spark spells them ({error}); fix the file, or give a "
+        "schema= with a string column",
+        path=path,
+        column=name,
+    )
+
+
 def _jsonl_table(data: bytes, schema: pa.Schema, path: str) -> pa.Table:
     """JSON lines ``data`` as a table of ``schema``; pyarrow's errors, or `FileReadError`."""
     textual = [field.name for field in schema if _needs_text(field.type)]
     parse_schema = pa.schema(
         [field.with_type(pa.string()) if field.name in textual else field for field in schema]
     )
-    options = pjson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior="ignore")
     if not data.strip():
         return schema.empty_table()
-    table = pjson.read_json(
-        pa.BufferReader(data),
-        read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
-        parse_options=options,
-    )
+    try:
+        table = _read_json(data, parse_schema)
+    except pa.ArrowInvalid:  # NaN or an infinity as Spark spells them (strings)? else raise
+        if not (has_floats(parse_schema) and NON_FINITE_MARK.search(data)):
+            raise
+        table = _read_json(floats_as_text(data, parse_schema), text_schema(parse_schema))
+        table = cast_back(table, parse_schema, lambda name, error: _not_a(name, path, error))
     for name in textual:
         index = table.schema.get_field_index(name)
         kind = schema.field(name).type
