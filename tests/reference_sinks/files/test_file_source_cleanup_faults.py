@@ -105,3 +105,16 @@ def test_an_archive_on_another_mount_is_copied_then_the_file_deleted(tmp_path: P
             engine.close()
         assert [p.name for p in Path(archive).rglob("*")] == ["k=1", "a.parquet"]
         assert read_all(FileSource(Path(archive) / "k=1" / "a.parquet")) == rows(0, 3)
+
+
+def test_a_single_file_source_archives_the_file_under_its_name(tmp_path: Path):
+    path = write_parquet(tmp_path / "in" / "a.parquet", rows(0, 3))
+    touch_old(path, 60)
+    archive = tmp_path / "done"
+    source = FileSource(path).monitor_continuously(1, clean_source="archive", archive_dir=archive)
+    engine = LocalSourceEngine(source, 1)
+    try:
+        engine.run(until=lambda e: len(e.committed) >= 3 and not path.exists(), checkpoint_every=3)
+    finally:
+        engine.close()
+    assert [p.name for p in archive.iterdir()] == ["a.parquet"]
