@@ -100,9 +100,10 @@ class FileReadError(SinkV2Error, ValueError):
 
 
 def _one_char(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or len(value) != 1:
+    if not isinstance(value, str) or len(value) != 1 or value in "\r\n":
         raise SinkConfigurationError(
-            f"CsvOptions.{attribute.name} must be a one-character str (got {describe(value)})"
+            f"CsvOptions.{attribute.name} must be a one-character str other than a line "
+            f"break (got {describe(value)})"
         )
 
 
@@ -133,6 +134,13 @@ class CsvOptions:
     delimiter: str = attrs.field(default=",", validator=_one_char)
     quote_char: str = attrs.field(default='"', validator=_one_char)
     infer_schema: bool = attrs.field(default=False, validator=_boolean)
+
+    def __attrs_post_init__(self) -> None:
+        if self.delimiter == self.quote_char:
+            raise SinkConfigurationError(
+                f"CsvOptions.delimiter and quote_char are both {self.delimiter!r}: every "
+                "field would be read as one; give them different characters"
+            )
 
 
 def _failed(path: str, what: str, error: Exception) -> FileReadError:

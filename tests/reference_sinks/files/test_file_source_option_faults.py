@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from reference_sinks.files import FileSource, file_source_from_options
+from reference_sinks.files import CsvOptions, FileSource, file_source_from_options
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import (
@@ -96,3 +96,19 @@ def test_spark_spellings_of_csv_options_are_read(tmp_path: Path):
         path=str(tmp_path), format="csv", sep="\\t", inferschema="true"
     )
     assert read_all(source) == [{"id": 1, "name": "x"}]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"delimiter": '"'}, "delimiter and quote_char are both '\"'"),
+        ({"delimiter": "\n"}, "delimiter must be a one-character str other than a line break"),
+        ({"quote_char": "\r"}, "quote_char must be a one-character str other than a line"),
+    ],
+)
+def test_csv_options_that_cannot_parse_are_refused_naming_the_option(
+    kwargs: dict[str, str], message: str
+):
+    """Before: a FileReadError blaming the file, or (delimiter == quote) one garbled column."""
+    with pytest.raises(SinkConfigurationError, match=message):
+        CsvOptions(**kwargs)
