@@ -365,6 +365,7 @@ class FileSource:
             raise SinkConfigurationError(
                 f"FileSource path {self.path!r} does not exist, so no schema can be inferred; "
                 "fix the path, or pass schema=pyarrow.schema([...]) for a directory made later"
+                + _no_globs(self.path)
             )
         if first is None:  # empty files hold no schema; Spark's reader skips them too
             empty = f" ({len(listed)} empty)" if listed else ""
@@ -435,6 +436,7 @@ class FileSource:
                 f"FileSource path {self.path!r} does not exist: a bounded source reads the files "
                 "there when the job starts (as spark.read does, it fails rather than read "
                 "nothing); fix the path, or monitor_continuously() to wait for files"
+                + _no_globs(self.path)
             )
         splitter = self._splitter(fs)
         splits = [split for status in self._list(fs, root) for split in splitter(status)]
@@ -571,6 +573,16 @@ class FileSource:
             self._data_schema,
             self._partitions,
         )
+
+
+def _no_globs(path: str) -> str:
+    """A hint for a path that does not exist because it is a glob pattern (Spark's are)."""
+    if not set("*?[{").intersection(path):
+        return ""
+    return (
+        ". It looks like a glob pattern, which FileSource does not expand: give the "
+        "directory (read recursively) and extensions= for the names to read"
+    )
 
 
 def _copy(source: FileSource) -> FileSource:

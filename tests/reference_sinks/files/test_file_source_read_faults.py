@@ -83,6 +83,9 @@ def test_a_path_that_does_not_exist_is_named_not_read_as_empty(tmp_path: Path):
         FileSource(missing)
     with pytest.raises(SinkConfigurationError, match="does not exist: a bounded source"):
         read_all(FileSource(missing, schema=SCHEMA))
+    write_parquet(tmp_path / "a.parquet", rows(0, 1))
+    with pytest.raises(SinkConfigurationError, match="looks like a glob pattern"):
+        FileSource(tmp_path / "*.parquet")  # Spark expands it; FileSource names it
     continuous = FileSource(missing, schema=SCHEMA).monitor_continuously(1)  # waits for files
     engine = LocalSourceEngine(continuous, 1)
     engine.run(until=lambda e: e.clock_ms >= 1000)
