@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, Literal, final
 
@@ -60,6 +61,9 @@ __all__ = ["CleanSource", "FileSource"]
 
 CleanSource = Literal["off", "archive", "delete"]
 
+_MAX_SECONDS: Final = 100 * 365 * 24 * 3600.0
+"""Intervals and ages up to a century; longer ones (or infinity) are a mistake."""
+
 DEFAULT_SPLIT_BYTES: Final = 128 * 1024 * 1024
 """Parquet files larger than this are read as several splits (Spark's ``maxPartitionBytes``)."""
 
@@ -86,14 +90,17 @@ def _positive_int(name: str, value: object) -> int:
 
 
 def _seconds(name: str, value: object) -> float:
-    if isinstance(value, dt.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else value
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not 0 < seconds < _MAX_SECONDS
+    ):
         raise SinkConfigurationError(
-            f"FileSource {name} must be a positive number of seconds or a timedelta (got "
-            f"{describe(value)})"
+            f"FileSource {name} must be a positive number of seconds or a timedelta, finite and "
+            f"at most a century (got {describe(value)}); e.g. 10 or datetime.timedelta(days=7)"
         )
-    return float(value)
+    return float(seconds)
 
 
 @final
@@ -106,10 +113,11 @@ class FileSource:
     enumerator's checkpoint), with an optional discovery cut-off and clean-up. The
     rules for which files count, half-written files, the discovery cut-off and the
     clean-up are on the docs page (``FileSource`` beside ``FileSink``); in short:
-    hidden names (``.``/``_`` prefixes, ``.tmp``, ``.inprogress``) are never read, a
+    hidden names (``.``/``_`` prefixes, but not ``_key=value`` partition directories;
+    ``.tmp``, ``.inprogress``) are never read, a
     continuously monitored file is read once it is one interval old or two listings
     saw it unchanged, and processed files are archived or deleted only after a
-    completed checkpoint holds all of their records.
+    completed checkpoint holds all of their records. Empty files hold no rows.
 
     Records are Arrow batches of `get_produced_type`: the data columns (``schema``,
     or inferred from the first file by path with Spark's rules), then the partition
@@ -120,10 +128,11 @@ class FileSource:
             pyarrow understands (``s3://``, ``gs://``, ``hdfs://``, ``file://``).
         format: ``"parquet"``, ``"jsonl"`` or ``"csv"``.
         schema: The data columns' ``pyarrow.Schema``; ``None`` infers it from the
-            first file (required when the directory is empty).
+            first non-empty file (required when there is none).
         partition_columns: The partition columns and their types, in order; ``None``
             infers them from the ``key=value`` directories listed at construction
-            (integers, dates, else strings, as Spark infers them); ``{}`` for none.
+            (integers, longer integers as decimals, doubles, dates, else strings, as
+            Spark infers them); ``{}`` for none.
         filesystem: A ``pyarrow.fs.FileSystem``; ``path`` is then a path inside it.
         csv: How CSV files are read (`CsvOptions`).
         split_bytes: Parquet files larger than this are cut into runs of row groups.
@@ -184,10 +193,15 @@ class FileSource:
         self.batch_rows = _positive_int("batch_rows", batch_rows)
         if extensions is None:
             extensions = DEFAULT_EXTENSIONS[format]
-        if isinstance(extensions, str) or not all(isinstance(e, str) and e for e in extensions):
+        if (
+            isinstance(extensions, str)
+            or not isinstance(extensions, Sequence)
+            or not extensions
+            or not all(isinstance(e, str) and e for e in extensions)
+        ):
             raise SinkConfigurationError(
-                f"FileSource extensions must be a list of name endings such as ['.parquet'] "
-                f"(got {describe(extensions)})"
+                f"FileSource extensions must be a list of name endings such as ['.parquet'], not "
+                f"empty (got {describe(extensions)}); None reads the format's usual ones"
             )
         self.extensions = tuple(extensions)
         if isinstance(dead_letter_dir, os.PathLike):
@@ -257,6 +271,13 @@ class FileSource:
             )
         if isinstance(archive_dir, os.PathLike):
             archive_dir = os.fspath(archive_dir)
+        if archive_dir is not None and (
+            not isinstance(archive_dir, str) or not archive_dir.strip()
+        ):
+            raise SinkConfigurationError(
+                f"FileSource archive_dir must be a non-empty str, os.PathLike or None (got "
+                f"{describe(archive_dir)}); pass a directory beside path, e.g. '/data/done'"
+            )
         if (clean_source == "archive") != (archive_dir is not None):
             raise SinkConfigurationError(
                 "FileSource archive_dir is needed with clean_source='archive' and only then (got "
@@ -264,6 +285,7 @@ class FileSource:
             )
         if archive_dir is not None:
             self._outside(archive_dir, "archive_dir", "archived files would be listed again")
+            self._check_archive(archive_dir)
         other = _copy(self)
         other.monitor_interval = seconds
         other.max_file_age = age
@@ -281,6 +303,32 @@ class FileSource:
             raise SinkConfigurationError(
                 f"FileSource {what} {location!r} is inside path {self.path!r}: {why}; "
                 "put it outside the source's directory"
+            )
+
+    def _check_archive(self, archive_dir: str) -> None:
+        """Refuse an ``archive_dir`` the clean-up could not move files into safely.
+
+        It must be on the source's filesystem (files are moved, not copied), and not
+        above ``path``: a file ``<path>/<rel>`` goes to ``<archive_dir>/<rel>``, which
+        lies inside ``path`` whenever ``rel`` starts with ``path``'s place below
+        ``archive_dir``, and would be read again as a new file.
+        """
+        fs, root = self.resolve()
+        archive_fs, archive = resolve_location(
+            archive_dir, self.filesystem, what="FileSource archive_dir"
+        )
+        if archive_fs.type_name != fs.type_name:
+            raise SinkConfigurationError(
+                f"FileSource archive_dir {archive_dir!r} is on the {archive_fs.type_name!r} "
+                f"filesystem and path {self.path!r} on {fs.type_name!r}: the clean-up moves "
+                "files within one filesystem; put the archive beside path"
+            )
+        if archive == "/" or root.startswith(f"{archive}/"):
+            raise SinkConfigurationError(
+                f"FileSource archive_dir {archive_dir!r} holds path {self.path!r}: a file "
+                "archived with its path below path kept could land inside path and be read "
+                "again; put the archive beside path, not above it (e.g. '/data/in' and "
+                "'/data/done')"
             )
 
     def _dead_letters(self) -> DeadLetters | None:
@@ -312,13 +360,21 @@ class FileSource:
                     f"FileSource schema must be a pyarrow.Schema or None (got {describe(schema)})"
                 )
             return schema
-        if not listed:
+        first = next((status for status in listed if status.size > 0), None)
+        if first is None and fs.get_file_info(self.resolve()[1]).type == pafs.FileType.NotFound:
             raise SinkConfigurationError(
-                f"FileSource found no {self.format} files under {self.path!r} (names ending "
-                f"{list(self.extensions)}, hidden ones skipped) to infer the schema from; pass "
-                "schema=pyarrow.schema([...])"
+                f"FileSource path {self.path!r} does not exist, so no schema can be inferred; "
+                "fix the path, or pass schema=pyarrow.schema([...]) for a directory made later"
+                + _no_globs(self.path)
             )
-        return infer_schema(fs, listed[0].path, self.format, self.csv)
+        if first is None:  # empty files hold no schema; Spark's reader skips them too
+            empty = f" ({len(listed)} empty)" if listed else ""
+            raise SinkConfigurationError(
+                f"FileSource found no non-empty {self.format} files{empty} under {self.path!r} "
+                f"(names ending {list(self.extensions)}, hidden ones skipped) to infer the "
+                "schema from; pass schema=pyarrow.schema([...])"
+            )
+        return infer_schema(fs, first.path, self.format, self.csv)
 
     def _resolve_partitions(
         self, listed: list[FileStatus], given: Mapping[str, pa.DataType] | None
@@ -336,7 +392,7 @@ class FileSource:
             values: dict[str, list[str]] = {}
             for status in listed:
                 for key, value in status.partition:
-                    values.setdefault(key, []).append(value)
+                    values.setdefault(urllib.parse.unquote(key), []).append(value)
             partitions = {key: partition_type(found) for key, found in values.items()}
         clash = [name for name in partitions if name in self._data_schema.names]
         if clash:
@@ -375,6 +431,13 @@ class FileSource:
         fs, root = self.resolve()
         if self.monitor_interval is not None:
             return self.restore_enumerator(enum_context, FileEnumeratorState())
+        if fs.get_file_info(root).type == pafs.FileType.NotFound:
+            raise SinkConfigurationError(
+                f"FileSource path {self.path!r} does not exist: a bounded source reads the files "
+                "there when the job starts (as spark.read does, it fails rather than read "
+                "nothing); fix the path, or monitor_continuously() to wait for files"
+                + _no_globs(self.path)
+            )
         splitter = self._splitter(fs)
         splits = [split for status in self._list(fs, root) for split in splitter(status)]
         return self.restore_enumerator(enum_context, FileEnumeratorState(remaining=tuple(splits)))
@@ -425,7 +488,7 @@ class FileSource:
             for batch in batches:
                 yield batch.cast(self._produced) if batch.schema != self._produced else batch
             return
-        raw = dict(split.partition)
+        raw = {urllib.parse.unquote(key): value for key, value in split.partition}
         scalars = [
             pa.scalar(None, kind)
             if name not in raw
@@ -510,6 +573,16 @@ class FileSource:
             self._data_schema,
             self._partitions,
         )
+
+
+def _no_globs(path: str) -> str:
+    """A hint for a path that does not exist because it is a glob pattern (Spark's are)."""
+    if not set("*?[{").intersection(path):
+        return ""
+    return (
+        ". It looks like a glob pattern, which FileSource does not expand: give the "
+        "directory (read recursively) and extensions= for the names to read"
+    )
 
 
 def _copy(source: FileSource) -> FileSource:

@@ -40,7 +40,9 @@ ways, and cleans a file when every one of its splits was reported, never earlier
 
 from __future__ import annotations
 
+import errno
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import final
 
@@ -214,17 +216,58 @@ class FileSplitEnumerator:
 
 
 def make_cleaner(fs: pafs.FileSystem, root: str, archive_dir: str | None) -> Cleaner:
-    """Deletes a file, or moves it to ``archive_dir`` keeping its path below ``root``."""
+    """Deletes a file, or moves it to ``archive_dir`` keeping its path below ``root``.
+
+    An archived file never replaces another: when its place in the archive is taken
+    (a file of the same name archived before, by this source or another), it goes
+    beside it as ``<name>-1.<extensions>``, ``-2``, ... A file already gone (a clean-up
+    repeated after a restart) is left alone.
+    """
 
     def clean(path: str) -> None:
         try:
             if archive_dir is None:
                 fs.delete_file(path)
                 return
-            target = f"{archive_dir.rstrip('/')}/{path[len(root) :].lstrip('/')}"
+            if fs.get_file_info(path).type == pafs.FileType.NotFound:
+                return  # cleaned before a restart that repeated the report
+            relative = path[len(root) :].lstrip("/") or path.rsplit("/", 1)[-1]
+            target = _free_name(fs, f"{archive_dir.rstrip('/')}/{relative}")
             fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-            fs.move(path, target)
+            _move(fs, path, target)
         except FileNotFoundError:  # cleaned before a restart that replayed the notification
             return
 
     return clean
+
+
+def _move(fs: pafs.FileSystem, path: str, target: str) -> None:
+    """Move ``path`` to ``target``; across devices, copy beside the target, rename, delete.
+
+    A rename cannot cross devices (an archive on another mount of the local
+    filesystem); the copy goes to a hidden name first, so a crash mid-copy leaves no
+    partial file under the archive's name, only the original in place.
+    """
+    try:
+        fs.move(path, target)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        if error.errno != errno.EXDEV and "cross-device" not in str(error).lower():
+            raise
+        directory, _, name = target.rpartition("/")
+        temporary = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
+        fs.copy_file(path, temporary)
+        fs.move(temporary, target)
+        fs.delete_file(path)
+
+
+def _free_name(fs: pafs.FileSystem, target: str) -> str:
+    """``target``, or ``<stem>-<n>.<extensions>`` beside it when ``target`` exists."""
+    directory, _, name = target.rpartition("/")
+    stem, dot, extensions = name.partition(".")
+    candidate, number = target, 0
+    while fs.get_file_info(candidate).type != pafs.FileType.NotFound:
+        number += 1
+        candidate = f"{directory}/{stem}-{number}{dot}{extensions}"
+    return candidate

@@ -50,6 +50,13 @@ from reference_sinks.files._source_dead_letters import (
     json_records,
     sift,
 )
+from reference_sinks.files._source_json_nonfinite import (
+    NON_FINITE_MARK,
+    cast_back,
+    floats_as_text,
+    has_floats,
+    text_schema,
+)
 from reference_sinks.files._source_split import FileSourceSplit
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.text import describe
@@ -93,9 +100,10 @@ class FileReadError(SinkV2Error, ValueError):
 
 
 def _one_char(instance: object, attribute: attrs.Attribute[str], value: object) -> None:
-    if not isinstance(value, str) or len(value) != 1:
+    if not isinstance(value, str) or len(value) != 1 or value in "\r\n":
         raise SinkConfigurationError(
-            f"CsvOptions.{attribute.name} must be a one-character str (got {describe(value)})"
+            f"CsvOptions.{attribute.name} must be a one-character str other than a line "
+            f"break (got {describe(value)})"
         )
 
 
@@ -126,6 +134,13 @@ class CsvOptions:
     delimiter: str = attrs.field(default=",", validator=_one_char)
     quote_char: str = attrs.field(default='"', validator=_one_char)
     infer_schema: bool = attrs.field(default=False, validator=_boolean)
+
+    def __attrs_post_init__(self) -> None:
+        if self.delimiter == self.quote_char:
+            raise SinkConfigurationError(
+                f"CsvOptions.delimiter and quote_char are both {self.delimiter!r}: every "
+                "field would be read as one; give them different characters"
+            )
 
 
 def _failed(path: str, what: str, error: Exception) -> FileReadError:
@@ -329,6 +344,8 @@ def _parquet(
     dead_letters: DeadLetters | None,
 ) -> Iterator[pa.RecordBatch]:
     with fs.open_input_file(split.path) as handle:
+        if handle.size() == 0:  # an empty file holds no rows (Spark's reader skips it too)
+            return
         try:
             parquet = pq.ParquetFile(handle)
         except (pa.ArrowInvalid, OSError) as error:
@@ -337,6 +354,15 @@ def _parquet(
             dead_letters.whole_file(fs, split.path, "parquet", f"{type(error).__name__}: {error}")
             return
         metadata = parquet.metadata
+        if split.row_groups is not None and handle.size() != split.size:
+            raise FileReadError(
+                f"FileSource cannot read {split.path!r}: it changed since it was listed "
+                f"({split.size} bytes then, {handle.size()} now), so its split of row groups "
+                f"{list(split.row_groups)} no longer says which rows it holds. Write files "
+                "under a hidden name (.tmp, or a . or _ prefix) and rename them when done; "
+                "never rewrite a file in place",
+                path=split.path,
+            )
         groups = (
             list(split.row_groups)
             if split.row_groups is not None
@@ -347,12 +373,15 @@ def _parquet(
             skip -= metadata.row_group(groups.pop(0)).num_rows
         if not groups:
             return
-        present = set(parquet.schema_arrow.names)
-        names = [name for name in schema.names if name in present]
-        batches = parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=names)
+        read_as = _parquet_columns(parquet.schema_arrow.names, schema, split.path)
+        batches = parquet.iter_batches(
+            batch_size=batch_rows, row_groups=groups, columns=list(read_as)
+        )
+        renamed = any(name != read_as[name] for name in read_as)
         try:
-            for batch in _after(batches, skip):
-                yield _conform(batch, schema, split.path)
+            for read in _after(batches, skip):
+                names = [read_as[name] for name in read.schema.names]
+                yield _conform(read.rename_columns(names) if renamed else read, schema, split.path)
         except (pa.ArrowInvalid, OSError) as error:  # a row group that does not decode
             raise FileReadError(
                 f"FileSource cannot read {split.path!r} as Parquet: row groups {groups} (of "
@@ -360,6 +389,39 @@ def _parquet(
                 "Fix or move the file; its earlier rows were read, so it cannot be set aside",
                 path=split.path,
             ) from error
+
+
+def _parquet_columns(in_file: Sequence[str], schema: pa.Schema, path: str) -> dict[str, str]:
+    """The file's columns to read, each to the schema column it is (file name -> schema name).
+
+    A schema column the file lacks by its exact name is the file's column of the same
+    name in another case, as Spark's Parquet reader matches them
+    (``spark.sql.caseSensitive`` off, its default); none: the column is null.
+
+    Raises:
+        FileReadError: Several of the file's columns match one schema column by case.
+    """
+    present = set(in_file)
+    by_lower: dict[str, list[str]] = {}
+    for name in in_file:
+        by_lower.setdefault(name.lower(), []).append(name)
+    read_as = {}
+    for name in schema.names:
+        if name in present:
+            read_as[name] = name
+            continue
+        found = by_lower.get(name.lower(), [])
+        if len(found) > 1:
+            raise FileReadError(
+                f"FileSource cannot read {path!r}: its columns {found} all match the column "
+                f"{name!r} when case is ignored (as Spark's reader matches names); rename them "
+                "in the file, or give a schema= with the exact name to read",
+                path=path,
+                column=name,
+            )
+        if found:
+            read_as[found[0]] = name
+    return read_as
 
 
 # --- JSON lines -----------------------------------------------------------------------------
@@ -381,20 +443,40 @@ def _from_text(column: pa.Array, kind: pa.DataType) -> pa.Array:
     return column.cast(kind)
 
 
+def _read_json(data: bytes, schema: pa.Schema) -> pa.Table:
+    options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    return pjson.read_json(
+        pa.BufferReader(data),
+        read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
+        parse_options=options,
+    )
+
+
+def _not_a(name: str, path: str, error: Exception) -> FileReadError:
+    return FileReadError(
+        f"FileSource: column {name!r} of {path!r} holds a string that is not a number, nor "
+        f"NaN or an infinity as Spark spells them ({error}); fix the file, or give a "
+        "schema= with a string column",
+        path=path,
+        column=name,
+    )
+
+
 def _jsonl_table(data: bytes, schema: pa.Schema, path: str) -> pa.Table:
     """JSON lines ``data`` as a table of ``schema``; pyarrow's errors, or `FileReadError`."""
     textual = [field.name for field in schema if _needs_text(field.type)]
     parse_schema = pa.schema(
         [field.with_type(pa.string()) if field.name in textual else field for field in schema]
     )
-    options = pjson.ParseOptions(explicit_schema=parse_schema, unexpected_field_behavior="ignore")
     if not data.strip():
         return schema.empty_table()
-    table = pjson.read_json(
-        pa.BufferReader(data),
-        read_options=pjson.ReadOptions(block_size=_BLOCK_BYTES),
-        parse_options=options,
-    )
+    try:
+        table = _read_json(data, parse_schema)
+    except pa.ArrowInvalid:  # NaN or an infinity as Spark spells them (strings)? else raise
+        if not (has_floats(parse_schema) and NON_FINITE_MARK.search(data)):
+            raise
+        table = _read_json(floats_as_text(data, parse_schema), text_schema(parse_schema))
+        table = cast_back(table, parse_schema, lambda name, error: _not_a(name, path, error))
     for name in textual:
         index = table.schema.get_field_index(name)
         kind = schema.field(name).type
@@ -468,6 +550,8 @@ def _csv(
     # the rows before the failing block were emitted: go on after them, record by record
     with fs.open_input_stream(split.path, compression="detect") as stream:
         data = stream.read()
+    if not data.strip():  # an empty file (no header either) holds no rows, as Spark reads it
+        return
     records = csv_records(
         data, header=csv.header, delimiter=csv.delimiter, quote_char=csv.quote_char
     )
@@ -536,6 +620,8 @@ def parquet_records(fs: pafs.FileSystem, split: FileSourceSplit, *, dead_letters
     """
     try:
         with fs.open_input_file(split.path) as handle:
+            if handle.size() == 0:  # an empty file: no rows (the reader reads none)
+                return 0
             metadata = pq.ParquetFile(handle).metadata
     except (pa.ArrowInvalid, OSError) as error:
         if dead_letters:

@@ -2,9 +2,11 @@
 
 The rules, the same for a bounded listing and for every tick of a continuous one:
 
-- A path component that starts with ``.`` or ``_`` is hidden (staging directories,
-  Spark's ``_SUCCESS``, FileSink's ``_staging`` and ``_sinkv2``, editors' swap
-  files), as Spark's and Flink's file sources hide them; so is a file whose name
+- A path component that starts with ``.``, or with ``_`` without holding a ``=``,
+  is hidden (staging directories, Spark's ``_SUCCESS`` and ``_temporary``,
+  FileSink's ``_staging`` and ``_sinkv2``, editors' swap files), as Spark's file
+  index hides them (``HadoopFSUtils.shouldFilterOutPathName``): a partition
+  directory such as ``_region=eu`` is not hidden, Spark reads it. So is a file whose name
   ends with ``.tmp``, ``.inprogress``, ``.crc`` or ``.COPYING`` (a copy or upload
   not finished). Hidden files are never read.
 - Only files of the format's extensions count (``.parquet``; ``.jsonl``, ``.json``,
@@ -23,6 +25,7 @@ The rules, the same for a bounded listing and for every tick of a continuous one
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import re
 import urllib.parse
 from collections.abc import Iterable, Sequence
@@ -48,10 +51,13 @@ __all__ = [
     "partition_type",
 ]
 
+_COMPRESSED: Final = ("", ".gz", ".bz2", ".zst")
+"""Compressions pyarrow detects by name that Spark's writers also write (gzip, bzip2, zstd)."""
+
 DEFAULT_EXTENSIONS: Final = {
     "parquet": (".parquet",),
-    "jsonl": (".jsonl", ".json", ".ndjson", ".jsonl.gz", ".json.gz", ".jsonl.bz2", ".jsonl.zst"),
-    "csv": (".csv", ".csv.gz", ".csv.bz2", ".csv.zst"),
+    "jsonl": tuple(f"{e}{c}" for e in (".jsonl", ".json", ".ndjson") for c in _COMPRESSED),
+    "csv": tuple(f".csv{c}" for c in _COMPRESSED),
 }
 """File name endings each format reads by default."""
 
@@ -59,35 +65,131 @@ HIDDEN_SUFFIXES: Final = (".tmp", ".inprogress", ".crc", ".COPYING", "._COPYING_
 """Names that are a file being written or copied, never read."""
 
 
-_INT32: Final = re.compile(r"-?\d{1,9}")
-_INT64: Final = re.compile(r"-?\d{1,18}")
-_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+_DOUBLE: Final = re.compile(
+    r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)"
+)  # what Java's Double.parseDouble reads (hexadecimal aside)
+_DATE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_MAX_DECIMAL_DIGITS: Final = 38
 
 
-def partition_type(values: Sequence[str]) -> pa.DataType:
-    """Spark's partition type inference, for the types FileSink partitions by."""
-    present = [v for v in values if v != HIVE_DEFAULT_PARTITION]
-    if present and all(_INT32.fullmatch(v) and -(2**31) <= int(v) < 2**31 for v in present):
-        return pa.int32()
-    if present and all(_INT64.fullmatch(v) for v in present):
-        return pa.int64()
-    if present and all(_DATE.fullmatch(v) for v in present):
+def _integral(value: str) -> int | None:
+    """``value`` as an integer when Java's ``BigDecimal`` reads it with no fraction.
+
+    ``12``, and also ``1e3`` or ``1.5e3`` (scale 0 or less); ``1.5`` is not.
+    """
+    if _INTEGER.fullmatch(value):
+        return int(value)
+    if not _DOUBLE.fullmatch(value) or value.lstrip("+-")[:1] in "NI" or value[-1] in "fFdD":
+        return None
+    number = decimal.Decimal(value)
+    exponent = number.as_tuple().exponent
+    return int(number) if isinstance(exponent, int) and exponent >= 0 else None
+
+
+def _value_type(value: str) -> pa.DataType:
+    """The type Spark infers for one raw directory value (``inferPartitionColumnValue``).
+
+    An integer, else a decimal of no scale (Java's ``BigDecimal``: ``1e3`` is
+    ``decimal(4,0)``), else a double, a date, or a string.
+    """
+    number = _integral(value)
+    if number is not None:
+        return _integral_type(number, plain=_INTEGER.fullmatch(value) is not None)
+    if _DOUBLE.fullmatch(value):
+        return pa.float64()
+    if _DATE.fullmatch(value):
         try:
-            for v in present:
-                dt.date.fromisoformat(v)
+            dt.date.fromisoformat(value)
         except ValueError:
             return pa.string()
         return pa.date32()
     return pa.string()
 
 
+def _integral_type(number: int, *, plain: bool) -> pa.DataType:
+    """``int``, ``long`` (for ``plain`` digits), ``decimal(p, 0)``, or ``double`` past 38 digits."""
+    if plain and -(2**31) <= number < 2**31:
+        return pa.int32()
+    if plain and -(2**63) <= number < 2**63:
+        return pa.int64()
+    digits = len(str(abs(number)))
+    return pa.decimal128(digits, 0) if digits <= _MAX_DECIMAL_DIGITS else pa.float64()
+
+
+def _integral_digits(kind: pa.DataType) -> int | None:
+    """The decimal digits an integral or ``decimal(p, 0)`` type needs, else ``None``."""
+    if kind == pa.int32():
+        return 10
+    if kind == pa.int64():
+        return 20
+    if isinstance(kind, pa.Decimal128Type):
+        return int(kind.precision)
+    return None
+
+
+def _wider(left: pa.DataType, right: pa.DataType) -> pa.DataType:
+    """Spark's ``findWiderTypeWithoutStringPromotion`` for two inferred types, else string."""
+    if left == right:
+        return left
+    if pa.types.is_date(left) or pa.types.is_date(right):
+        return pa.string()
+    if pa.types.is_string(left) or pa.types.is_string(right):
+        return pa.string()
+    if pa.float64() in (left, right):
+        return pa.float64()
+    if {left, right} == {pa.int32(), pa.int64()}:
+        return pa.int64()
+    digits = [_integral_digits(left), _integral_digits(right)]
+    return pa.decimal128(min(max(d or 0 for d in digits), _MAX_DECIMAL_DIGITS), 0)
+
+
+def partition_type(values: Sequence[str]) -> pa.DataType:
+    """Spark's partition type inference over a column's raw directory values.
+
+    Each value's type as Spark infers it (``int``, ``long``, ``decimal(p, 0)``,
+    ``double``, ``date``, else ``string``), widened as Spark widens them; a column
+    of nulls only is a string.
+    """
+    present = [v for v in values if v != HIVE_DEFAULT_PARTITION]
+    if not present:
+        return pa.string()
+    found = _value_type(present[0])
+    for value in present[1:]:
+        found = _wider(found, _value_type(value))
+    return found
+
+
+def _double(text: str) -> float:
+    """A directory value Spark infers as ``double``, as Java's ``Double.parseDouble`` reads it."""
+    plain = text.rstrip("fFdD") if _DOUBLE.fullmatch(text) else text
+    return float(plain.replace("Infinity", "inf"))
+
+
 def partition_scalar(raw: str, kind: pa.DataType, path: str) -> pa.Scalar:
+    """The value of partition directory value ``raw`` (still escaped) as a ``kind`` scalar.
+
+    Raises:
+        SinkConfigurationError: The value is not a ``kind``.
+    """
     if raw == HIVE_DEFAULT_PARTITION:
         return pa.scalar(None, kind)
     text = urllib.parse.unquote(raw)
     try:
+        if pa.types.is_integer(kind):
+            return pa.scalar(int(text), kind)
+        if pa.types.is_decimal(kind):
+            return pa.scalar(decimal.Decimal(text).quantize(decimal.Decimal(1)), kind)
+        if pa.types.is_floating(kind):
+            return pa.scalar(_double(text), kind)
         return pa.scalar(text).cast(kind)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+    except (
+        ValueError,
+        OverflowError,
+        ArithmeticError,
+        pa.ArrowInvalid,
+        pa.ArrowNotImplementedError,
+    ) as error:
         raise SinkConfigurationError(
             f"FileSource: the partition directory value {text!r} of {path!r} is not a {kind}; "
             "give partition_columns= with a string type for it, or move the file"
@@ -108,7 +210,7 @@ class FileStatus:
 def is_hidden(relative: str) -> bool:
     """Whether a path relative to the root is hidden (see the module docstring)."""
     parts = relative.split("/")
-    if any(part.startswith((".", "_")) for part in parts):
+    if any(part.startswith(".") or (part.startswith("_") and "=" not in part) for part in parts):
         return True
     return parts[-1].endswith(HIDDEN_SUFFIXES)
 
@@ -163,8 +265,11 @@ def make_splits(
     )
     if file_format != "parquet" or status.size <= split_bytes:
         return [whole]
-    with fs.open_input_file(status.path) as handle:
-        metadata = pq.ParquetFile(handle).metadata
+    try:
+        with fs.open_input_file(status.path) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+    except (pa.ArrowInvalid, OSError):  # not Parquet, truncated, gone: the reader says so,
+        return [whole]  # naming the file, or sets it aside in the dead-letter directory
     groups = _runs(
         (metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)),
         split_bytes,

@@ -126,7 +126,7 @@ def plan_native_read(
         FileReadError: A file's footer does not parse.
     """
     file_format, filesystem, fs, root = where
-    reason = _config_reason(file_format, filesystem, fs, partitions)
+    reason = _config_reason(file_format, filesystem, fs, partitions) or _empty_reason(splits)
     if reason is not None:
         return _unavailable(reason)
     declared: dict[str, pa.DataType] = {}
@@ -149,7 +149,8 @@ def plan_native_read(
             return _unavailable(
                 f"split {split.id!r} stops at record {split.stop}, before the file's end"
             )
-        groups[split.path].append(split)
+        if split.size > 0:  # an empty file has no rows, nor a footer Spark could read
+            groups[split.path].append(split)
     paths = []
     for path, parts in groups.items():
         reason = _path_reason(path, root, parts[0].partition, partitions)
@@ -189,6 +190,12 @@ def _config_reason(
             f"partition column(s) {bad} have types Spark may parse from directory names "
             "otherwise than FileSource (string, signed integer, date and boolean read alike)"
         )
+    return None
+
+
+def _empty_reason(splits: Sequence[FileSourceSplit]) -> str | None:
+    if splits and all(split.size == 0 for split in splits):
+        return "every file is empty: there is nothing for Spark's reader"
     return None
 
 

@@ -11,6 +11,8 @@ here with an error that names the option::
 
 from __future__ import annotations
 
+import math
+
 from reference_sinks.files._source import CleanSource, FileSource
 from reference_sinks.files._source_formats import SOURCE_FORMATS, CsvOptions, SourceFormat
 from sinkv2.errors import SinkConfigurationError
@@ -28,10 +30,10 @@ def _number(option: str, value: str | None) -> float | None:
         number = float(value)
     except ValueError:
         number = -1.0
-    if not number > 0:
+    if not 0 < number < math.inf:
         raise SinkConfigurationError(
-            f"the {option!r} option must be a positive number of seconds (got {value!r}); e.g. "
-            f".option({option!r}, '10')"
+            f"the {option!r} option must be a positive number of seconds, finite (got "
+            f"{value!r}); e.g. .option({option!r}, '10')"
         )
     return number
 
@@ -71,14 +73,17 @@ def file_source_from_options(
     header: str | None = None,
     sep: str | None = None,
     infer_schema: str | None = None,
+    inferschema: str | None = None,
     dead_letter_dir: str | None = None,
 ) -> FileSource:
-    """A `FileSource` from Spark's string options (names as Spark's file readers spell them).
+    r"""A `FileSource` from Spark's string options (names as Spark's file readers spell them).
 
     ``path`` is required. ``monitor_interval`` (seconds) makes the source continuous;
     ``max_file_age`` (seconds), ``clean_source`` and ``archive_dir`` go with it. CSV
-    takes ``header``, ``sep`` and ``infer_schema``. The schema is inferred from the
-    first file. ``dead_letter_dir`` sets aside what does not parse (see `FileSource`).
+    takes ``header``, ``sep`` (one character, or Spark's ``\t`` for a tab) and
+    ``infer_schema`` (or Spark's ``inferSchema``, which Spark passes lower-cased).
+    The schema is inferred from the first non-empty file. ``dead_letter_dir`` sets
+    aside what does not parse (see `FileSource`).
 
     Raises:
         SinkConfigurationError: A missing or bad option, named.
@@ -92,10 +97,18 @@ def file_source_from_options(
         raise SinkConfigurationError(
             f"the 'format' option must be one of {list(SOURCE_FORMATS)} (got {format!r})"
         )
+    if infer_schema is not None and inferschema is not None:
+        raise SinkConfigurationError(
+            "give the 'infer_schema' option or Spark's 'inferSchema', not both"
+        )
     csv = CsvOptions(
         header=_flag("header", header, default=True),
-        delimiter=sep if sep is not None else ",",
-        infer_schema=_flag("infer_schema", infer_schema, default=False),
+        delimiter=_separator(sep),
+        infer_schema=_flag(
+            "infer_schema" if inferschema is None else "inferSchema",
+            infer_schema if inferschema is None else inferschema,
+            default=False,
+        ),
     )
     kwargs: dict[str, int] = {}
     for option, value in (("split_bytes", split_bytes), ("batch_rows", batch_rows)):
@@ -125,6 +138,18 @@ def file_source_from_options(
         clean_source=_clean(clean_source),
         archive_dir=archive_dir,
     )
+
+
+def _separator(sep: str | None) -> str:
+    if sep is None:
+        return ","
+    text = "\t" if sep == "\\t" else sep  # Spark's spelling of a tab
+    if len(text) != 1 or text in "\r\n":
+        raise SinkConfigurationError(
+            f"the 'sep' option must be one character other than a line break (got {sep!r}); "
+            "e.g. .option('sep', ';'), or .option('sep', '\\t') for a tab"
+        )
+    return text
 
 
 def _format(text: str) -> SourceFormat:
