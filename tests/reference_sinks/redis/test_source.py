@@ -352,3 +352,40 @@ def test_entries_trimmed_past_the_position_by_someone_else_are_a_clear_error(
         run.step(third)
     run.close()
     assert later
+
+
+def test_odd_field_names_and_binary_values_read_as_declared(redis_server, redis_client):
+    fields = pa.schema(
+        [
+            pa.field("a b", pa.string()),
+            pa.field("é", pa.int64()),
+            pa.field("", pa.string()),
+            pa.field("raw", pa.binary()),
+        ]
+    )
+    blob = bytes(range(256))
+    first = redis_client.xadd("odd", {"a b": "x", "é": "7", "": "empty", "raw": blob}).decode()
+    bad = redis_client.xadd("bad", {"a b": b"\xff\xfe"}).decode()
+    engine = LocalSourceEngine(
+        RedisStreamSource(redis_server.url, fields, keys=["odd"], bounded=True), 1
+    )
+    engine.run()
+    engine.finish()
+    engine.close()
+    assert [record.record for record in engine.committed] == [
+        {
+            "stream": "odd",
+            "id": first,
+            "a b": "x",
+            "é": 7,
+            "": "empty",
+            "raw": blob,
+        }
+    ]
+    engine = LocalSourceEngine(
+        RedisStreamSource(redis_server.url, fields, keys=["bad"], bounded=True), 1
+    )
+    not_text = f"entry {bad} of stream 'bad': field 'a b' = .* does not parse as string"
+    with pytest.raises(SourceReaderError, match=rf"{not_text} .*declare the field as binary"):
+        engine.run()
+    engine.close()
