@@ -285,12 +285,15 @@ class TupleDecoder:
         names: Sequence[str],
         oids: Sequence[int],
         types: Sequence[pa.DataType],
+        wanted: Iterable[int] | None = None,
     ) -> None:
         import psycopg  # noqa: PLC0415  # optional extra
         from psycopg import pq  # noqa: PLC0415  # optional extra
 
         self._data_error = psycopg.DataError
         self.names = list(names)
+        self._wanted = None if wanted is None else frozenset(wanted)
+        """The indexes of the columns read; the others come as null, never decoded."""
         self._loaders: list[Any] = []
         for oid, kind in zip(oids, types, strict=True):
             if pa.types.is_string(kind):
@@ -311,14 +314,18 @@ class TupleDecoder:
                 (an infinite timestamp or date, ``24:00:00``); the message names the column.
         """
         out: list[Any] = []
-        for name, loader, value in zip(self.names, self._loaders, text, strict=True):
-            if value is None:
+        for index, (name, loader, value) in enumerate(
+            zip(self.names, self._loaders, text, strict=True)
+        ):
+            if value is None or (self._wanted is not None and index not in self._wanted):
                 out.append(None)
             elif value is False:
                 raise SinkConfigurationError(
                     f"an {op} did not carry column {name!r}: an unchanged large (TOASTed) "
-                    "value is not logged. Set REPLICA IDENTITY FULL on the table so that "
-                    "updates log whole rows"
+                    "value is not logged unless the table has REPLICA IDENTITY FULL. Set it "
+                    "so that later updates log whole rows; this change stays unreadable with "
+                    "the column: leave the column out (columns=[...]) to read past it, or "
+                    "start over under a new source_id"
                 )
             elif loader is None:
                 out.append(bytes(value).decode())

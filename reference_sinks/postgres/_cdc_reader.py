@@ -182,7 +182,11 @@ class CdcSplitReader:
         self._source = source
         self._connection = source.connect()
         self._decoder = TupleDecoder(
-            self._connection, source.all_names, source.all_oids, source.all_types
+            self._connection,
+            source.all_names,
+            source.all_oids,
+            source.all_types,
+            wanted=source.column_index,
         )
         self._splits: dict[str, CdcSplit] = {}
         self._peeked: dict[str, int] = {}

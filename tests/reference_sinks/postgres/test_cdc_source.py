@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import secrets
 import time
 import uuid
 from decimal import Decimal
@@ -593,3 +594,33 @@ def test_values_are_exact_whatever_date_style_and_float_digits_the_database_sets
     assert row["t"] == dt.datetime(2024, 3, 4, 5, 6, 7, 123456, tzinfo=dt.UTC)
     assert row["d"] == dt.date(2024, 3, 4)
     assert row["f"] == 0.1 + 0.2
+
+
+def test_an_unchanged_toasted_value_is_read_under_full_identity_and_named_without(
+    db, postgres_url, tmp_path
+):
+    big = secrets.token_hex(8000)  # 16,000 random hex digits: stored out of line (TOAST)
+    db.execute("CREATE TABLE docs (id int PRIMARY KEY, n int, body text)")
+    db.execute("SELECT pg_create_logical_replication_slot('toast', 'pgoutput')")
+    source = PostgresCdcSource(
+        postgres_url, "docs", publication="docs_pub", create_publication=True
+    )
+    source.slot_name = "toast"
+    store = SqliteCommitStateStore(tmp_path / "s.sqlite")
+    try:
+        db.execute("INSERT INTO docs VALUES (1, 0, %s)", (big,))
+        db.execute("UPDATE docs SET n = 1")  # the body is not logged: unchanged and toasted
+        flushed(db)
+        with pytest.raises(SourceReaderError, match="update did not carry column 'body'"):
+            _epoch_rows(source, store, "default")
+        without = PostgresCdcSource(postgres_url, "docs", publication="docs_pub", columns=["n"])
+        without.slot_name = "toast"
+        assert [r["n"] for r in _epoch_rows(without, store, "without")] == [0, 1]
+        db.execute("SELECT pg_replication_slot_advance('toast', pg_current_wal_flush_lsn())")
+        db.execute("ALTER TABLE docs REPLICA IDENTITY FULL")
+        db.execute("UPDATE docs SET n = 2")
+        flushed(db)
+        rows = _epoch_rows(source, store, "full")
+    finally:
+        drop(db, "toast")
+    assert [(r["_op"], r["n"], r["body"] == big) for r in rows] == [("update", 2, True)]
