@@ -624,3 +624,27 @@ def test_an_unchanged_toasted_value_is_read_under_full_identity_and_named_withou
     finally:
         drop(db, "toast")
     assert [(r["_op"], r["n"], r["body"] == big) for r in rows] == [("update", 2, True)]
+
+
+def test_a_published_truncate_stops_the_query_and_the_changes_before_it_are_read(
+    db, postgres_url, tmp_path
+):
+    db.execute("CREATE PUBLICATION every_change FOR TABLE items")  # truncates too
+    db.execute("SELECT pg_create_logical_replication_slot('trunc', 'pgoutput')")
+    run = Run(
+        make(postgres_url, publication="every_change", slot_name="trunc"),
+        SqliteCommitStateStore(tmp_path / "s.sqlite"),
+    )
+    try:
+        start = run.coordinator.initial_epoch()
+        db.execute("INSERT INTO items VALUES (1, 'a', 1, NULL)")
+        flushed(db)
+        epoch = run.coordinator.next_epoch(start, ReadLimit())
+        assert [r["id"] for r in run.read(epoch)] == [1]
+        db.execute("TRUNCATE items")
+        flushed(db)
+        with pytest.raises(SinkConfigurationError, match=r"public\.items was truncated"):
+            run.coordinator.next_epoch(epoch, ReadLimit())
+    finally:
+        run.coordinator.close()
+        drop(db, "trunc")
