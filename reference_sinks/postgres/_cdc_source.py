@@ -65,6 +65,7 @@ OP: Final = "_op"
 LSN: Final = "_lsn"
 SEQ: Final = "_seq"
 _META: Final = (OP, LSN, SEQ, BEFORE)
+_ROW: Final = "sinkv2_row"  # the snapshot copy's row number (``_cdc_snapshot``)
 IDLE_ADVANCE_BYTES: Final = 16 << 20
 """A range with no change of the table is read (empty) only once it spans this much WAL,
 so that the slot still moves on, and frees WAL, while the table is idle."""
@@ -188,6 +189,15 @@ class PostgresCdcSource:
         every = tuple(c for c in described.columns if c.name not in unsent)
         self.all_names = tuple(c.name for c in every)
         self.all_oids = tuple(int(oids[c.name]) for c in every)
+        if columns is not None and (
+            isinstance(columns, str)
+            or not isinstance(columns, Sequence)
+            or not all(isinstance(name, str) for name in columns)
+        ):
+            raise SinkConfigurationError(
+                f"columns must be a list of column names (got {columns!r:.80}); e.g. "
+                "columns=['id', 'total']"
+            )
         wanted = list(self.all_names) if columns is None else list(columns)
         not_sent = [name for name in wanted if name in unsent]
         if not_sent:
@@ -202,6 +212,12 @@ class PostgresCdcSource:
             raise SinkConfigurationError(
                 f"columns must name columns of table {self.schema_name}.{self.table_name} "
                 f"(got {columns!r}; unknown {unknown}); it has {list(self.all_names)}"
+            )
+        if self.snapshot and _ROW in self.all_names:
+            raise SinkConfigurationError(
+                f"snapshot=True copies table {self.schema_name}.{self.table_name} with a row "
+                f"number column {_ROW!r}, and the table has a column of that name; rename "
+                "it, or read without a snapshot"
             )
         clash = [name for name in wanted if name in _META]
         if clash:

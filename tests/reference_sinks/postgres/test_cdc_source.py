@@ -418,6 +418,12 @@ def test_generated_columns_and_column_lists_are_what_the_publication_sends(
     some = PostgresCdcSource(postgres_url, "Gen", publication="gen_some", slot_name="gen")
     assert every.schema.names[3:] == ["id", "n", "secret"]
     assert some.schema.names[3:] == ["id", "n"]
+    with pytest.raises(SinkConfigurationError, match="columns must be a list of column names"):
+        PostgresCdcSource(postgres_url, "Gen", publication="gen_all", columns="id")
+    db.execute('ALTER TABLE "Gen" RENAME secret TO sinkv2_row')
+    with pytest.raises(SinkConfigurationError, match="a row number column 'sinkv2_row'"):
+        PostgresCdcSource(postgres_url, "Gen", publication="gen_all", snapshot=True)
+    db.execute('ALTER TABLE "Gen" RENAME sinkv2_row TO secret')
     with pytest.raises(SinkConfigurationError, match="'twice': a generated column"):
         PostgresCdcSource(postgres_url, "Gen", publication="gen_all", columns=["id", "twice"])
     with pytest.raises(SinkConfigurationError, match="'secret': outside the publication's column"):
