@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 import pyarrow as pa
 
+from reference_sinks.postgres._chunk_read import UnreadableValueError
 from reference_sinks.postgres._table import Column
 from sinkv2.errors import SinkConfigurationError
 
@@ -209,17 +210,22 @@ def transactions(
     columns: Sequence[tuple[str, int]],
     *,
     values: bool = True,
+    oid: int | None = None,
 ) -> Iterator[Transaction]:
     """The committed transactions in ``messages``, with their changes to ``schema.table``.
 
     A transaction that changed nothing of the table still comes (with no changes):
     it moves the position. ``columns`` are the table's columns as the source was
-    made with them (name, type oid). With ``values=False`` the changes carry no
-    values (counting them is all the driver's cut needs).
+    made with them (name, type oid), ``oid`` the table's oid then (when given, a
+    relation of the table's name with another oid, or of the table's oid with another
+    name, is an error: the table was dropped and made again, or renamed). With
+    ``values=False`` the changes carry no values (counting them is all the driver's
+    cut needs).
 
     Raises:
         SinkConfigurationError: The table's columns changed since the source was made
-            (DDL is not followed), or a TRUNCATE of the table was published.
+            (DDL is not followed), it was renamed or dropped and made again, or a
+            TRUNCATE of the table was published.
     """
     changes: list[Change] = []
     ours: set[int] = set()
@@ -234,8 +240,20 @@ def transactions(
             yield Transaction(reader.take(_U64), tuple(changes))
             changes = []
         elif kind == b"R":
-            oid, relation = _relation(reader)
-            if (relation.schema, relation.name) == (schema, table):
+            relid, relation = _relation(reader)
+            named = (relation.schema, relation.name) == (schema, table)
+            if oid is not None and named != (relid == oid):
+                what = (
+                    f"was renamed to {relation.schema}.{relation.name}"
+                    if relid == oid
+                    else "was dropped and created again (or another table took its name)"
+                )
+                raise SinkConfigurationError(
+                    f"table {schema}.{table} {what} since the source was made; "
+                    "PostgresCdcSource does not follow DDL: start a new query (new source_id) "
+                    "on the table as it is now, and reload the target"
+                )
+            if named:
                 if relation.columns != tuple(columns):
                     raise SinkConfigurationError(
                         f"table {schema}.{table} changed since the source was made: its "
@@ -243,9 +261,9 @@ def transactions(
                         f"{list(relation.columns)} (name, type oid). PostgresCdcSource does "
                         "not follow DDL; start a new query (new source_id) after a schema change"
                     )
-                ours.add(oid)
+                ours.add(relid)
             else:
-                ours.discard(oid)
+                ours.discard(relid)
         elif kind in (b"I", b"U", b"D"):
             if reader.take(_U32) in ours:  # else another table of the publication
                 changes.append(_change(kind, reader) if values else _COUNTED[kind])
@@ -267,10 +285,15 @@ class TupleDecoder:
         names: Sequence[str],
         oids: Sequence[int],
         types: Sequence[pa.DataType],
+        wanted: Iterable[int] | None = None,
     ) -> None:
+        import psycopg  # noqa: PLC0415  # optional extra
         from psycopg import pq  # noqa: PLC0415  # optional extra
 
+        self._data_error = psycopg.DataError
         self.names = list(names)
+        self._wanted = None if wanted is None else frozenset(wanted)
+        """The indexes of the columns read; the others come as null, never decoded."""
         self._loaders: list[Any] = []
         for oid, kind in zip(oids, types, strict=True):
             if pa.types.is_string(kind):
@@ -287,21 +310,33 @@ class TupleDecoder:
         Raises:
             SinkConfigurationError: A value was not sent (an unchanged TOAST value of
                 an update without REPLICA IDENTITY FULL).
+            UnreadableValueError: A value has no value of its column's type in Python
+                (an infinite timestamp or date, ``24:00:00``); the message names the column.
         """
         out: list[Any] = []
-        for name, loader, value in zip(self.names, self._loaders, text, strict=True):
-            if value is None:
+        for index, (name, loader, value) in enumerate(
+            zip(self.names, self._loaders, text, strict=True)
+        ):
+            if value is None or (self._wanted is not None and index not in self._wanted):
                 out.append(None)
             elif value is False:
                 raise SinkConfigurationError(
                     f"an {op} did not carry column {name!r}: an unchanged large (TOASTed) "
-                    "value is not logged. Set REPLICA IDENTITY FULL on the table so that "
-                    "updates log whole rows"
+                    "value is not logged unless the table has REPLICA IDENTITY FULL. Set it "
+                    "so that later updates log whole rows; this change stays unreadable with "
+                    "the column: leave the column out (columns=[...]) to read past it, or "
+                    "start over under a new source_id"
                 )
             elif loader is None:
                 out.append(bytes(value).decode())
             else:
-                out.append(loader.load(value))
+                try:
+                    out.append(loader.load(value))
+                except (ValueError, OverflowError, self._data_error) as error:
+                    raise UnreadableValueError(
+                        f"column {name!r}: the value {bytes(value)[:80]!r} has no value of "
+                        f"the column's Arrow type ({type(error).__name__}: {error})"
+                    ) from error
         return out
 
     def merge(self, new: tuple[Value, ...], old: tuple[Value, ...] | None) -> tuple[Value, ...]:

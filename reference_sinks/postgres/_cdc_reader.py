@@ -18,6 +18,8 @@ from reference_sinks.postgres._cdc_decode import Transaction, TupleDecoder
 from reference_sinks.postgres._cdc_server import check_slot, flush_lsn
 from reference_sinks.postgres._cdc_snapshot import read_chunk
 from reference_sinks.postgres._cdc_split import CdcSplit
+from reference_sinks.postgres._chunk_read import UnreadableValueError
+from reference_sinks.postgres._source import PostgresReadError
 from sinkv2.source import SourceReaderContext
 from sinkv2.source.reader import (
     RecordsBySplits,
@@ -36,6 +38,12 @@ class _ReaderSettings(Protocol):
 
     @property
     def before(self) -> bool: ...
+
+    @property
+    def schema_name(self) -> str: ...
+
+    @property
+    def table_name(self) -> str: ...
 
     @property
     def batch_rows(self) -> int: ...
@@ -129,12 +137,42 @@ class _Rows:
             self.count += 1
 
     def batch(self) -> pa.RecordBatch:
+        """The rows added since `clear` as one batch.
+
+        Raises:
+            UnreadableValueError: A value has no Arrow value of its column's type
+                (numeric NaN in a ``numeric(p, s)`` column, a multi-dimensional array);
+                the message names the column and the change.
+        """
         schema = self._source.schema
-        arrays = [
-            pa.array(values, type=field.type)
-            for values, field in zip(self._columns, schema, strict=True)
-        ]
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        return pa.RecordBatch.from_arrays(
+            [
+                self._array(values, field)
+                for values, field in zip(self._columns, schema, strict=True)
+            ],
+            schema=schema,
+        )
+
+    def _array(self, values: list[Any], field: pa.Field) -> pa.Array:
+        try:
+            return pa.array(values, type=field.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
+            at = next(
+                (i for i, value in enumerate(values) if not self._holds(value, field.type)), 0
+            )
+            value, lsn, seq = values[at], self._columns[1][at], self._columns[2][at]
+            raise UnreadableValueError(
+                f"column {field.name!r}: the value {value!r:.80} of the change "
+                f"(_lsn {lsn}, _seq {seq}) has no Arrow value of type {field.type} ({error})"
+            ) from error
+
+    @staticmethod
+    def _holds(value: Any, kind: pa.DataType) -> bool:
+        try:
+            pa.array([value], type=kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            return False
+        return True
 
 
 class CdcSplitReader:
@@ -144,7 +182,11 @@ class CdcSplitReader:
         self._source = source
         self._connection = source.connect()
         self._decoder = TupleDecoder(
-            self._connection, source.all_names, source.all_oids, source.all_types
+            self._connection,
+            source.all_names,
+            source.all_oids,
+            source.all_types,
+            wanted=source.column_index,
         )
         self._splits: dict[str, CdcSplit] = {}
         self._peeked: dict[str, int] = {}
@@ -172,6 +214,21 @@ class CdcSplitReader:
         return RecordsBySplits(records, finished)
 
     def _read(self, split: CdcSplit) -> tuple[list[_Chunk], int]:
+        try:
+            return self._read_split(split)
+        except UnreadableValueError as error:
+            source = self._source
+            raise PostgresReadError(
+                f"PostgresCdcSource could not read split {split.split_id()!r} of "
+                f"{source.schema_name}.{source.table_name}: {error}. Values Arrow cannot hold "
+                "(numeric NaN in a numeric(p, s) column, infinite dates and timestamps, "
+                "multi-dimensional arrays) fail the read, and a replay reads them again: "
+                "leave the column out (columns=[...]), or start over under a new source_id "
+                "(a new slot) once the table holds no such value",
+                split_id=split.split_id(),
+            ) from error
+
+    def _read_split(self, split: CdcSplit) -> tuple[list[_Chunk], int]:
         source = self._source
         connection = self._connection
         if split.chunk_end is not None:

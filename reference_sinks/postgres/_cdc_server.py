@@ -37,6 +37,7 @@ __all__ = [
     "peek_changes",
     "qualified_table",
     "slot_state",
+    "unpublished_columns",
 ]
 
 PLUGIN: Final = "pgoutput"
@@ -132,22 +133,62 @@ def check_server(
                 f"replica identity {identity[0] if identity else '?'!r} (d: primary key). Run "
                 f'ALTER TABLE "{schema}"."{name}" REPLICA IDENTITY FULL, or read without before'
             )
+    kind = connection.execute(
+        "SELECT c.relkind, c.relreplident, EXISTS (SELECT 1 FROM pg_index i "
+        "WHERE i.indrelid = c.oid AND i.indisprimary) FROM pg_class c WHERE c.oid = %s",
+        (oid,),
+    ).fetchone()
+    partitioned = kind is not None and kind[0] == "p"
+    keyless = kind is not None and (kind[1] == "n" or (kind[1] == "d" and not kind[2]))
+    no_identity = (
+        f"table {schema}.{name} has no replica identity (no primary key, and REPLICA "
+        f"IDENTITY {'NOTHING' if kind and kind[1] == 'n' else 'DEFAULT'}): PostgreSQL cannot "
+        "log which row an update or delete changed, and refuses the table's UPDATE and "
+        "DELETE statements once a publication publishes them. Give it one (a primary key, "
+        f'or ALTER TABLE "{schema}"."{name}" REPLICA IDENTITY FULL or USING INDEX ...), or '
+        "read its inserts only through a publication of them (CREATE PUBLICATION ... WITH "
+        "(publish = 'insert'))"
+    )
+    # pgoutput sends a partitioned table's changes as its partitions' unless the
+    # publication publishes them via the root: the source matches changes by the table.
+    via_root = ", publish_via_partition_root = true" if partitioned else ""
     found = connection.execute(
-        "SELECT puballtables FROM pg_publication WHERE pubname = %s", (publication,)
+        "SELECT puballtables, pubviaroot, pubupdate OR pubdelete FROM pg_publication "
+        "WHERE pubname = %s",
+        (publication,),
     ).fetchone()
     if found is None:
+        if create_publication and keyless:
+            raise SinkConfigurationError(
+                f"create_publication=True would publish the updates and deletes of a table "
+                f"without a replica identity: {no_identity}"
+            )
         if not create_publication:
             raise SinkConfigurationError(
                 f"publication {publication!r} does not exist in database {database!r}; create "
-                f'it (CREATE PUBLICATION "{publication}" FOR TABLE "{schema}"."{name}") or pass '
+                f'it (CREATE PUBLICATION "{publication}" FOR TABLE "{schema}"."{name}"'
+                f"{' WITH (publish_via_partition_root = true)' if partitioned else ''}) or pass "
                 "create_publication=True to have the source create it"
             )
         connection.execute(
             sql.SQL(
-                "CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert, update, delete')"
+                "CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert, update, delete'"
+                + via_root
+                + ")"
             ).format(sql.Identifier(publication), sql.Identifier(schema, name))
         )
         return
+    if keyless and found[2]:
+        raise SinkConfigurationError(
+            f"publication {publication!r} publishes updates or deletes: {no_identity}"
+        )
+    if partitioned and not found[1]:
+        raise SinkConfigurationError(
+            f"table {schema}.{name} is partitioned, and publication {publication!r} sends its "
+            "changes as changes of its partitions, which PostgresCdcSource does not read as "
+            f'the table\'s; publish them via the root (ALTER PUBLICATION "{publication}" SET '
+            "(publish_via_partition_root = true)) or name another publication"
+        )
     covers = connection.execute(
         "SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s "
         "AND tablename = %s",
@@ -159,6 +200,44 @@ def check_server(
             f'(ALTER PUBLICATION "{publication}" ADD TABLE "{schema}"."{name}") or name '
             "another publication"
         )
+
+
+def unpublished_columns(
+    connection: psycopg.Connection[Any], oid: int, publication: str
+) -> dict[str, str]:
+    """The columns of table ``oid`` whose values the publication's changes do not carry.
+
+    pgoutput leaves out generated columns (before PostgreSQL 18, and from 18 on unless
+    the publication publishes them) and, from PostgreSQL 15 on, the columns outside a
+    publication's column list. Returns each such column's name and why.
+    """
+    version = connection.info.server_version
+    found: dict[str, str] = {}
+    if version < 180000:  # PostgreSQL 18 may publish generated columns
+        for (name,) in connection.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
+            "AND NOT attisdropped AND attgenerated <> ''",
+            (oid,),
+        ).fetchall():
+            found[name] = "a generated column, which pgoutput does not send"
+    if version >= 150000:  # column lists came with PostgreSQL 15
+        row = connection.execute(
+            "SELECT t.attnames FROM pg_publication_tables t "
+            "JOIN pg_namespace n ON n.nspname = t.schemaname "
+            "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename "
+            "WHERE t.pubname = %s AND c.oid = %s",
+            (publication, oid),
+        ).fetchone()
+        if row is not None and row[0] is not None:
+            sent = set(row[0])
+            for (name,) in connection.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
+                "AND NOT attisdropped ORDER BY attnum",
+                (oid,),
+            ).fetchall():
+                if name not in sent:
+                    found.setdefault(name, "outside the publication's column list")
+    return found
 
 
 @final

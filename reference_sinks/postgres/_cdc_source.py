@@ -37,8 +37,10 @@ from reference_sinks.postgres._cdc_server import (
     format_lsn,
     peek_changes,
     qualified_table,
+    unpublished_columns,
 )
 from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
+from reference_sinks.postgres._chunks import SESSION_OPTIONS
 from reference_sinks.postgres._table import TableName, describe_table
 from sinkv2 import AttrsMsgpackSerializer
 from sinkv2.errors import SinkConfigurationError
@@ -63,6 +65,7 @@ OP: Final = "_op"
 LSN: Final = "_lsn"
 SEQ: Final = "_seq"
 _META: Final = (OP, LSN, SEQ, BEFORE)
+_ROW: Final = "sinkv2_row"  # the snapshot copy's row number (``_cdc_snapshot``)
 IDLE_ADVANCE_BYTES: Final = 16 << 20
 """A range with no change of the table is read (empty) only once it spans this much WAL,
 so that the slot still moves on, and frees WAL, while the table is idle."""
@@ -168,7 +171,7 @@ class PostgresCdcSource:
         self.poll_interval_s = 0.05
         self.idle_advance_bytes = IDLE_ADVANCE_BYTES
         self._cuts: dict[tuple[str, int], int] = {}
-        with self.connect() as conn:
+        with self._connect_checked() as conn:
             self.check_server(conn)
             self.schema_name, self.table_name, oid = qualified_table(conn, self.table)
             described = describe_table(conn, self.table)
@@ -179,15 +182,42 @@ class PostgresCdcSource:
                     (oid,),
                 ).fetchall()
             )
-        every = described.columns
+            unsent = unpublished_columns(conn, oid, self.publication)
+        self.table_oid = oid
+        # The columns the WAL carries: pgoutput leaves out generated columns and those
+        # outside the publication's column list, and its relation messages must match.
+        every = tuple(c for c in described.columns if c.name not in unsent)
         self.all_names = tuple(c.name for c in every)
         self.all_oids = tuple(int(oids[c.name]) for c in every)
+        if columns is not None and (
+            isinstance(columns, str)
+            or not isinstance(columns, Sequence)
+            or not all(isinstance(name, str) for name in columns)
+        ):
+            raise SinkConfigurationError(
+                f"columns must be a list of column names (got {columns!r:.80}); e.g. "
+                "columns=['id', 'total']"
+            )
         wanted = list(self.all_names) if columns is None else list(columns)
+        not_sent = [name for name in wanted if name in unsent]
+        if not_sent:
+            raise SinkConfigurationError(
+                f"columns {not_sent} of table {self.schema_name}.{self.table_name} are not in "
+                f"the changes publication {self.publication!r} sends ("
+                + "; ".join(f"{name!r}: {unsent[name]}" for name in not_sent)
+                + "); leave them out with columns=[...] (compute a generated column downstream)"
+            )
         unknown = [name for name in wanted if name not in self.all_names]
         if unknown or not wanted:
             raise SinkConfigurationError(
                 f"columns must name columns of table {self.schema_name}.{self.table_name} "
                 f"(got {columns!r}; unknown {unknown}); it has {list(self.all_names)}"
+            )
+        if self.snapshot and _ROW in self.all_names:
+            raise SinkConfigurationError(
+                f"snapshot=True copies table {self.schema_name}.{self.table_name} with a row "
+                f"number column {_ROW!r}, and the table has a column of that name; rename "
+                "it, or read without a snapshot"
             )
         clash = [name for name in wanted if name in _META]
         if clash:
@@ -211,10 +241,34 @@ class PostgresCdcSource:
     # -- the server -----------------------------------------------------------------
 
     def connect(self) -> psycopg.Connection[Any]:
-        """A new autocommit connection."""
+        """A new autocommit connection, with the settings the changes' text is read in.
+
+        pgoutput writes each value as text in the decoding session's settings: ISO
+        dates (the only style psycopg reads a ``timestamptz`` in) and shortest-exact
+        floats (``extra_float_digits`` below 1 rounds them), whatever the server, the
+        database or the role set. The URL's own ``options`` come first.
+        """
+        import psycopg  # noqa: PLC0415  # optional extra
+        from psycopg import conninfo  # noqa: PLC0415
+
+        given = conninfo.conninfo_to_dict(self.conninfo).get("options")
+        options = f"{given} {SESSION_OPTIONS}" if given else SESSION_OPTIONS
+        return psycopg.connect(
+            self.conninfo, autocommit=True, application_name="sinkv2-cdc", options=options
+        )
+
+    def _connect_checked(self) -> psycopg.Connection[Any]:
+        """`connect`, with a refused or malformed connection a `SinkConfigurationError`."""
         import psycopg  # noqa: PLC0415  # optional extra
 
-        return psycopg.connect(self.conninfo, autocommit=True, application_name="sinkv2-cdc")
+        try:
+            return self.connect()
+        except (psycopg.OperationalError, psycopg.ProgrammingError) as error:
+            raise SinkConfigurationError(
+                f"PostgresCdcSource could not connect with its connection string: "
+                f"{str(error).strip()}; check the connection option (a libpq URL such as "
+                "'postgresql://cdc@db:5432/shop' or a conninfo string) and that the server is up"
+            ) from error
 
     def check_server(self, connection: psycopg.Connection[Any]) -> None:
         """``wal_level``, the role's privilege, the publication (made if asked).
@@ -241,6 +295,7 @@ class PostgresCdcSource:
             self.table_name,
             columns,
             values=values,
+            oid=self.table_oid,
         )
 
     def chunks_left(self, slot: str, left: tuple[int, ...]) -> tuple[int, ...]:
@@ -297,11 +352,18 @@ class PostgresCdcSource:
         """The WAL flush position for the open stream split, a chunk's last row for a chunk.
 
         ``None`` for a split that stops already (a cut's read part).
+
+        Raises:
+            SinkConfigurationError: The table was dropped, and every change up to the
+                drop was read.
         """
         now = None
-        if any(split.stop is None and split.chunk_end is None for split in splits):
+        streams = [split for split in splits if split.stop is None and split.chunk_end is None]
+        if streams:
             with self.connect() as connection:
                 now = flush_lsn(connection)
+                if any(split.start >= now for split in streams):
+                    self._check_table(connection)  # nothing is left to read: it must exist
         return [
             None if split.stop is not None else now if split.chunk_end is None else split.chunk_end
             for split in splits
@@ -322,7 +384,8 @@ class PostgresCdcSource:
             ValueError: ``end`` is not an LSN at or after the split's start, or the
                 split already stops.
             SinkConfigurationError: A single transaction holds more changes than
-                ``max_records`` (it cannot be split across micro-batches).
+                ``max_records`` (it cannot be split across micro-batches); the table was
+                renamed, dropped, or its columns changed (DDL is not followed).
             CommitStateError: The slot is gone, invalidated, or past the split's start.
         """
         if split.stop is not None:
@@ -359,12 +422,32 @@ class PostgresCdcSource:
                     break
                 count += size
                 stop = transaction.end_lsn
+            if count == 0:
+                self._check_table(connection)
         if not capped and not crossed:
             stop = end
         if stop == split.start or (count == 0 and stop - split.start < self.idle_advance_bytes):
             return SplitCut(None, split, 0)
         self._cuts[(split.slot, split.start)] = stop
         return SplitCut(CdcSplit(split.slot, split.start, stop), CdcSplit(split.slot, stop), count)
+
+    def _check_table(self, connection: psycopg.Connection[Any]) -> None:
+        """Once no change of the table is left to read, it must still exist.
+
+        Raises:
+            SinkConfigurationError: The table was dropped (its changes up to the drop
+                were all read).
+        """
+        row = connection.execute(
+            "SELECT 1 FROM pg_class WHERE oid = %s", (self.table_oid,)
+        ).fetchone()
+        if row is None:
+            raise SinkConfigurationError(
+                f"table {self.schema_name}.{self.table_name} was dropped while the query "
+                "read its changes (all of them up to the drop were read); PostgresCdcSource "
+                "does not follow DDL: stop the query, and start a new one (new source_id) on "
+                "the table made again"
+            )
 
     def _cut_chunk(
         self, split: CdcSplit, end: object, max_records: int | None

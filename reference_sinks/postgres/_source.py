@@ -58,7 +58,10 @@ WHERE t.oid = ANY(%s)
 
 
 class PostgresReadError(SinkV2Error, RuntimeError):
-    """A split of `PostgresSource` could not be read; the message names split, range and relation.
+    """A split of `PostgresSource` or `PostgresCdcSource` could not be read; the message says why.
+
+    It names the split, its range and the relation (and the column of a value Arrow
+    cannot hold).
 
     The server's error is chained as ``__cause__``. The task fails rather than skip rows.
 
@@ -95,7 +98,7 @@ def _connect(url: str) -> psycopg.Connection[Any]:
 
     try:
         return psycopg.connect(url, options=SESSION_OPTIONS, application_name=_APPLICATION)
-    except psycopg.OperationalError as error:
+    except (psycopg.OperationalError, psycopg.ProgrammingError) as error:  # down; malformed
         raise SinkConfigurationError(
             f"PostgresSource could not connect to PostgreSQL: {str(error).strip()}; check the "
             "url ('postgresql://user@host:5432/db') and that the server is up"

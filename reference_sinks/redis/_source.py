@@ -20,11 +20,12 @@ from typing import Any, Final, final
 import attrs
 import pyarrow as pa
 
-from reference_sinks.redis._source_client import connect, last_ids, read_ranges
+from reference_sinks.redis._source_client import StreamHead, connect, read_ranges, stream_heads
 from reference_sinks.redis._source_enumerator import RedisStreamEnumerator
 from reference_sinks.redis._source_reader import RedisStreamReader
 from reference_sinks.redis._source_rows import produced_schema
 from reference_sinks.redis._source_split import (
+    FIRST_ID,
     RedisStreamEnumeratorState,
     RedisStreamSplit,
     check_id,
@@ -33,13 +34,13 @@ from reference_sinks.redis._source_split import (
     split_serializer,
 )
 from sinkv2 import AttrsMsgpackSerializer
-from sinkv2.errors import SinkConfigurationError
+from sinkv2.errors import CommitStateError, SinkConfigurationError
 from sinkv2.source import Boundedness, SourceReaderContext, SplitCut, SplitEnumeratorContext
 
 __all__ = ["RedisStreamSource"]
 
 _SCHEMES: Final = ("redis", "rediss", "unix")
-_DRIVER_ONLY: Final = ("_client", "_enumerator")
+_DRIVER_ONLY: Final = ("_client", "_enumerator", "_counts")
 
 
 def _positive(name: str, value: object) -> int:
@@ -49,6 +50,31 @@ def _positive(name: str, value: object) -> int:
             f"{type(value).__name__})"
         )
     return value
+
+
+def _check_url(url: str) -> None:
+    """A ``redis://`` or ``rediss://`` URL's port and database must be numbers.
+
+    Raises:
+        SinkConfigurationError: They are not (redis-py would fail only when a reader
+            connects).
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "unix":
+        return
+    problem = None
+    try:
+        parts.port  # noqa: B018  # parsing it is the check
+    except ValueError:
+        problem = f"its port {parts.netloc.rpartition(':')[2]!r} is not a port number"
+    database = parts.path.strip("/")
+    if problem is None and database and not database.isdigit():
+        problem = f"its database {database!r} is not a number"
+    if problem is not None:
+        raise SinkConfigurationError(
+            f"RedisStreamSource url {_without_password(url)!r} is not a Redis URL: {problem}; "
+            "e.g. 'redis://127.0.0.1:6379/0' (host, port, database number)"
+        )
 
 
 def _keys(keys: object) -> tuple[str, ...]:
@@ -133,6 +159,7 @@ class RedisStreamSource:
                 f"RedisStreamSource url must be a redis://, rediss:// or unix:// URL (got "
                 f"{url!r} of type {type(url).__name__}); e.g. 'redis://127.0.0.1:6379/0'"
             )
+        _check_url(url)
         self.url = url
         self.keys = _keys(keys)
         if pattern is not None and (not isinstance(pattern, str) or not pattern):
@@ -166,6 +193,8 @@ class RedisStreamSource:
             )
         self.client_options = dict(client_options)
         self._client: Any = None  # the driver's, for end_positions and cut_split
+        # per key, what the last end_positions learnt: (position, end, counts), for cut_split
+        self._counts: dict[str, tuple[str, str, _Counts]] = {}
         self._enumerator: RedisStreamEnumerator | None = None
 
     # --- pickling: the driver's client and enumerator stay on the driver -------------------
@@ -178,6 +207,7 @@ class RedisStreamSource:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._counts = {}
 
     def attach(self, enumerator: RedisStreamEnumerator) -> None:
         """The enumerator that hears of cuts (`RedisStreamEnumerator.note_read`)."""
@@ -239,22 +269,30 @@ class RedisStreamSource:
     def end_positions(self, splits: Sequence[RedisStreamSplit]) -> list[str]:
         """Each split's end now: its stop, or its key's last id (one round trip for all).
 
-        A key without entries past the split's position (missing, empty, trimmed) ends
-        at the position: nothing to read yet.
+        A key without entries past the split's position (missing, empty) ends at the
+        position: nothing to read yet.
 
         Raises:
             NotAStreamError: A key holds another type than a stream.
+            CommitStateError: Entries after a split's position were deleted before this
+                query read them (someone else's ``XTRIM``/``MAXLEN``/``XDEL`` at the
+                stream's head): never skipped silently.
         """
         open_keys = [split.key for split in splits if split.stop is None]
-        lasts = iter(last_ids(self._driver_client(), open_keys))
+        heads = iter(stream_heads(self._driver_client(), open_keys))
         ends: list[str] = []
         for split in splits:
             if split.stop is not None:
                 ends.append(split.stop)
                 continue
-            last = next(lasts)
+            head = next(heads)
+            known, verified = _check_not_trimmed(split, head)
+            last = None if head is None else head.last
             ahead = last is not None and id_key(last) > id_key(split.after)
-            ends.append(last if ahead and last is not None else split.after)
+            end = last if ahead and last is not None else split.after
+            ends.append(end)
+            if head is not None and end == head.last:
+                self._counts[split.key] = (split.after, end, _Counts(known, head.added, verified))
         return ends
 
     def cut_split(
@@ -293,8 +331,15 @@ class RedisStreamSource:
             records = len(entries)
             if records == max_records:
                 stop = entries[-1][0].decode("ascii")
+        noted = self._counts.get(split.key)  # kept: the same cut again gives the same rest
+        counts = noted[2] if noted is not None and noted[:2] == (split.after, end_id) else None
+        added = None
+        if counts is not None and stop == end_id:
+            added = counts.at_end  # every entry ever given up to the stream's last id
+        elif counts is not None and counts.verified and counts.known is not None and records:
+            added = counts.known + records  # nothing was deleted in the range: all read
         read = attrs.evolve(split, stop=stop)
-        rest = attrs.evolve(split, after=stop)
+        rest = attrs.evolve(split, after=stop, added=added)
         if self.trim and self._enumerator is not None:
             self._enumerator.note_read(split.key, stop)
         return SplitCut(read, None if rest.finished() else rest, records)
@@ -307,6 +352,65 @@ class RedisStreamSource:
             f"RedisStreamSource({_without_password(self.url)!r}, {', '.join(where)}, "
             f"bounded={self.bounded}, trim={self.trim})"
         )
+
+
+@final
+@attrs.frozen
+class _Counts:
+    """What `RedisStreamSource.end_positions` learnt of a split, for `cut_split`.
+
+    ``known``: the split's entries-added count at its position (see
+    `RedisStreamSplit.added`); ``at_end``: the stream's count at the end position
+    (its last id); ``verified``: no entry after the position was deleted, so a
+    range read from it holds every entry given in it.
+    """
+
+    known: int | None
+    at_end: int | None
+    verified: bool
+
+
+def _check_not_trimmed(split: RedisStreamSplit, head: StreamHead | None) -> tuple[int | None, bool]:
+    """Refuse a split whose next entries were deleted before they were read.
+
+    The split knows how many entries the stream had been given up to its position
+    (``added``; for a key not read yet: the entries given so far less the ones it
+    holds, so what was deleted before the source first saw the key was never its
+    to read). When the stream's first entry lies past the position, every entry it
+    holds is after the position, and each entry given since that it does not hold
+    was deleted unread: the stream was trimmed past the position (``XTRIM``,
+    ``MAXLEN``, or ``XDEL`` at its head). This query's own trims (``trim=True``)
+    delete only what committed micro-batches read, at or below every position it
+    goes on from. Needs Redis 7.0 (``entries-added``); older servers are not checked.
+
+    Returns:
+        The split's count at its position (``None``: not known), and whether no
+        entry after the position was deleted (so a range read from it is whole).
+
+    Raises:
+        CommitStateError: Entries after the position were deleted unread.
+    """
+    if head is None or head.added is None:
+        return None, False
+    known = split.added
+    if known is None and split.after == FIRST_ID:
+        known = head.added - head.length
+    if head.first is not None and id_key(head.first) <= id_key(split.after):
+        # Nothing was trimmed past the position; XDEL after it breaks the count.
+        deleted = head.max_deleted
+        return known, deleted is not None and id_key(deleted) <= id_key(split.after)
+    if known is None:
+        return None, False
+    lost = head.added - known - head.length
+    if lost <= 0:
+        return known, lost == 0
+    raise CommitStateError(
+        f"stream {split.key!r} lost {lost} entries this query had not read: it is read after "
+        f"id {split.after}, and they were deleted (XTRIM, MAXLEN or XDEL by someone else); "
+        f"its first entry is now {head.first or 'none'}. Refusing to skip them silently. Trim "
+        "a stream only below what its readers have committed (RedisStreamSource(trim=True) "
+        "trims so), or start over under a new source_id and reload the target"
+    )
 
 
 def _without_password(url: str) -> str:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, final
+
+import attrs
 
 from reference_sinks.redis._source_rows import Entry
 from sinkv2.errors import SinkV2Error
@@ -19,10 +21,12 @@ from sinkv2.text import missing_extra
 
 __all__ = [
     "NotAStreamError",
+    "StreamHead",
     "connect",
     "last_ids",
     "read_ranges",
     "scan_streams",
+    "stream_heads",
     "trim",
 ]
 
@@ -93,6 +97,67 @@ def last_ids(client: Any, keys: Sequence[str]) -> list[str | None]:
         entries = _check(key, reply, "XREVRANGE")
         ids.append(entries[0][0].decode("ascii") if entries else None)
     return ids
+
+
+@final
+@attrs.frozen
+class StreamHead:
+    """What ``XINFO STREAM`` tells of a stream's ends.
+
+    Attributes:
+        last: The id of the last entry ever added (``last-generated-id``; the entry
+            may be deleted since).
+        first: The first entry's id (``None``: no entry).
+        length: How many entries it holds.
+        added: How many entries it was ever given (``entries-added``); ``None`` when
+            Redis does not tell (before 7.0).
+        max_deleted: The highest id ``XDEL`` deleted (``XTRIM`` and ``MAXLEN`` do not
+            count), ``0-0`` for none; ``None`` when Redis does not tell (before 7.0).
+    """
+
+    last: str
+    first: str | None
+    length: int
+    added: int | None
+    max_deleted: str | None
+
+
+def _entry_id(entry: Any) -> str | None:
+    if not entry or entry[0] is None:
+        return None
+    return bytes(entry[0]).decode("ascii")
+
+
+def stream_heads(client: Any, keys: Sequence[str]) -> list[StreamHead | None]:
+    """Each key's ends and deletions (``XINFO STREAM key``), ``None`` for a missing key.
+
+    Raises:
+        NotAStreamError: A key holds another type.
+    """
+    if not keys:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.xinfo_stream(key)
+    replies = pipe.execute(raise_on_error=False)
+    heads: list[StreamHead | None] = []
+    for key, reply in zip(keys, replies, strict=True):
+        if isinstance(reply, Exception) and "no such key" in str(reply).lower():
+            heads.append(None)
+            continue
+        info = _check(key, reply, "XINFO STREAM")
+        deleted = info.get("max-deleted-entry-id")
+        added = info.get("entries-added")
+        heads.append(
+            StreamHead(
+                bytes(info["last-generated-id"]).decode("ascii"),
+                _entry_id(info.get("first-entry")),
+                int(info["length"]),
+                None if added is None else int(added),
+                None if deleted is None else bytes(deleted).decode("ascii"),
+            )
+        )
+    return heads
 
 
 def read_ranges(

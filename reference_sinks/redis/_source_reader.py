@@ -97,7 +97,7 @@ class StreamSplitReader:
             if entries:
                 last = entries[-1][0].decode("ascii")
                 records[split.key] = [_Chunk(self._rows.batch(split.key, entries), last)]
-                split = attrs.evolve(split, after=last)
+                split = attrs.evolve(split, after=last, added=None)
                 self._splits[split.key] = split
             if split.stop is not None and (len(entries) < count or split.finished()):
                 finished.append(split.key)
@@ -161,8 +161,11 @@ class RedisStreamReader(
         return StreamSplitState(split, split.after)
 
     def to_split_type(self, split_id: str, split_state: StreamSplitState) -> RedisStreamSplit:
-        """The split at the id reached."""
-        return attrs.evolve(split_state.split, after=split_state.after)
+        """The split at the id reached (how many entries lie before it is not known)."""
+        split = split_state.split
+        if split_state.after == split.after:
+            return split
+        return attrs.evolve(split, after=split_state.after, added=None)
 
     def on_split_finished(self, finished_split_ids: dict[str, StreamSplitState]) -> None:
         """A bounded reader asks for the next split."""

@@ -162,10 +162,15 @@ class EntryRows:
             try:
                 pa.array([value], pa.binary()).cast(pa.string()).cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                instead = (
+                    "as binary and decode it"
+                    if pa.types.is_string(field.type)
+                    else "as a string (or binary) and parse it"
+                )
                 return StreamEntryError(
                     f"entry {entry_id} of stream {key!r}: field {field.name!r} = {value!r} "
                     f"does not parse as {field.type} ({error}); fix the entry, or declare "
-                    "the field as a string (or binary) and parse it downstream",
+                    f"the field {instead} downstream",
                     key=key,
                     entry_id=entry_id,
                     field=field.name,

@@ -85,11 +85,16 @@ class RedisStreamSplit:
             the first). Reading starts just past it (``XRANGE key (after ...``).
         stop: The id of the last entry to read, inclusive; ``None`` for a split that
             never ends (an unbounded source's split before it is cut).
+        added: How many entries the stream had been given up to ``after`` (Redis'
+            ``entries-added`` count), counting those deleted before the source first
+            saw the key as given before it; ``None`` when not known. What tells a
+            stream trimmed past ``after`` (``RedisStreamSource.end_positions``).
     """
 
     key: str
     after: str = FIRST_ID
     stop: str | None = None
+    added: int | None = None
 
     def split_id(self) -> str:
         """See `sinkv2.source.SourceSplit`: the stream key."""

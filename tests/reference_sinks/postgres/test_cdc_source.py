@@ -7,7 +7,9 @@ them; the source contract kit runs the source on its local engine.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+import secrets
 import time
 import uuid
 from decimal import Decimal
@@ -16,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from reference_sinks.postgres import PostgresCdcSource
+from reference_sinks.postgres import PostgresCdcSource, PostgresSource
 from reference_sinks.postgres._cdc_server import parse_lsn
 from reference_sinks.postgres._cdc_source import CdcSplit
 from sinkv2._cli import main
@@ -249,7 +251,7 @@ def test_server_requirements_are_checked_before_anything_runs(db, postgres_url):
             make(url)
     finally:
         db.execute(f"DROP ROLE {role}")
-    db.execute("CREATE TABLE odd (id int, spot point)")
+    db.execute("CREATE TABLE odd (id int PRIMARY KEY, spot point)")
     with pytest.raises(SinkConfigurationError, match="column 'spot' is of type point"):
         PostgresCdcSource(postgres_url, "odd", publication="odd_pub", create_publication=True)
     with pytest.raises(SinkConfigurationError, match="slot_name must be"):
@@ -388,3 +390,267 @@ def check_snapshot_then_changes(epochs: list[list[dict[str, Any]]], table: dict[
         else:
             mirror[row["id"]] = row["name"]
     assert mirror == table
+
+
+# --- fault, data and peer cases (issue 25's red team) ---------------------------------------
+
+
+def _epoch_rows(source: PostgresCdcSource, store: Any, source_id: str) -> list[dict[str, Any]]:
+    """Everything the slot has for ``source``, read as one epoch (the slot is not advanced)."""
+    run = Run(source, store, source_id=source_id)
+    try:
+        start = run.coordinator.initial_epoch()
+        return run.read(run.coordinator.next_epoch(start, ReadLimit()))
+    finally:
+        run.coordinator.close()
+
+
+def test_generated_columns_and_column_lists_are_what_the_publication_sends(
+    db, postgres_url, tmp_path
+):
+    """pgoutput sends neither generated columns nor those outside a column list: not "DDL"."""
+    db.execute(
+        'CREATE TABLE "Gen" (id int PRIMARY KEY, n int, '
+        "twice int GENERATED ALWAYS AS (n * 2) STORED, secret text)"
+    )
+    db.execute('CREATE PUBLICATION gen_some FOR TABLE "Gen" (id, n)')
+    every = PostgresCdcSource(postgres_url, "Gen", publication="gen_all", create_publication=True)
+    some = PostgresCdcSource(postgres_url, "Gen", publication="gen_some", slot_name="gen")
+    assert every.schema.names[3:] == ["id", "n", "secret"]
+    assert some.schema.names[3:] == ["id", "n"]
+    with pytest.raises(SinkConfigurationError, match="columns must be a list of column names"):
+        PostgresCdcSource(postgres_url, "Gen", publication="gen_all", columns="id")
+    db.execute('ALTER TABLE "Gen" RENAME secret TO sinkv2_row')
+    with pytest.raises(SinkConfigurationError, match="a row number column 'sinkv2_row'"):
+        PostgresCdcSource(postgres_url, "Gen", publication="gen_all", snapshot=True)
+    db.execute('ALTER TABLE "Gen" RENAME sinkv2_row TO secret')
+    with pytest.raises(SinkConfigurationError, match="'twice': a generated column"):
+        PostgresCdcSource(postgres_url, "Gen", publication="gen_all", columns=["id", "twice"])
+    with pytest.raises(SinkConfigurationError, match="'secret': outside the publication's column"):
+        PostgresCdcSource(postgres_url, "Gen", publication="gen_some", columns=["secret"])
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    db.execute("SELECT pg_create_logical_replication_slot('gen', 'pgoutput')")
+    try:
+        db.execute("INSERT INTO \"Gen\" (id, n, secret) VALUES (1, 5, 's'), (2, 6, 't')")
+        db.execute('UPDATE "Gen" SET n = 7 WHERE id = 1')
+        db.execute('DELETE FROM "Gen" WHERE id = 2')
+        flushed(db)
+        want = [("insert", 1, 5), ("insert", 2, 6), ("update", 1, 7), ("delete", 2, None)]
+        rows = _epoch_rows(some, store, "some")
+        assert [(r["_op"], r["id"], r["n"]) for r in rows] == want
+        every.slot_name = "gen"  # the same slot, decoded with the other publication
+        rows = _epoch_rows(every, store, "every")
+        assert [(r["_op"], r["id"], r["n"]) for r in rows] == want
+        assert [r["secret"] for r in rows] == ["s", "t", "s", None]
+    finally:
+        drop(db, "gen")
+
+
+def test_a_partitioned_table_publishes_its_changes_as_its_own(db, postgres_url, tmp_path):
+    db.execute(
+        "CREATE TABLE parts (id int, region text, PRIMARY KEY (id, region)) "
+        "PARTITION BY LIST (region)"
+    )
+    db.execute("CREATE TABLE parts_eu PARTITION OF parts FOR VALUES IN ('eu')")
+    db.execute("CREATE TABLE parts_us PARTITION OF parts FOR VALUES IN ('us')")
+    db.execute("CREATE PUBLICATION leaves FOR TABLE parts")  # as its partitions' changes
+    with pytest.raises(SinkConfigurationError, match="publish_via_partition_root = true"):
+        PostgresCdcSource(postgres_url, "parts", publication="leaves")
+    source = PostgresCdcSource(
+        postgres_url, "parts", publication="parts_pub", create_publication=True, slot_name="parts"
+    )
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    db.execute("SELECT pg_create_logical_replication_slot('parts', 'pgoutput')")
+    try:
+        db.execute("INSERT INTO parts VALUES (1, 'eu'), (2, 'us')")
+        db.execute("DELETE FROM parts WHERE id = 2")
+        flushed(db)
+        rows = _epoch_rows(source, store, "parts")
+        assert [(r["_op"], r["id"], r["region"]) for r in rows] == [
+            ("insert", 1, "eu"),
+            ("insert", 2, "us"),
+            ("delete", 2, "us"),
+        ]
+    finally:
+        drop(db, "parts")
+
+
+def test_values_arrow_cannot_hold_fail_the_read_naming_the_column(db, postgres_url, tmp_path):
+    db.execute("CREATE TABLE odd (id int PRIMARY KEY, p numeric(6,2), at timestamp, grid int[])")
+    db.execute("CREATE PUBLICATION odd_pub FOR TABLE odd")
+    db.execute("SELECT pg_create_logical_replication_slot('odd', 'pgoutput')")
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    try:
+        db.execute("INSERT INTO odd VALUES (1, 'NaN', 'infinity', '{{1,2},{3,4}}')")
+        flushed(db)
+        for column, value in (("p", "Decimal('NaN')"), ("at", "infinity"), ("grid", "[[1, 2]")):
+            source = PostgresCdcSource(
+                postgres_url, "odd", publication="odd_pub", slot_name="odd", columns=["id", column]
+            )
+            with pytest.raises(SourceReaderError) as caught:
+                _epoch_rows(source, store, column)
+            message = str(caught.value.__cause__)
+            assert f"split 'odd' of public.odd: column {column!r}: the value" in message
+            assert value in message
+            assert "leave the column out" in message
+    finally:
+        drop(db, "odd")
+
+
+def test_a_renamed_recreated_or_dropped_table_is_a_clear_error(db, postgres_url, tmp_path):
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    source = make(postgres_url, slot_name="ddl")
+    db.execute("SELECT pg_create_logical_replication_slot('ddl', 'pgoutput')")
+    running = Run(source, store, source_id="renamed")
+    try:
+        start = running.coordinator.initial_epoch()
+        db.execute("INSERT INTO items VALUES (1, 'a', 1, NULL)")
+        db.execute("ALTER TABLE items RENAME TO items_old")  # while the query runs
+        db.execute("INSERT INTO items_old VALUES (2, 'b', 2, NULL)")
+        flushed(db)
+        with pytest.raises(SinkConfigurationError, match=r"was renamed to public\.items_old"):
+            running.coordinator.next_epoch(start, ReadLimit())
+        running.coordinator.close()
+        db.execute(DDL)  # a new table of the old name
+        db.execute("ALTER PUBLICATION items_pub ADD TABLE items")
+        again = make(postgres_url, slot_name="ddl")
+        db.execute("INSERT INTO items VALUES (3, 'c', 3, NULL)")
+        flushed(db)
+        with pytest.raises(SinkConfigurationError, match="was dropped and created again"):
+            _epoch_rows(again, store, "recreated")
+        db.execute("SELECT pg_replication_slot_advance('ddl', pg_current_wal_flush_lsn())")
+        running = Run(again, store, source_id="dropped")
+        start = running.coordinator.initial_epoch()
+        db.execute("INSERT INTO items VALUES (4, 'd', 4, NULL)")
+        db.execute("DROP TABLE items")
+        flushed(db)
+        epoch = running.coordinator.next_epoch(start, ReadLimit())
+        assert [r["id"] for r in running.read(epoch)] == [4]  # the changes up to the drop
+        with pytest.raises(SinkConfigurationError, match="items was dropped while the query"):
+            running.coordinator.next_epoch(epoch, ReadLimit())
+    finally:
+        running.coordinator.close()
+        drop(db, "ddl")
+
+
+def test_a_table_without_a_replica_identity_is_refused_before_its_updates_would_fail(
+    db, postgres_url
+):
+    db.execute("CREATE TABLE bag (id int, v text)")
+    with pytest.raises(SinkConfigurationError, match=r"bag has no replica identity \(no primary"):
+        PostgresCdcSource(postgres_url, "bag", publication="bag_pub", create_publication=True)
+    db.execute("UPDATE bag SET v = 'x'")  # no publication was made: the table's updates still run
+    assert db.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0
+    db.execute("CREATE PUBLICATION bag_ins FOR TABLE bag WITH (publish = 'insert')")
+    assert PostgresCdcSource(postgres_url, "bag", publication="bag_ins").table_name == "bag"
+    db.execute("ALTER TABLE bag REPLICA IDENTITY FULL")
+    PostgresCdcSource(postgres_url, "bag", publication="bag_pub", create_publication=True)
+
+
+def test_a_connection_that_fails_is_a_configuration_error_naming_the_option():
+    for connection in ("postgresql://nobody@127.0.0.1:1/none", "host=127.0.0.1 bogus=1"):
+        with pytest.raises(SinkConfigurationError, match="could not connect with its connection"):
+            PostgresCdcSource(connection, "items", publication="p")
+        with pytest.raises(SinkConfigurationError, match="PostgresSource could not connect"):
+            PostgresSource(connection, "items")
+
+
+def test_a_slot_the_server_invalidated_is_a_clear_error(db, postgres_url, tmp_path):
+    """``max_slot_wal_keep_size`` passed: the slot lost its WAL, and the query says so."""
+    run = Run(make(postgres_url, slot_name="lost"), SqliteCommitStateStore(tmp_path / "s.sqlite"))
+    try:
+        start = run.coordinator.initial_epoch()
+        db.execute("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
+        db.execute("SELECT pg_reload_conf()")
+        for n in range(4):  # WAL segments past the limit, then a checkpoint removes them
+            db.execute("INSERT INTO items VALUES (%s, 'x', 1, NULL)", (n,))
+            db.execute("SELECT pg_switch_wal()")
+        db.execute("CHECKPOINT")
+        status = db.execute("SELECT wal_status FROM pg_replication_slots").fetchone()[0]
+        assert status == "lost"
+        with pytest.raises(CommitStateError, match=r"'lost' is invalidated \(wal_status 'lost'\)"):
+            run.coordinator.next_epoch(start, ReadLimit())
+    finally:
+        db.execute("ALTER SYSTEM RESET max_slot_wal_keep_size")
+        db.execute("SELECT pg_reload_conf()")
+        run.coordinator.close()
+        drop(db, "lost")
+
+
+def test_values_are_exact_whatever_date_style_and_float_digits_the_database_sets(
+    db, postgres_url, tmp_path
+):
+    """pgoutput writes values in the decoding session's settings: the source sets its own."""
+    name = db.info.dbname
+    db.execute(f"ALTER DATABASE \"{name}\" SET DateStyle = 'SQL, DMY'")
+    db.execute(f'ALTER DATABASE "{name}" SET extra_float_digits = 0')
+    db.execute("CREATE TABLE at (id int PRIMARY KEY, t timestamptz, d date, f float8)")
+    source = PostgresCdcSource(postgres_url, "at", publication="at_pub", create_publication=True)
+    source.slot_name = "at"
+    db.execute("SELECT pg_create_logical_replication_slot('at', 'pgoutput')")
+    try:
+        db.execute(
+            "INSERT INTO at VALUES (1, '2024-03-04 05:06:07.123456+00', '2024-03-04', %s)",
+            (0.1 + 0.2,),
+        )
+        flushed(db)
+        (row,) = _epoch_rows(source, SqliteCommitStateStore(tmp_path / "s.sqlite"), "at")
+    finally:
+        drop(db, "at")
+    assert row["t"] == dt.datetime(2024, 3, 4, 5, 6, 7, 123456, tzinfo=dt.UTC)
+    assert row["d"] == dt.date(2024, 3, 4)
+    assert row["f"] == 0.1 + 0.2
+
+
+def test_an_unchanged_toasted_value_is_read_under_full_identity_and_named_without(
+    db, postgres_url, tmp_path
+):
+    big = secrets.token_hex(8000)  # 16,000 random hex digits: stored out of line (TOAST)
+    db.execute("CREATE TABLE docs (id int PRIMARY KEY, n int, body text)")
+    db.execute("SELECT pg_create_logical_replication_slot('toast', 'pgoutput')")
+    source = PostgresCdcSource(
+        postgres_url, "docs", publication="docs_pub", create_publication=True
+    )
+    source.slot_name = "toast"
+    store = SqliteCommitStateStore(tmp_path / "s.sqlite")
+    try:
+        db.execute("INSERT INTO docs VALUES (1, 0, %s)", (big,))
+        db.execute("UPDATE docs SET n = 1")  # the body is not logged: unchanged and toasted
+        flushed(db)
+        with pytest.raises(SourceReaderError, match="update did not carry column 'body'"):
+            _epoch_rows(source, store, "default")
+        without = PostgresCdcSource(postgres_url, "docs", publication="docs_pub", columns=["n"])
+        without.slot_name = "toast"
+        assert [r["n"] for r in _epoch_rows(without, store, "without")] == [0, 1]
+        db.execute("SELECT pg_replication_slot_advance('toast', pg_current_wal_flush_lsn())")
+        db.execute("ALTER TABLE docs REPLICA IDENTITY FULL")
+        db.execute("UPDATE docs SET n = 2")
+        flushed(db)
+        rows = _epoch_rows(source, store, "full")
+    finally:
+        drop(db, "toast")
+    assert [(r["_op"], r["n"], r["body"] == big) for r in rows] == [("update", 2, True)]
+
+
+def test_a_published_truncate_stops_the_query_and_the_changes_before_it_are_read(
+    db, postgres_url, tmp_path
+):
+    db.execute("CREATE PUBLICATION every_change FOR TABLE items")  # truncates too
+    db.execute("SELECT pg_create_logical_replication_slot('trunc', 'pgoutput')")
+    run = Run(
+        make(postgres_url, publication="every_change", slot_name="trunc"),
+        SqliteCommitStateStore(tmp_path / "s.sqlite"),
+    )
+    try:
+        start = run.coordinator.initial_epoch()
+        db.execute("INSERT INTO items VALUES (1, 'a', 1, NULL)")
+        flushed(db)
+        epoch = run.coordinator.next_epoch(start, ReadLimit())
+        assert [r["id"] for r in run.read(epoch)] == [1]
+        db.execute("TRUNCATE items")
+        flushed(db)
+        with pytest.raises(SinkConfigurationError, match=r"public\.items was truncated"):
+            run.coordinator.next_epoch(epoch, ReadLimit())
+    finally:
+        run.coordinator.close()
+        drop(db, "trunc")

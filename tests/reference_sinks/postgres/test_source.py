@@ -431,3 +431,40 @@ def test_an_error_the_server_sends_after_many_rows_fails_the_read(postgres_url):
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
             assert cursor.fetchall() == [(1,)]
+
+
+def test_quoted_names_a_partitioned_table_generated_columns_enums_and_domains(postgres_url):
+    """Names that need quotes (case, spaces, a reserved word), partitions, a skewed sample."""
+    execute(
+        postgres_url,
+        'CREATE SCHEMA "My Schema"',
+        "CREATE TYPE \"Mood\" AS ENUM ('sad', 'ok')",
+        'CREATE DOMAIN "Pos" AS int CHECK (VALUE > 0)',
+        'CREATE TABLE "My Schema"."Order Lines" ("Key Id" int NOT NULL, "select" text, '
+        '"Mood" "Mood", n "Pos", twice int GENERATED ALWAYS AS (n * 2) STORED, '
+        'moods "Mood"[], PRIMARY KEY ("Key Id")) PARTITION BY RANGE ("Key Id")',
+        'CREATE TABLE "My Schema"."Low" PARTITION OF "My Schema"."Order Lines" '
+        "FOR VALUES FROM (0) TO (500)",
+        'CREATE TABLE "My Schema"."High" PARTITION OF "My Schema"."Order Lines" '
+        "FOR VALUES FROM (500) TO (MAXVALUE)",
+        'INSERT INTO "My Schema"."Order Lines" ("Key Id", "select", "Mood", n, moods) '
+        "SELECT g, 'row ' || g, (ARRAY['sad', 'ok'])[1 + g % 2]::\"Mood\", g, "
+        "ARRAY['ok', NULL]::\"Mood\"[] FROM generate_series(1, 300) g "
+        "UNION ALL SELECT 10000 + g, NULL, NULL, g, NULL FROM generate_series(1, 3) g",
+    )
+    source = PostgresSource(postgres_url, "My Schema.Order Lines", chunks=4, sample_rows=50)
+    assert source.split_key == "Key Id"
+    assert source.get_produced_type().field("twice").type == pa.int32()
+    assert len(source.plan()) > 1
+    rows = sorted(read_all(source), key=lambda row: row["Key Id"])
+    assert [row["Key Id"] for row in rows] == [*range(1, 301), 10001, 10002, 10003]
+    assert rows[0] == {
+        "Key Id": 1,
+        "select": "row 1",
+        "Mood": "ok",
+        "n": 1,
+        "twice": 2,
+        "moods": ["ok", None],
+    }
+    assert rows[-1]["twice"] == 6
+    assert rows[-1]["Mood"] is None

@@ -25,7 +25,7 @@ from reference_sinks.redis import (
     redis_stream_source_from_options,
 )
 from reference_sinks.redis._source_options import parse_fields
-from sinkv2.errors import SinkConfigurationError
+from sinkv2.errors import CommitStateError, SinkConfigurationError
 from sinkv2.runtime import (
     ReadLimit,
     SourceEpochCoordinator,
@@ -293,6 +293,8 @@ def test_a_missing_not_null_field_names_key_id_and_field(redis_server, redis_cli
         ({"keys": ["a"], "trim": "yes"}, "trim must be True or False"),
         ({"keys": ["a"], "fields": [pa.field("l", pa.list_(pa.int64()))]}, "cannot parse field"),
         ({"keys": ["a"], "url": "http://x"}, "must be a redis://"),
+        ({"keys": ["a"], "url": "redis://h:63 79/0"}, "its port '63 79' is not a port number"),
+        ({"keys": ["a"], "url": "redis://h:6379/zero"}, "its database 'zero' is not a number"),
     ],
 )
 def test_bad_configuration_is_refused_at_construction(kwargs, message):
@@ -322,3 +324,68 @@ def test_string_options_make_the_same_source():
 
 def source_schema() -> pa.Schema:
     return RedisStreamSource("redis://127.0.0.1:6379/0", FIELDS, keys=["a"]).get_produced_type()
+
+
+# --- fault cases (issue 25's red team) -------------------------------------------------------
+
+
+def test_entries_trimmed_past_the_position_by_someone_else_are_a_clear_error(
+    redis_server, redis_client, tmp_path
+):
+    ids = append(redis_client, "a", 6)
+    capped = append(redis_client, "b", 3)
+    redis_client.xtrim("b", maxlen=1, approximate=False)  # before the query: not its to read
+    (end,) = source(redis_server, keys=["b"]).end_positions([RedisStreamSplit("b")])
+    assert end == capped[-1]
+    run = Run(redis_server, SqliteCommitStateStore(tmp_path / "s.sqlite"), keys=["a"])
+    first = run.step(run.coordinator.initial_epoch(), ReadLimit(max_records=2))
+    assert [row["id"] for row in run.rows[first]] == ids[:2]
+    redis_client.xtrim("a", minid=ids[2], approximate=False)  # only what was read: fine
+    second = run.step(first, ReadLimit(max_records=1))
+    assert [row["id"] for row in run.rows[second]] == ids[2:3]
+    third = run.step(second)
+    assert [row["id"] for row in run.rows[third]] == ids[3:]
+    later = append(redis_client, "a", 3)
+    redis_client.xtrim("a", maxlen=1, approximate=False)  # two entries were not read
+    lost = rf"stream 'a' lost 2 entries this query had not read: it is read after id {ids[5]}"
+    with pytest.raises(CommitStateError, match=lost):
+        run.step(third)
+    run.close()
+    assert later
+
+
+def test_odd_field_names_and_binary_values_read_as_declared(redis_server, redis_client):
+    fields = pa.schema(
+        [
+            pa.field("a b", pa.string()),
+            pa.field("é", pa.int64()),
+            pa.field("", pa.string()),
+            pa.field("raw", pa.binary()),
+        ]
+    )
+    blob = bytes(range(256))
+    first = redis_client.xadd("odd", {"a b": "x", "é": "7", "": "empty", "raw": blob}).decode()
+    bad = redis_client.xadd("bad", {"a b": b"\xff\xfe"}).decode()
+    engine = LocalSourceEngine(
+        RedisStreamSource(redis_server.url, fields, keys=["odd"], bounded=True), 1
+    )
+    engine.run()
+    engine.finish()
+    engine.close()
+    assert [record.record for record in engine.committed] == [
+        {
+            "stream": "odd",
+            "id": first,
+            "a b": "x",
+            "é": 7,
+            "": "empty",
+            "raw": blob,
+        }
+    ]
+    engine = LocalSourceEngine(
+        RedisStreamSource(redis_server.url, fields, keys=["bad"], bounded=True), 1
+    )
+    not_text = f"entry {bad} of stream 'bad': field 'a b' = .* does not parse as string"
+    with pytest.raises(SourceReaderError, match=rf"{not_text} .*declare the field as binary"):
+        engine.run()
+    engine.close()
