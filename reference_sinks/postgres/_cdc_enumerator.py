@@ -9,6 +9,7 @@ only place the slot ever moves.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,13 +19,14 @@ from reference_sinks.postgres._cdc_server import (
     advance_slot,
     check_slot,
     create_slot,
+    drop_slot,
     lock_slot,
     slot_state,
 )
 from reference_sinks.postgres._cdc_snapshot import drop_copy, snapshot_into_copy
 from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
 from sinkv2.errors import SinkConfigurationError
-from sinkv2.source import SourceEvent, SplitEnumeratorContext
+from sinkv2.source import SourceEvent, SplitEnumeratorContext, source_id_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -116,11 +118,16 @@ class CdcEnumerator:
             elif 0 <= restored.snapshot_epoch <= restored.checkpoint:
                 self._release_stream()  # restored at an epoch: it is committed
             return
-        slot = source.slot_name or f"sinkv2_cdc_{uuid.uuid4().hex[:16]}"
+        slot = source.slot_name or self._default_slot(connection)
         lock_slot(connection, slot)
         existing = slot_state(connection, slot)
         if source.snapshot:
-            if existing is not None:
+            if existing is not None and source.slot_name is None:
+                # Named after this source id, which has no recorded epoch: a first start
+                # that crashed before recording one made it. Nothing read from it was
+                # committed; it goes, with its copy, and the snapshot is taken again.
+                drop_slot(connection, slot)
+            elif existing is not None:
                 raise SinkConfigurationError(
                     f"snapshot=True reads the table as of a new slot's consistent point, but "
                     f"slot {slot!r} exists already; name a new slot (or none), or read "
@@ -148,6 +155,23 @@ class CdcEnumerator:
             start = check_slot(connection, slot).confirmed_flush or 0
         self._state = CdcEnumeratorState(slot, start, start, start, (), assigned=False)
         self._pending.append(CdcSplit(slot, start))
+
+    def _default_slot(self, connection: psycopg.Connection[Any]) -> str:
+        """The slot's name when none was given: the source id's, else a new one.
+
+        Derived from the source id (`source_id_of`), the database and the table, so a
+        first start that crashes after making its slot and before its first epoch is
+        recorded leaves a slot the next start under the same id takes over (or, with a
+        snapshot, drops and makes again) instead of one nobody knows. Without a source
+        id (the local engine) each start makes a new name.
+        """
+        source_id = source_id_of(self._context)
+        if source_id is None:
+            return f"sinkv2_cdc_{uuid.uuid4().hex[:16]}"
+        identity = "\0".join(
+            (source_id, connection.info.dbname, self._source.schema_name, self._source.table_name)
+        )
+        return f"sinkv2_cdc_{hashlib.sha256(identity.encode()).hexdigest()[:16]}"
 
     def _release_stream(self) -> CdcEnumeratorState:
         """Every snapshot chunk is committed: drop the copy, hand the stream split out."""

@@ -416,7 +416,8 @@ def peek_changes(
         "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
         "'proto_version', '1', 'publication_names', %s)"
     )
-    params = (slot, format_lsn(upto), _quoted_name(publication))
+    # the publication name as pgoutput's ``publication_names`` list reads it
+    params = (slot, format_lsn(upto), '"' + publication.replace('"', '""') + '"')
     deadline = time.monotonic() + _BUSY_WAIT_S
     while True:
         started = False
@@ -444,8 +445,3 @@ def peek_changes(
             if not _busy(error) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-
-
-def _quoted_name(name: str) -> str:
-    """A publication name as pgoutput's ``publication_names`` list reads it."""
-    return '"' + name.replace('"', '""') + '"'

@@ -304,7 +304,7 @@ class SourceEpochCoordinator:
         )
 
     def _context(self) -> PlanningContext:
-        return PlanningContext(self.parallelism, InMemoryMetricGroup())
+        return PlanningContext(self.parallelism, InMemoryMetricGroup(), self.source_id)
 
     def _start_fresh(self) -> _State:
         context = self._context()

@@ -36,6 +36,7 @@ from sinkv2.source import (
     SplitsAssignment,
     check_enumerator,
 )
+from sinkv2.source._context import SOURCE_ID_ATTRIBUTE
 
 __all__ = [
     "DEFAULT_PLANNING_TIMEOUT_S",
@@ -111,7 +112,10 @@ class PlanningContext:
     and `take_events`.
     """
 
-    def __init__(self, parallelism: int, metrics: MetricGroup) -> None:
+    def __init__(
+        self, parallelism: int, metrics: MetricGroup, source_id: str | None = None
+    ) -> None:
+        setattr(self, SOURCE_ID_ATTRIBUTE, source_id)  # `sinkv2.source.source_id_of`
         self._parallelism = parallelism
         self._readers = {i: ReaderInfo(subtask_id=i, location=None) for i in range(parallelism)}
         self._metrics = metrics

@@ -16,7 +16,7 @@ implement a `SplitReader` and get a `SourceReader` with a fetcher thread.
 
 from sinkv2._public import publish as _publish
 from sinkv2.source._boundedness import Boundedness, InputStatus
-from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext
+from sinkv2.source._context import SourceReaderContext, SplitEnumeratorContext, source_id_of
 from sinkv2.source._end_positions import (
     SplitCut,
     SupportsEndPositions,
@@ -66,6 +66,7 @@ __all__ = [
     "check_enumerator",
     "check_reader",
     "inspect_source",
+    "source_id_of",
 ]
 
 _publish(__name__)

@@ -13,7 +13,7 @@ from sinkv2._metrics import MetricGroup
 from sinkv2.source._event import SourceEvent
 from sinkv2.source._split import ReaderInfo, SplitsAssignment
 
-__all__ = ["SourceReaderContext", "SplitEnumeratorContext"]
+__all__ = ["SourceReaderContext", "SplitEnumeratorContext", "source_id_of"]
 
 SplitT = TypeVar("SplitT")
 R = TypeVar("R")
@@ -101,3 +101,25 @@ class SourceReaderContext(Protocol):
     def metric_group(self) -> MetricGroup:
         """Where the reader registers its metrics (``numRecordsIn`` is counted for it)."""
         ...
+
+
+SOURCE_ID_ATTRIBUTE = "_sinkv2_source_id"
+"""Where an engine's enumerator context keeps the source id it plans for."""
+
+
+def source_id_of(context: object) -> str | None:
+    """The source id an engine plans this enumerator for, or None (an extension).
+
+    Not in Flink: a Flink enumerator never knows its operator's id. Here a stream is
+    read under a ``source_id`` (``from_source(..., source_id=...)``, the stream door's
+    ``source_id`` option) that names its position history, and the engine's enumerator
+    context carries it. A source that keeps something outside its checkpoints - a
+    replication slot, a consumer group - derives that thing's name from it, so that a
+    crash after making it and before the first checkpoint is recorded leaves nothing
+    the next run under the same id cannot find and take over.
+
+    None when the engine reads without an id (a bounded read, the local engine of
+    `sinkv2.testing`) or when ``context`` is not an engine's.
+    """
+    found = getattr(context, SOURCE_ID_ATTRIBUTE, None)
+    return found if isinstance(found, str) and found else None

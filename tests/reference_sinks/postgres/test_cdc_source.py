@@ -654,3 +654,52 @@ def test_a_published_truncate_stops_the_query_and_the_changes_before_it_are_read
     finally:
         run.coordinator.close()
         drop(db, "trunc")
+
+
+@pytest.mark.parametrize("snapshot", [False, True], ids=["stream", "snapshot"])
+def test_a_first_start_that_crashed_before_its_first_epoch_leaves_no_slot_behind(
+    db, postgres_url, tmp_path, snapshot
+):
+    """Without ``slot_name`` the slot is named after the source id: the next start finds it.
+
+    The crash: the enumerator made its slot (and, with a snapshot, the copy) and the
+    driver died before epoch 0 was recorded. The next first start under the same source
+    id takes that slot over (from its creation point: the change made in between is
+    read) or, with a snapshot, drops it and its copy and takes the snapshot again.
+    """
+    from sinkv2._metrics import InMemoryMetricGroup
+    from sinkv2.runtime._source_plan import PlanningContext
+
+    def slots() -> list[str]:
+        return [row[0] for row in db.execute("SELECT slot_name FROM pg_replication_slots")]
+
+    db.execute("INSERT INTO items VALUES (1, 'before', 1, '{}')")
+    source = make(postgres_url, snapshot=snapshot)
+    crashed = source.create_enumerator(PlanningContext(1, InMemoryMetricGroup(), "orders-cdc"))
+    crashed.start()
+    made = crashed.slot
+    crashed.close()  # the driver died: nothing recorded
+    assert slots() == [made]
+    db.execute("INSERT INTO items VALUES (2, 'in between', 2, '{}')")
+    flushed(db)
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    run = Run(make(postgres_url, snapshot=snapshot), store, source_id="orders-cdc")
+    try:
+        epoch = run.coordinator.initial_epoch()
+        assert run.slot() == made
+        assert slots() == [made]
+        rows: list[dict[str, Any]] = []
+        while (after := run.coordinator.next_epoch(epoch, ReadLimit())) != epoch:
+            epoch = after
+            rows += run.read(epoch)
+        assert sorted(r["id"] for r in rows) == ([1, 2] if snapshot else [2])
+    finally:
+        run.coordinator.close()
+        drop(db, made)
+    other = source.create_enumerator(PlanningContext(1, InMemoryMetricGroup(), "other-id"))
+    other.start()
+    try:
+        assert other.slot != made  # another source id: another slot
+    finally:
+        other.close()
+        drop(db, other.slot)

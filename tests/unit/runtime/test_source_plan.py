@@ -174,3 +174,13 @@ def test_every_split_of_a_sequence_is_planned_once(start, length, splits, parall
     assert len(ids) == len(set(ids)) == plan.split_count
     sizes = [len(part) for part in plan.splits]
     assert max(sizes) - min(sizes) <= 1
+
+
+def test_the_planning_context_carries_the_source_id_for_source_id_of():
+    from sinkv2._metrics import InMemoryMetricGroup
+    from sinkv2.runtime._source_plan import PlanningContext
+    from sinkv2.source import source_id_of
+
+    assert source_id_of(PlanningContext(2, InMemoryMetricGroup(), "orders")) == "orders"
+    assert source_id_of(PlanningContext(2, InMemoryMetricGroup())) is None
+    assert source_id_of(object()) is None
