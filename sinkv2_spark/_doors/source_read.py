@@ -76,6 +76,25 @@ SOURCE_DOOR_OPTIONS: Final = (
 )
 """The read door's own options (lower-cased, as Spark passes them); the rest go to the factory."""
 
+_OTHER_SPELLINGS: Final[Mapping[str, str]] = {
+    "maxfilespertrigger": (
+        "is Spark's file-stream name; this door's is maxSplitsPerTrigger (a file is one "
+        "split, a large Parquet file may be several)"
+    ),
+    "maxoffsetspertrigger": "is Spark's Kafka name; this door's is maxRecordsPerTrigger",
+    "max_splits_per_trigger": "is from_source()'s keyword; the option is maxSplitsPerTrigger",
+    "max_records_per_trigger": "is from_source()'s keyword; the option is maxRecordsPerTrigger",
+    "native_read": "is from_source()'s keyword; the option is nativeRead",
+    "sourceid": "is spelled source_id",
+    "statestore": "is spelled state_store",
+    "batchrows": "is spelled batch_rows",
+    "checkpointlocation": (
+        "belongs on writeStream (Spark's checkpoint of the query); the source's positions "
+        "are recorded under source_id"
+    ),
+}
+"""Options users spell as Spark or `from_source` does, lower-cased: what this door calls them."""
+
 _NAMES: Final = itertools.count()
 
 
@@ -358,20 +377,44 @@ def door_source(options: Mapping[str, str]) -> Any:
             "function or class that returns a FLIP-27 Source; every option other than "
             f"{list(SOURCE_DOOR_OPTIONS)} is passed to it as a keyword argument (a string)"
         )
+    misspelled = [
+        f"{key!r} {_OTHER_SPELLINGS[key.lower()]}"
+        for key in options
+        if key.lower() in _OTHER_SPELLINGS
+    ]
+    if misspelled:
+        raise SinkConfigurationError(
+            f"spark.read/readStream.format('sinkv2'): the option {'; '.join(misspelled)}. "
+            f"The door's own options are {list(SOURCE_DOOR_OPTIONS)} (case does not matter); "
+            "every other one goes to the source's factory"
+        )
     factory = load_factory(spec, option="source", short_names=SOURCE_SHORT_NAMES)
     kwargs = {k: v for k, v in options.items() if k.lower() not in SOURCE_DOOR_OPTIONS}
     try:
         source = factory(**kwargs)
-    except SinkV2Error:
-        raise
+    except SinkV2Error as error:
+        if not isinstance(factory, type) or not isinstance(error, SinkConfigurationError):
+            raise
+        raise SinkConfigurationError(f"{error}{_strings_hint(factory)}") from error
     except (TypeError, ValueError) as error:
+        hint = _strings_hint(factory) if isinstance(factory, type) else ""
         raise SinkConfigurationError(
             f"source {spec!r} refused its options {sorted(kwargs)}: {type(error).__name__}: "
             f"{error}. Options other than {list(SOURCE_DOOR_OPTIONS)} are passed to the "
-            "source's factory as keyword arguments (Spark lower-cases their names)"
+            f"source's factory as keyword arguments (Spark lower-cases their names){hint}"
         ) from error
     inspect_source(source)
     return source
+
+
+def _strings_hint(cls: type) -> str:
+    """What to do when the ``source`` option names a class that wants other types than str."""
+    return (
+        f". The 'source' option names the class {cls.__qualname__}, which gets every option "
+        "as a string (as Spark passes them): name a factory function that converts them "
+        "instead, e.g. def numbers(start, end): return NumberSequenceSource(int(start), "
+        "int(end))"
+    )
 
 
 def source_schema(source: Any) -> StructType:
@@ -409,10 +452,19 @@ def _checked_schema(source: Any, schema: StructType, door: str) -> pyarrow.Schem
     if schema != spark_schema:
         raise SinkConfigurationError(
             f"the schema given to spark.{door}.format('sinkv2').schema(...) is "
-            f"{schema.simpleString()}; the source produces {spark_schema.simpleString()}. "
+            f"{_columns(schema)}; the source produces {_columns(spark_schema)}. "
             "Leave .schema(...) out: the source's get_produced_type() is the schema"
         )
     return arrow_schema
+
+
+def _columns(schema: StructType) -> str:
+    """``schema``'s columns with their types and nullability (which ``simpleString`` leaves out)."""
+    fields = (
+        f"{field.name} {field.dataType.simpleString()}{'' if field.nullable else ' NOT NULL'}"
+        for field in schema.fields
+    )
+    return f"<{', '.join(fields)}>"
 
 
 def door_stream_reader(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceContractError, SourceDefinitionError
 from sinkv2.source.lib import DataGeneratorSource, NumberSequenceSource
 from sinkv2_spark import from_source
+from sinkv2_spark._doors.source_read import _checked_schema, door_source
 
 pytestmark = pytest.mark.spark
 
@@ -207,6 +209,11 @@ def test_the_read_door_reads_a_source_its_factory_makes(spark):
             | {"parallelism": "0"},
             "'parallelism' option must be a positive integer",
         ),
+        (
+            {"source": "tests.spark.test_from_source:sequence", "start": "1", "end": "9"}
+            | {"maxFilesPerTrigger": "2"},
+            "'maxfilespertrigger' is Spark's file-stream name; this door's is maxSplitsPerTrigger",
+        ),
     ],
 )
 def test_the_read_door_names_a_bad_option(spark, options, message):
@@ -216,5 +223,38 @@ def test_the_read_door_names_a_bad_option(spark, options, message):
 
 def test_the_read_door_refuses_a_schema_that_is_not_the_sources(spark):
     reader = door(spark, source="tests.spark.test_from_source:sequence", start="1", end="9")
-    with pytest.raises(Exception, match=r"the source produces struct<value:bigint>"):
+    with pytest.raises(Exception, match=r"the source produces <value bigint NOT NULL>"):
         reader.schema("value string").load().collect()
+
+
+def test_a_schema_that_differs_only_in_nullability_says_so():
+    nullable = T.StructType([T.StructField("value", T.LongType(), True)])
+    with pytest.raises(
+        SinkConfigurationError,
+        match=r"schema\(\.\.\.\) is <value bigint>; the source produces <value bigint NOT NULL>",
+    ):
+        _checked_schema(NumberSequenceSource(1, 9), nullable, "read")
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("maxOffsetsPerTrigger", "'maxOffsetsPerTrigger' is Spark's Kafka name; this door's is "),
+        ("max_splits_per_trigger", "is from_source()'s keyword; the option is maxSplitsPerTrigger"),
+        ("sourceId", "'sourceId' is spelled source_id"),
+        ("checkpointLocation", "'checkpointLocation' belongs on writeStream"),
+    ],
+)
+def test_the_door_names_the_spellings_of_spark_and_from_source(option, named):
+    options = {"source": "tests.spark.test_from_source:sequence", "start": "1", "end": "9"}
+    with pytest.raises(SinkConfigurationError, match=re.escape(named)):
+        door_source({**options, option: "x"})
+
+
+def test_a_class_named_as_the_factory_is_told_options_are_strings():
+    with pytest.raises(
+        SinkConfigurationError,
+        match=r"'start' must be an int \(got '1' of type str\)\. The 'source' option names the "
+        r"class NumberSequenceSource, which gets every option as a string",
+    ):
+        door_source({"source": "sinkv2.source.lib:NumberSequenceSource", "start": "1", "end": "9"})
