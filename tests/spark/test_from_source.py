@@ -17,7 +17,7 @@ from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceContractError, SourceDefinitionError
 from sinkv2.source.lib import DataGeneratorSource, NumberSequenceSource
 from sinkv2_spark import from_source
-from sinkv2_spark._doors.source_read import _checked_schema, door_source
+from sinkv2_spark._doors.source_read import SOURCE_DOOR_OPTIONS, _checked_schema, door_source
 
 pytestmark = pytest.mark.spark
 
@@ -258,3 +258,10 @@ def test_a_class_named_as_the_factory_is_told_options_are_strings():
         r"class NumberSequenceSource, which gets every option as a string",
     ):
         door_source({"source": "sinkv2.source.lib:NumberSequenceSource", "start": "1", "end": "9"})
+
+
+def test_the_sources_page_lists_every_option_of_the_read_door():
+    page = (Path(__file__).resolve().parents[2] / "docs/explanation/sources.md").read_text()
+    (sentence,) = re.findall(r"The door's own options are (.*?); every other option", page, re.S)
+    listed = {name.lower() for name in re.findall(r"`(\w+)`", sentence)} - {"from_source"}
+    assert listed == set(SOURCE_DOOR_OPTIONS) - {"nativeread"}  # refused, on the how-to
