@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from sinkv2.errors import SinkConfigurationError, SinkV2Error
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     DEFAULT_BATCH_ROWS,
     SourceStateStore,
@@ -35,8 +35,15 @@ from sinkv2.runtime import (
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
 from sinkv2_spark._doors.source_native import door_native_option, native_frame
+from sinkv2_spark._doors.source_options import (
+    SOURCE_DOOR_OPTIONS,
+    SOURCE_SHORT_NAMES,
+    door_source,
+    positive_option,
+    task_options,
+)
 from sinkv2_spark._doors.source_stream import SourceStreamReader
-from sinkv2_spark._rules.options import load_factory, open_store
+from sinkv2_spark._rules.options import open_store
 
 if TYPE_CHECKING:
     import pyarrow
@@ -55,45 +62,6 @@ __all__ = [
     "source_schema",
     "source_store",
 ]
-
-SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
-    "files": "reference_sinks.files:file_source_from_options",
-    "redis_stream": "reference_sinks.redis:redis_stream_source_from_options",
-    "iceberg": "reference_sinks.iceberg:iceberg_source_from_options",
-    "postgres": "reference_sinks.postgres:postgres_source_from_options",
-}
-"""Reference sources by short name: ``.option("source", "files")``, ``"postgres"``."""
-
-SOURCE_DOOR_OPTIONS: Final = (
-    "source",
-    "source_id",
-    "parallelism",
-    "batch_rows",
-    "state_store",
-    "maxrecordspertrigger",
-    "maxsplitspertrigger",
-    "nativeread",
-)
-"""The read door's own options (lower-cased, as Spark passes them); the rest go to the factory."""
-
-_OTHER_SPELLINGS: Final[Mapping[str, str]] = {
-    "maxfilespertrigger": (
-        "is Spark's file-stream name; this door's is maxSplitsPerTrigger (a file is one "
-        "split, a large Parquet file may be several)"
-    ),
-    "maxoffsetspertrigger": "is Spark's Kafka name; this door's is maxRecordsPerTrigger",
-    "max_splits_per_trigger": "is from_source()'s keyword; the option is maxSplitsPerTrigger",
-    "max_records_per_trigger": "is from_source()'s keyword; the option is maxRecordsPerTrigger",
-    "native_read": "is from_source()'s keyword; the option is nativeRead",
-    "sourceid": "is spelled source_id",
-    "statestore": "is spelled state_store",
-    "batchrows": "is spelled batch_rows",
-    "checkpointlocation": (
-        "belongs on writeStream (Spark's checkpoint of the query); the source's positions "
-        "are recorded under source_id"
-    ),
-}
-"""Options users spell as Spark or `from_source` does, lower-cased: what this door calls them."""
 
 _NAMES: Final = itertools.count()
 
@@ -341,82 +309,6 @@ def source_store(location: SourceStateStore | str | None) -> SourceStateStore:
     return cast("SourceStateStore", store)
 
 
-def _task_options(options: Mapping[str, str]) -> tuple[int, int]:
-    """The read doors' ``parallelism`` (default: this host's CPUs) and ``batch_rows``."""
-    parallelism = _positive(options, "parallelism") or max(os.cpu_count() or 1, 1)
-    return parallelism, _positive(options, "batch_rows") or DEFAULT_BATCH_ROWS
-
-
-def _positive(options: Mapping[str, str], name: str) -> int | None:
-    raw = options.get(name)
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SinkConfigurationError(
-            f"the {name!r} option must be a positive integer (got {raw!r})"
-        )
-    return value
-
-
-def door_source(options: Mapping[str, str]) -> Any:
-    """The source ``.option("source", ...)`` names, made from the other options.
-
-    Raises:
-        SinkConfigurationError: No ``source`` option, a bad factory, or a factory
-            that refused its options.
-        SourceDefinitionError: What the factory returned is not a FLIP-27 source.
-    """
-    spec = (options.get("source") or "").strip()
-    if not spec:
-        raise SinkConfigurationError(
-            "spark.read.format('sinkv2') needs .option('source', 'module:callable'): a "
-            "function or class that returns a FLIP-27 Source; every option other than "
-            f"{list(SOURCE_DOOR_OPTIONS)} is passed to it as a keyword argument (a string)"
-        )
-    misspelled = [
-        f"{key!r} {_OTHER_SPELLINGS[key.lower()]}"
-        for key in options
-        if key.lower() in _OTHER_SPELLINGS
-    ]
-    if misspelled:
-        raise SinkConfigurationError(
-            f"spark.read/readStream.format('sinkv2'): the option {'; '.join(misspelled)}. "
-            f"The door's own options are {list(SOURCE_DOOR_OPTIONS)} (case does not matter); "
-            "every other one goes to the source's factory"
-        )
-    factory = load_factory(spec, option="source", short_names=SOURCE_SHORT_NAMES)
-    kwargs = {k: v for k, v in options.items() if k.lower() not in SOURCE_DOOR_OPTIONS}
-    try:
-        source = factory(**kwargs)
-    except SinkV2Error as error:
-        if not isinstance(factory, type) or not isinstance(error, SinkConfigurationError):
-            raise
-        raise SinkConfigurationError(f"{error}{_strings_hint(factory)}") from error
-    except (TypeError, ValueError) as error:
-        hint = _strings_hint(factory) if isinstance(factory, type) else ""
-        raise SinkConfigurationError(
-            f"source {spec!r} refused its options {sorted(kwargs)}: {type(error).__name__}: "
-            f"{error}. Options other than {list(SOURCE_DOOR_OPTIONS)} are passed to the "
-            f"source's factory as keyword arguments (Spark lower-cases their names){hint}"
-        ) from error
-    inspect_source(source)
-    return source
-
-
-def _strings_hint(cls: type) -> str:
-    """What to do when the ``source`` option names a class that wants other types than str."""
-    return (
-        f". The 'source' option names the class {cls.__qualname__}, which gets every option "
-        "as a string (as Spark passes them): name a factory function that converts them "
-        "instead, e.g. def numbers(start, end): return NumberSequenceSource(int(start), "
-        "int(end))"
-    )
-
-
 def source_schema(source: Any) -> StructType:
     """The Spark schema of ``source``'s produced type."""
     return _spark_schema(source)[0]
@@ -444,7 +336,7 @@ def door_reader(
         )
     door_native_option(options, "read")
     arrow_schema = _checked_schema(source, schema, "read")
-    return BoundedSourceReader(source, arrow_schema, *_task_options(options))
+    return BoundedSourceReader(source, arrow_schema, *task_options(options))
 
 
 def _checked_schema(source: Any, schema: StructType, door: str) -> pyarrow.Schema:
@@ -489,7 +381,7 @@ def door_stream_reader(
     check_streamable(source)
     door_native_option(options, "readStream")
     arrow_schema = _checked_schema(source, schema, "readStream")
-    parallelism, batch_rows = _task_options(options)
+    parallelism, batch_rows = task_options(options)
     return SourceStreamReader(
         source,
         arrow_schema,
@@ -497,6 +389,6 @@ def door_stream_reader(
         store=source_store(options.get("state_store")),
         parallelism=parallelism,
         batch_rows=batch_rows,
-        max_records=_positive(options, "maxRecordsPerTrigger"),
-        max_splits=_positive(options, "maxSplitsPerTrigger"),
+        max_records=positive_option(options, "maxRecordsPerTrigger"),
+        max_splits=positive_option(options, "maxSplitsPerTrigger"),
     )
