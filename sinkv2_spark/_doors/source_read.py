@@ -18,6 +18,7 @@ rows.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -64,6 +65,8 @@ __all__ = [
 ]
 
 _NAMES: Final = itertools.count()
+
+logger = logging.getLogger("sinkv2.spark")
 
 
 class SplitSlice(InputPartition):
@@ -167,7 +170,9 @@ def from_source(
         spark: The session to read with.
         source: A FLIP-27 `Source` (checked with `inspect_source` first).
         source_id: The name of the source's position history: required for a
-            stream (the same in every run of the query), unused for a batch read.
+            stream (the same in every run of the query). A batch read ignores it,
+            and ``state_store`` and the limits, with a WARNING on the
+            ``sinkv2.spark`` logger (``streaming=True`` streams a bounded source).
         streaming: ``None`` (default): a batch DataFrame for a BOUNDED source, a
             streaming one for an unbounded source; ``True``: a stream either way;
             ``False``: a batch read (BOUNDED sources only).
@@ -226,17 +231,26 @@ def from_source(
             f"from_source(): native_read must be None, True or False ({native_read!r})"
         )
     spark_schema, arrow_schema = _spark_schema(source)
-    if not stream and native_read is not False:
-        native = native_frame(
-            spark,
-            source,
-            spark_schema,
-            parallelism=parallelism or _default_parallelism(spark),
-            require=native_read is True,
+    if not stream:
+        # A batch read: the stream-only arguments are ignored (said once), and Spark's
+        # own reader reads the files when the source allows it.
+        _warn_stream_only(
+            source, source_id, state_store, max_records_per_trigger, max_splits_per_trigger
+        )
+        native = (
+            None
+            if native_read is False
+            else native_frame(
+                spark,
+                source,
+                spark_schema,
+                parallelism=parallelism or _default_parallelism(spark),
+                require=native_read is True,
+            )
         )
         if native is not None:
             return native
-    elif stream and native_read is True:
+    elif native_read is True:
         raise SinkConfigurationError(
             "from_source(native_read=True): a stream always reads through the source's readers "
             "(its positions are recorded per micro-batch); leave native_read out"
@@ -288,6 +302,21 @@ def from_source(
     if stream:
         return spark.readStream.format(name).load()
     return spark.read.format(name).load()
+
+
+def _warn_stream_only(source: Any, *values: object) -> None:
+    """A batch read given a stream's arguments says once that it ignores them."""
+    names = ("source_id", "state_store", "max_records_per_trigger", "max_splits_per_trigger")
+    given = [name for name, value in zip(names, values, strict=True) if value is not None]
+    if given:
+        logger.warning(
+            "from_source(%s): %s %s for streams; the source is BOUNDED, so this is a batch "
+            "read and ignores them. Pass streaming=True to read it as a stream, one recorded "
+            "epoch per micro-batch, or leave them out",
+            describe(source),
+            ", ".join(given),
+            "is" if len(given) == 1 else "are",
+        )
 
 
 def source_store(location: SourceStateStore | str | None) -> SourceStateStore:

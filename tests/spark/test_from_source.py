@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -265,3 +266,15 @@ def test_the_sources_page_lists_every_option_of_the_read_door():
     (sentence,) = re.findall(r"The door's own options are (.*?); every other option", page, re.S)
     listed = {name.lower() for name in re.findall(r"`(\w+)`", sentence)} - {"from_source"}
     assert listed == set(SOURCE_DOOR_OPTIONS) - {"nativeread"}  # refused, on the how-to
+
+
+def test_a_batch_read_given_a_stream_s_arguments_says_it_ignores_them(spark, caplog):
+    with caplog.at_level(logging.WARNING, logger="sinkv2.spark"):
+        df = from_source(
+            spark, NumberSequenceSource(0, 9), source_id="numbers", max_splits_per_trigger=2
+        )
+
+    assert not df.isStreaming
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "source_id, max_splits_per_trigger are for streams; the source is BOUNDED" in warning
+    assert "Pass streaming=True to read it as a stream" in warning
