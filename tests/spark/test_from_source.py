@@ -278,3 +278,26 @@ def test_a_batch_read_given_a_stream_s_arguments_says_it_ignores_them(spark, cap
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "source_id, max_splits_per_trigger are for streams; the source is BOUNDED" in warning
     assert "Pass streaming=True to read it as a stream" in warning
+
+
+def test_the_first_source_tutorial_s_source_reads_on_spark_in_batch_and_stream(spark, tmp_path):
+    """docs/examples/first_source.py's Spark step: a script's source, shipped by value."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "first_source.py"
+    spec = importlib.util.spec_from_file_location("first_source_on_spark", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        module.write_sample_files(tmp_path / "data")
+        counts = module.read_with_spark(spark, tmp_path / "data", tmp_path / "state.sqlite")
+    finally:
+        from pyspark import cloudpickle
+
+        cloudpickle.unregister_pickle_by_value(module)
+        del sys.modules[spec.name]
+    assert counts == (23, 23)
