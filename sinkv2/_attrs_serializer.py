@@ -513,6 +513,9 @@ class AttrsMsgpackSerializer(Generic[T]):
         self._custom_converter = converter
         self._converter = converter or _shared_default_converter()
         self._check: _Check | None = None  # compiled on first serialize()
+        # Where the class's module is importable (the driver, before the class is
+        # pickled by value to Spark's workers), so its fields travel resolved.
+        resolve_annotations(cls)
 
     def get_version(self) -> int:
         """The version `serialize` writes."""

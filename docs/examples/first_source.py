@@ -23,7 +23,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 import pyarrow
@@ -47,6 +47,9 @@ from sinkv2.source.reader import (
     SplitsChange,
 )
 from sinkv2.testing import LocalSourceEngine, SourceCheckpoint, check_source, check_source_reader
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 Record = dict[str, Any]
 """What the source emits: one dict per line, keyed by the schema's column names."""
@@ -481,6 +484,35 @@ def check(directory: Path) -> None:
 
 
 # --8<-- [end:checks]
+
+
+# --8<-- [start:spark]
+def read_with_spark(spark: SparkSession, directory: Path, state_store: Path) -> tuple[int, int]:
+    """Read the files with Spark: as a batch DataFrame, then as a stream; the row counts."""
+    from pyspark import cloudpickle  # noqa: PLC0415  # Spark's own copy of cloudpickle
+
+    from sinkv2_spark import from_source  # noqa: PLC0415  # the tutorial runs without Spark
+
+    # Spark's Python processes import the source's classes by module name, and cannot
+    # import this file: ship its classes by value (or put the file on their PYTHONPATH).
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+    source = JsonLinesSource(directory, ORDERS)
+
+    batch = from_source(spark, source)  # BOUNDED: a batch DataFrame
+    stream = from_source(
+        spark, source, streaming=True, source_id="first-source-orders", state_store=str(state_store)
+    )
+    query = (
+        stream.writeStream.format("memory")
+        .queryName("first_source_orders")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return batch.count(), spark.table("first_source_orders").count()
+
+
+# --8<-- [end:spark]
 
 
 if __name__ == "__main__":

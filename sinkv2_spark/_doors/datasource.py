@@ -199,9 +199,8 @@ class SinkV2DataSource(DataSource):
         """Plan a batch read of a bounded FLIP-27 source (see `sinkv2_spark.from_source`).
 
         Raises:
-            SinkConfigurationError: A bad option, or a ``.schema(...)`` that is not the
-                source's.
-            NotImplementedError: The source is unbounded (streams come next).
+            SinkConfigurationError: A bad option, a ``.schema(...)`` that is not the
+                source's, or an unbounded source (read it with ``spark.readStream``).
         """
         return door_reader(self.options, schema, self._read_source)
 

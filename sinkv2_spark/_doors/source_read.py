@@ -18,13 +18,14 @@ rows.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from sinkv2.errors import SinkConfigurationError, SinkV2Error
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import (
     DEFAULT_BATCH_ROWS,
     SourceStateStore,
@@ -35,8 +36,15 @@ from sinkv2.runtime import (
 from sinkv2.source import Boundedness, SourceEvent, inspect_source
 from sinkv2.text import describe
 from sinkv2_spark._doors.source_native import door_native_option, native_frame
+from sinkv2_spark._doors.source_options import (
+    SOURCE_DOOR_OPTIONS,
+    SOURCE_SHORT_NAMES,
+    door_source,
+    positive_option,
+    task_options,
+)
 from sinkv2_spark._doors.source_stream import SourceStreamReader
-from sinkv2_spark._rules.options import load_factory, open_store
+from sinkv2_spark._rules.options import open_store
 
 if TYPE_CHECKING:
     import pyarrow
@@ -56,27 +64,9 @@ __all__ = [
     "source_store",
 ]
 
-SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
-    "files": "reference_sinks.files:file_source_from_options",
-    "redis_stream": "reference_sinks.redis:redis_stream_source_from_options",
-    "iceberg": "reference_sinks.iceberg:iceberg_source_from_options",
-    "postgres": "reference_sinks.postgres:postgres_source_from_options",
-}
-"""Reference sources by short name: ``.option("source", "files")``, ``"postgres"``."""
-
-SOURCE_DOOR_OPTIONS: Final = (
-    "source",
-    "source_id",
-    "parallelism",
-    "batch_rows",
-    "state_store",
-    "maxrecordspertrigger",
-    "maxsplitspertrigger",
-    "nativeread",
-)
-"""The read door's own options (lower-cased, as Spark passes them); the rest go to the factory."""
-
 _NAMES: Final = itertools.count()
+
+logger = logging.getLogger("sinkv2.spark")
 
 
 class SplitSlice(InputPartition):
@@ -180,7 +170,9 @@ def from_source(
         spark: The session to read with.
         source: A FLIP-27 `Source` (checked with `inspect_source` first).
         source_id: The name of the source's position history: required for a
-            stream (the same in every run of the query), unused for a batch read.
+            stream (the same in every run of the query). A batch read ignores it,
+            and ``state_store`` and the limits, with a WARNING on the
+            ``sinkv2.spark`` logger (``streaming=True`` streams a bounded source).
         streaming: ``None`` (default): a batch DataFrame for a BOUNDED source, a
             streaming one for an unbounded source; ``True``: a stream either way;
             ``False``: a batch read (BOUNDED sources only).
@@ -239,17 +231,26 @@ def from_source(
             f"from_source(): native_read must be None, True or False ({native_read!r})"
         )
     spark_schema, arrow_schema = _spark_schema(source)
-    if not stream and native_read is not False:
-        native = native_frame(
-            spark,
-            source,
-            spark_schema,
-            parallelism=parallelism or _default_parallelism(spark),
-            require=native_read is True,
+    if not stream:
+        # A batch read: the stream-only arguments are ignored (said once), and Spark's
+        # own reader reads the files when the source allows it.
+        _warn_stream_only(
+            source, source_id, state_store, max_records_per_trigger, max_splits_per_trigger
+        )
+        native = (
+            None
+            if native_read is False
+            else native_frame(
+                spark,
+                source,
+                spark_schema,
+                parallelism=parallelism or _default_parallelism(spark),
+                require=native_read is True,
+            )
         )
         if native is not None:
             return native
-    elif stream and native_read is True:
+    elif native_read is True:
         raise SinkConfigurationError(
             "from_source(native_read=True): a stream always reads through the source's readers "
             "(its positions are recorded per micro-batch); leave native_read out"
@@ -303,6 +304,21 @@ def from_source(
     return spark.read.format(name).load()
 
 
+def _warn_stream_only(source: Any, *values: object) -> None:
+    """A batch read given a stream's arguments says once that it ignores them."""
+    names = ("source_id", "state_store", "max_records_per_trigger", "max_splits_per_trigger")
+    given = [name for name, value in zip(names, values, strict=True) if value is not None]
+    if given:
+        logger.warning(
+            "from_source(%s): %s %s for streams; the source is BOUNDED, so this is a batch "
+            "read and ignores them. Pass streaming=True to read it as a stream, one recorded "
+            "epoch per micro-batch, or leave them out",
+            describe(source),
+            ", ".join(given),
+            "is" if len(given) == 1 else "are",
+        )
+
+
 def source_store(location: SourceStateStore | str | None) -> SourceStateStore:
     """The store of a stream's epoch records: given, or named like the sinks' ``state_store``.
 
@@ -320,58 +336,6 @@ def source_store(location: SourceStateStore | str | None) -> SourceStateStore:
             "PostgresCommitStateStore"
         )
     return cast("SourceStateStore", store)
-
-
-def _task_options(options: Mapping[str, str]) -> tuple[int, int]:
-    """The read doors' ``parallelism`` (default: this host's CPUs) and ``batch_rows``."""
-    parallelism = _positive(options, "parallelism") or max(os.cpu_count() or 1, 1)
-    return parallelism, _positive(options, "batch_rows") or DEFAULT_BATCH_ROWS
-
-
-def _positive(options: Mapping[str, str], name: str) -> int | None:
-    raw = options.get(name)
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SinkConfigurationError(
-            f"the {name!r} option must be a positive integer (got {raw!r})"
-        )
-    return value
-
-
-def door_source(options: Mapping[str, str]) -> Any:
-    """The source ``.option("source", ...)`` names, made from the other options.
-
-    Raises:
-        SinkConfigurationError: No ``source`` option, a bad factory, or a factory
-            that refused its options.
-        SourceDefinitionError: What the factory returned is not a FLIP-27 source.
-    """
-    spec = (options.get("source") or "").strip()
-    if not spec:
-        raise SinkConfigurationError(
-            "spark.read.format('sinkv2') needs .option('source', 'module:callable'): a "
-            "function or class that returns a FLIP-27 Source; every option other than "
-            f"{list(SOURCE_DOOR_OPTIONS)} is passed to it as a keyword argument (a string)"
-        )
-    factory = load_factory(spec, option="source", short_names=SOURCE_SHORT_NAMES)
-    kwargs = {k: v for k, v in options.items() if k.lower() not in SOURCE_DOOR_OPTIONS}
-    try:
-        source = factory(**kwargs)
-    except SinkV2Error:
-        raise
-    except (TypeError, ValueError) as error:
-        raise SinkConfigurationError(
-            f"source {spec!r} refused its options {sorted(kwargs)}: {type(error).__name__}: "
-            f"{error}. Options other than {list(SOURCE_DOOR_OPTIONS)} are passed to the "
-            "source's factory as keyword arguments (Spark lower-cases their names)"
-        ) from error
-    inspect_source(source)
-    return source
 
 
 def source_schema(source: Any) -> StructType:
@@ -401,7 +365,7 @@ def door_reader(
         )
     door_native_option(options, "read")
     arrow_schema = _checked_schema(source, schema, "read")
-    return BoundedSourceReader(source, arrow_schema, *_task_options(options))
+    return BoundedSourceReader(source, arrow_schema, *task_options(options))
 
 
 def _checked_schema(source: Any, schema: StructType, door: str) -> pyarrow.Schema:
@@ -409,10 +373,19 @@ def _checked_schema(source: Any, schema: StructType, door: str) -> pyarrow.Schem
     if schema != spark_schema:
         raise SinkConfigurationError(
             f"the schema given to spark.{door}.format('sinkv2').schema(...) is "
-            f"{schema.simpleString()}; the source produces {spark_schema.simpleString()}. "
+            f"{_columns(schema)}; the source produces {_columns(spark_schema)}. "
             "Leave .schema(...) out: the source's get_produced_type() is the schema"
         )
     return arrow_schema
+
+
+def _columns(schema: StructType) -> str:
+    """``schema``'s columns with their types and nullability (which ``simpleString`` leaves out)."""
+    fields = (
+        f"{field.name} {field.dataType.simpleString()}{'' if field.nullable else ' NOT NULL'}"
+        for field in schema.fields
+    )
+    return f"<{', '.join(fields)}>"
 
 
 def door_stream_reader(
@@ -437,7 +410,7 @@ def door_stream_reader(
     check_streamable(source)
     door_native_option(options, "readStream")
     arrow_schema = _checked_schema(source, schema, "readStream")
-    parallelism, batch_rows = _task_options(options)
+    parallelism, batch_rows = task_options(options)
     return SourceStreamReader(
         source,
         arrow_schema,
@@ -445,6 +418,6 @@ def door_stream_reader(
         store=source_store(options.get("state_store")),
         parallelism=parallelism,
         batch_rows=batch_rows,
-        max_records=_positive(options, "maxRecordsPerTrigger"),
-        max_splits=_positive(options, "maxSplitsPerTrigger"),
+        max_records=positive_option(options, "maxRecordsPerTrigger"),
+        max_splits=positive_option(options, "maxSplitsPerTrigger"),
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import functools
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceContractError, SourceDefinitionError
 from sinkv2.source.lib import DataGeneratorSource, NumberSequenceSource
 from sinkv2_spark import from_source
+from sinkv2_spark._doors.source_read import SOURCE_DOOR_OPTIONS, _checked_schema, door_source
 
 pytestmark = pytest.mark.spark
 
@@ -207,6 +210,11 @@ def test_the_read_door_reads_a_source_its_factory_makes(spark):
             | {"parallelism": "0"},
             "'parallelism' option must be a positive integer",
         ),
+        (
+            {"source": "tests.spark.test_from_source:sequence", "start": "1", "end": "9"}
+            | {"maxFilesPerTrigger": "2"},
+            "'maxfilespertrigger' is Spark's file-stream name; this door's is maxSplitsPerTrigger",
+        ),
     ],
 )
 def test_the_read_door_names_a_bad_option(spark, options, message):
@@ -216,5 +224,80 @@ def test_the_read_door_names_a_bad_option(spark, options, message):
 
 def test_the_read_door_refuses_a_schema_that_is_not_the_sources(spark):
     reader = door(spark, source="tests.spark.test_from_source:sequence", start="1", end="9")
-    with pytest.raises(Exception, match=r"the source produces struct<value:bigint>"):
+    with pytest.raises(Exception, match=r"the source produces <value bigint NOT NULL>"):
         reader.schema("value string").load().collect()
+
+
+def test_a_schema_that_differs_only_in_nullability_says_so():
+    nullable = T.StructType([T.StructField("value", T.LongType(), True)])
+    with pytest.raises(
+        SinkConfigurationError,
+        match=r"schema\(\.\.\.\) is <value bigint>; the source produces <value bigint NOT NULL>",
+    ):
+        _checked_schema(NumberSequenceSource(1, 9), nullable, "read")
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ("maxOffsetsPerTrigger", "'maxOffsetsPerTrigger' is Spark's Kafka name; this door's is "),
+        ("max_splits_per_trigger", "is from_source()'s keyword; the option is maxSplitsPerTrigger"),
+        ("sourceId", "'sourceId' is spelled source_id"),
+        ("checkpointLocation", "'checkpointLocation' belongs on writeStream"),
+    ],
+)
+def test_the_door_names_the_spellings_of_spark_and_from_source(option, named):
+    options = {"source": "tests.spark.test_from_source:sequence", "start": "1", "end": "9"}
+    with pytest.raises(SinkConfigurationError, match=re.escape(named)):
+        door_source({**options, option: "x"})
+
+
+def test_a_class_named_as_the_factory_is_told_options_are_strings():
+    with pytest.raises(
+        SinkConfigurationError,
+        match=r"'start' must be an int \(got '1' of type str\)\. The 'source' option names the "
+        r"class NumberSequenceSource, which gets every option as a string",
+    ):
+        door_source({"source": "sinkv2.source.lib:NumberSequenceSource", "start": "1", "end": "9"})
+
+
+def test_the_sources_page_lists_every_option_of_the_read_door():
+    page = (Path(__file__).resolve().parents[2] / "docs/explanation/sources.md").read_text()
+    (sentence,) = re.findall(r"The door's own options are (.*?); every other option", page, re.S)
+    listed = {name.lower() for name in re.findall(r"`(\w+)`", sentence)} - {"from_source"}
+    assert listed == set(SOURCE_DOOR_OPTIONS) - {"nativeread"}  # refused, on the how-to
+
+
+def test_a_batch_read_given_a_stream_s_arguments_says_it_ignores_them(spark, caplog):
+    with caplog.at_level(logging.WARNING, logger="sinkv2.spark"):
+        df = from_source(
+            spark, NumberSequenceSource(0, 9), source_id="numbers", max_splits_per_trigger=2
+        )
+
+    assert not df.isStreaming
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "source_id, max_splits_per_trigger are for streams; the source is BOUNDED" in warning
+    assert "Pass streaming=True to read it as a stream" in warning
+
+
+def test_the_first_source_tutorial_s_source_reads_on_spark_in_batch_and_stream(spark, tmp_path):
+    """docs/examples/first_source.py's Spark step: a script's source, shipped by value."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "examples" / "first_source.py"
+    spec = importlib.util.spec_from_file_location("first_source_on_spark", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        module.write_sample_files(tmp_path / "data")
+        counts = module.read_with_spark(spark, tmp_path / "data", tmp_path / "state.sqlite")
+    finally:
+        from pyspark import cloudpickle
+
+        cloudpickle.unregister_pickle_by_value(module)
+        del sys.modules[spec.name]
+    assert counts == (23, 23)

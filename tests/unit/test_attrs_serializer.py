@@ -451,3 +451,45 @@ def test_classes_pickled_by_value_read_back_after_cloudpickle_restores_their_ann
     finally:
         cloudpickle.unregister_pickle_by_value(module)
         del sys.modules[module.__name__]
+
+
+def test_a_class_pickled_by_value_after_its_serializer_was_made_reads_where_its_module_is_not():
+    # A source defined in a script or notebook: its checkpoint class nests its split
+    # class under PEP 563 annotations, and reaches a Spark process where the script's
+    # module does not exist. Made where the module is, the serializer resolves the
+    # annotations there, so they travel as types: no name is looked up on arrival.
+    import subprocess
+    import sys
+    import types
+
+    import cloudpickle
+
+    module = types.ModuleType("sinkv2_test_by_value_nested")
+    sys.modules[module.__name__] = module
+    try:
+        exec(  # the classes of a script
+            "from __future__ import annotations\n"
+            "import attrs\n"
+            "@attrs.frozen\nclass Split:\n    path: str\n    position: int = 0\n"
+            "@attrs.frozen\nclass Pending:\n    splits: tuple[Split, ...]\n",
+            module.__dict__,
+        )
+        cloudpickle.register_pickle_by_value(module)
+        serializer = AttrsMsgpackSerializer(module.Pending)
+        value = module.Pending((module.Split("a", 3),))
+        payload = cloudpickle.dumps((serializer, value))
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        del sys.modules[module.__name__]
+    elsewhere = (  # a process without the module
+        "import pickle, sys\n"
+        "serializer, value = pickle.loads(sys.stdin.buffer.read())\n"
+        "data = serializer.serialize(value)\n"
+        "assert serializer.deserialize(1, data) == value, value\n"
+        "print(value)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", elsewhere], input=payload, capture_output=True, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().strip() == "Pending(splits=(Split(path='a', position=3),))"

@@ -59,6 +59,23 @@ NUM_RECORDS_IN = "numRecordsIn"
 
 _NO_RECORD = object()  # what a split's last record is before any was emitted
 
+_BASE_STATE = frozenset(
+    {"_queue", "_fetchers", "_emitter", "_context", "_states", "_fetch", "_split"}
+    | {"_no_more_splits", "_closed", "_records_in", "context"}
+)
+"""What `SourceReaderBase.__init__` sets: missing, a subclass skipped ``super().__init__``."""
+
+
+def _base_init(cls: type) -> str:
+    """The framework base's ``__init__`` that ``cls``'s ``super().__init__`` should reach."""
+    names = {base.__name__ for base in cls.__mro__}
+    if "SingleThreadMultiplexSourceReaderBase" in names:
+        return (
+            "SingleThreadMultiplexSourceReaderBase.__init__(split_reader_supplier, "
+            "record_emitter, context)"
+        )
+    return "SourceReaderBase.__init__(queue, fetcher_manager, record_emitter, context)"
+
 
 class _CountingOutput(Generic[T]):
     """A split's output that counts the rows it passes on (``numRecordsIn``).
@@ -124,6 +141,19 @@ class SourceReaderBase(
         self._no_more_splits = False
         self._closed = False
         self._records_in: Counter = context.metric_group().counter(NUM_RECORDS_IN)
+
+    if not TYPE_CHECKING:  # a fallback for a missing attribute only; mypy sees none
+
+        def __getattr__(self, name: str) -> object:
+            """Name the usual cause when the base's own state is missing."""
+            if name in _BASE_STATE:
+                raise AttributeError(
+                    f"{type(self).__name__} has no {name}: its __init__ did not call "
+                    f"{_base_init(type(self))}; call super().__init__(...) first"
+                )
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+            )
 
     @property
     def context(self) -> SourceReaderContext:

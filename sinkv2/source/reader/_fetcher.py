@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Generic, TypeVar, final
 
-from sinkv2.source._errors import SourceReaderError
+from sinkv2._text import describe
+from sinkv2.source._errors import SourceContractError, SourceReaderError
 from sinkv2.source.reader._queue import ElementQueue
 from sinkv2.source.reader._records import RecordsWithSplitIds
 from sinkv2.source.reader._split_reader import SplitReader
@@ -144,6 +145,9 @@ class _SplitFetcher(Generic[E, SplitT]):
             pending = self._pending
             if pending is None:
                 pending = self._pending = fetch()
+                if not callable(getattr(pending, "finished_splits", None)):
+                    self._pending = None
+                    raise _not_records(self._reader, pending)
                 if self._woken_up():  # a method: the flag changes under the loop's feet
                     return
             if not put(index, pending):
@@ -153,6 +157,15 @@ class _SplitFetcher(Generic[E, SplitT]):
             if finished:
                 with self._cond:
                     self._assigned.difference_update(finished)
+
+
+def _not_records(reader: object, fetched: object) -> SourceContractError:
+    return SourceContractError(
+        f"{type(reader).__qualname__}.fetch() returned {describe(fetched)}; return a "
+        "RecordsWithSplitIds, e.g. RecordsBySplits({split_id: records}, "
+        "finished_splits=[ids of the splits that ended])",
+        method="fetch",
+    )
 
 
 @final

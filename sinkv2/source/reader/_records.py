@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar, final
 
+from sinkv2._text import describe
+
 __all__ = ["RecordsBySplits", "RecordsWithSplitIds"]
 
 E = TypeVar("E")
@@ -56,6 +58,16 @@ class RecordsBySplits(Generic[E]):
         records_by_split: Mapping[str, Sequence[E]],
         finished_splits: Collection[str] = (),
     ) -> None:
+        if not isinstance(records_by_split, Mapping):
+            raise TypeError(
+                "RecordsBySplits takes a mapping of split id to that split's records (got "
+                f"{describe(records_by_split)}); e.g. RecordsBySplits({{split_id: records}})"
+            )
+        if isinstance(finished_splits, str):
+            raise TypeError(
+                f"RecordsBySplits' finished_splits is a collection of split ids (got the str "
+                f"{finished_splits!r}, which would be its characters); pass [{finished_splits!r}]"
+            )
         self._splits: Iterator[tuple[str, Sequence[E]]] = iter(list(records_by_split.items()))
         self._records: Iterator[E] = _NO_RECORDS
         self._finished = frozenset(finished_splits) if finished_splits else _NO_SPLITS

@@ -225,6 +225,54 @@ def test_records_of_a_split_the_reader_does_not_hold_are_a_contract_error():
     reader.close()
 
 
+@pytest.mark.parametrize("fetched", [[], {"s0": [1]}], ids=["list", "dict"])
+def test_a_fetch_that_is_not_records_with_split_ids_is_named(fetched: Any):
+    class Wrong(ListSplitReader):
+        def fetch(self) -> Any:
+            return fetched
+
+    reader = SingleThreadMultiplexSourceReaderBase_with(Wrong)
+    reader.add_splits(splits(1))
+    reader.is_available().result(WAIT)
+    with pytest.raises(SourceReaderError) as info:
+        poll_for(reader, WAIT)
+    cause = info.value.__cause__
+    assert isinstance(cause, SourceContractError)
+    assert cause.method == "fetch"
+    assert f"Wrong.fetch() returned {fetched!r} of type {type(fetched).__name__}" in str(cause)
+    assert "return a RecordsWithSplitIds, e.g. RecordsBySplits({split_id: records}" in str(cause)
+    reader.close()
+
+
+def test_records_by_splits_refuses_a_list_of_records_and_one_str_of_finished_splits():
+    listed = r"mapping of split id to that split's records \(got \[1, 2\] of type list\)"
+    with pytest.raises(TypeError, match=listed):
+        RecordsBySplits([1, 2])  # type: ignore[arg-type]
+    one_str = r"got the str 's0', which would be its characters\); pass \['s0'\]"
+    with pytest.raises(TypeError, match=one_str):
+        RecordsBySplits({}, "s0")
+
+
+def test_a_subclass_that_skips_super_init_is_told_to_call_it():
+    class Forgetful(_StateReader):
+        def __init__(self, context: Any) -> None:
+            self.own = context
+
+    reader = Forgetful(Context())
+    message = (
+        r"Forgetful has no context: its __init__ did not call "
+        r"SingleThreadMultiplexSourceReaderBase\.__init__\(split_reader_supplier, "
+        r"record_emitter, context\); call super\(\)\.__init__\(\.\.\.\) first"
+    )
+    with pytest.raises(AttributeError, match=message):
+        reader.context.send_split_request()
+    with pytest.raises(AttributeError, match="has no _states: its __init__ did not call"):
+        reader.snapshot_state(1)
+    with pytest.raises(AttributeError, match="'Forgetful' object has no attribute 'other'"):
+        reader.other  # noqa: B018  # any other missing attribute: Python's own message
+    assert reader.own is not None
+
+
 def test_a_split_added_twice_is_refused():
     reader = SingleThreadMultiplexSourceReaderBase_with(ListSplitReader)
     reader.add_splits(splits(1))

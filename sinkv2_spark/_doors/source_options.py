@@ -1,0 +1,147 @@
+"""The read door's options: which source, made by which factory, and the door's own options.
+
+Spark hands a Python data source its ``.option(...)`` values as strings, with the
+keys lower-cased. The options in `SOURCE_DOOR_OPTIONS` are the door's own; every
+other one is passed to the source's factory as a keyword argument (still a string).
+An option spelled as Spark's own sources or `from_source` spell it
+(``maxFilesPerTrigger``, ``max_splits_per_trigger``) is refused with the door's name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+from sinkv2.errors import SinkConfigurationError, SinkV2Error
+from sinkv2.runtime import DEFAULT_BATCH_ROWS
+from sinkv2.source import inspect_source
+from sinkv2_spark._rules.options import load_factory
+
+__all__ = [
+    "SOURCE_DOOR_OPTIONS",
+    "SOURCE_SHORT_NAMES",
+    "door_source",
+    "positive_option",
+    "task_options",
+]
+
+SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
+    "files": "reference_sinks.files:file_source_from_options",
+    "redis_stream": "reference_sinks.redis:redis_stream_source_from_options",
+    "iceberg": "reference_sinks.iceberg:iceberg_source_from_options",
+    "postgres": "reference_sinks.postgres:postgres_source_from_options",
+}
+"""Reference sources by short name: ``.option("source", "files")``, ``"postgres"``."""
+
+SOURCE_DOOR_OPTIONS: Final = (
+    "source",
+    "source_id",
+    "parallelism",
+    "batch_rows",
+    "state_store",
+    "maxrecordspertrigger",
+    "maxsplitspertrigger",
+    "nativeread",
+)
+"""The read door's own options (lower-cased, as Spark passes them); the rest go to the factory."""
+
+_OTHER_SPELLINGS: Final[Mapping[str, str]] = {
+    "maxfilespertrigger": (
+        "is Spark's file-stream name; this door's is maxSplitsPerTrigger (a file is one "
+        "split, a large Parquet file may be several)"
+    ),
+    "maxoffsetspertrigger": "is Spark's Kafka name; this door's is maxRecordsPerTrigger",
+    "max_splits_per_trigger": "is from_source()'s keyword; the option is maxSplitsPerTrigger",
+    "max_records_per_trigger": "is from_source()'s keyword; the option is maxRecordsPerTrigger",
+    "native_read": "is from_source()'s keyword; the option is nativeRead",
+    "sourceid": "is spelled source_id",
+    "statestore": "is spelled state_store",
+    "batchrows": "is spelled batch_rows",
+    "checkpointlocation": (
+        "belongs on writeStream (Spark's checkpoint of the query); the source's positions "
+        "are recorded under source_id"
+    ),
+}
+"""Options users spell as Spark or `from_source` does, lower-cased: what this door calls them."""
+
+
+def task_options(options: Mapping[str, str]) -> tuple[int, int]:
+    """The read doors' ``parallelism`` (default: this host's CPUs) and ``batch_rows``."""
+    parallelism = positive_option(options, "parallelism") or max(os.cpu_count() or 1, 1)
+    return parallelism, positive_option(options, "batch_rows") or DEFAULT_BATCH_ROWS
+
+
+def positive_option(options: Mapping[str, str], name: str) -> int | None:
+    """The option ``name`` as a positive int, or ``None`` when it is not given.
+
+    Raises:
+        SinkConfigurationError: It is given and not a positive integer.
+    """
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SinkConfigurationError(
+            f"the {name!r} option must be a positive integer (got {raw!r})"
+        )
+    return value
+
+
+def door_source(options: Mapping[str, str]) -> Any:
+    """The source ``.option("source", ...)`` names, made from the other options.
+
+    Raises:
+        SinkConfigurationError: No ``source`` option, a bad factory, or a factory
+            that refused its options.
+        SourceDefinitionError: What the factory returned is not a FLIP-27 source.
+    """
+    spec = (options.get("source") or "").strip()
+    if not spec:
+        raise SinkConfigurationError(
+            "spark.read.format('sinkv2') needs .option('source', 'module:callable'): a "
+            "function or class that returns a FLIP-27 Source; every option other than "
+            f"{list(SOURCE_DOOR_OPTIONS)} is passed to it as a keyword argument (a string)"
+        )
+    misspelled = [
+        f"{key!r} {_OTHER_SPELLINGS[key.lower()]}"
+        for key in options
+        if key.lower() in _OTHER_SPELLINGS
+    ]
+    if misspelled:
+        raise SinkConfigurationError(
+            f"spark.read/readStream.format('sinkv2'): the option {'; '.join(misspelled)}. "
+            f"The door's own options are {list(SOURCE_DOOR_OPTIONS)} (case does not matter); "
+            "every other one goes to the source's factory"
+        )
+    factory = load_factory(spec, option="source", short_names=SOURCE_SHORT_NAMES)
+    kwargs = {k: v for k, v in options.items() if k.lower() not in SOURCE_DOOR_OPTIONS}
+    try:
+        source = factory(**kwargs)
+    except SinkV2Error as error:
+        if not isinstance(factory, type) or not isinstance(error, SinkConfigurationError):
+            raise
+        raise SinkConfigurationError(f"{error}{_strings_hint(factory)}") from error
+    except (TypeError, ValueError) as error:
+        hint = _strings_hint(factory) if isinstance(factory, type) else ""
+        raise SinkConfigurationError(
+            f"source {spec!r} refused its options {sorted(kwargs)}: {type(error).__name__}: "
+            f"{error}. Options other than {list(SOURCE_DOOR_OPTIONS)} are passed to the "
+            f"source's factory as keyword arguments (Spark lower-cases their names){hint}"
+        ) from error
+    inspect_source(source)
+    return source
+
+
+def _strings_hint(cls: type) -> str:
+    """What to do when the ``source`` option names a class that wants other types than str."""
+    return (
+        f". The 'source' option names the class {cls.__qualname__}, which gets every option "
+        "as a string (as Spark passes them): name a factory function that converts them "
+        "instead, e.g. def numbers(start, end): return NumberSequenceSource(int(start), "
+        "int(end))"
+    )
