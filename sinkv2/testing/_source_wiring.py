@@ -227,9 +227,17 @@ class Wiring:
     reader registered, and which reader owns each assigned split.
     """
 
-    def __init__(self, parallelism: int, column_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        parallelism: int,
+        column_names: Sequence[str],
+        frame: Callable[[Any], bytes] | None = None,
+    ) -> None:
         self.parallelism = parallelism
         self.column_names = column_names
+        self.frame = frame
+        """Frames a split with the split serializer, as Flink's ``AddSplitEvent`` does the
+        moment the enumerator assigns it: the reader gets a copy, never the object."""
         self.clock_ms = 0
         self.steps = 0
         self.log: collections.deque[str] = collections.deque(maxlen=_LOG_LINES)
@@ -288,7 +296,9 @@ class Wiring:
         self.log_line(
             f"enumerator assigns {[split_id_of(s, 'assign') for s in splits]} to {subtask}"
         )
-        self.to_reader[subtask].append(("splits", list(splits)))
+        frame = self.frame
+        shipped = [(split, None if frame is None else frame(split)) for split in splits]
+        self.to_reader[subtask].append(("splits", shipped))
 
     def signal_no_more_splits(self, subtask: int) -> None:
         self.check_registered(subtask, "signal_no_more_splits")
