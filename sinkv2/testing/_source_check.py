@@ -15,6 +15,8 @@ deterministic, counted, and covering exactly up to the end position.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -26,7 +28,7 @@ from hypothesis import strategies as st
 
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._pickling import find_unpicklable
-from sinkv2._text import describe
+from sinkv2._text import describe, short_repr
 from sinkv2.source import Boundedness, SourceContractError, inspect_source
 from sinkv2.testing._settings import resolve_examples
 from sinkv2.testing._source_end_check import check_end_positions
@@ -116,6 +118,7 @@ class _Run:
         self.plan = plan
         self.want = want
         self.committed: list[EmittedRecord] = []
+        self.split_ids: set[str] = set()
         self.last: SourceCheckpoint | None = None
         # One source for the whole run: a restore reads the same storage the run before
         # it read (and acknowledged, or cleaned), as a restored Flink job does.
@@ -148,6 +151,7 @@ class _Run:
             engine.fail_reader(fresh[0] if fresh else 0)
         else:
             self.committed.extend(engine.committed)
+            self.split_ids |= engine.split_ids
             engine.close()
             self.engine = LocalSourceEngine(
                 _shipped(self.source),
@@ -200,6 +204,7 @@ class _Run:
             engine.checkpoint()
             engine.close()
         self.committed.extend(engine.committed)
+        self.split_ids |= engine.split_ids
 
     def problem(self) -> str | None:
         want = self.want
@@ -208,13 +213,38 @@ class _Run:
             return verify_bounded(self.committed, want.expected, want.guarantee)
         assert want.split_records is not None
         if len(self.committed) < want.records_to_read:
+            stopped = self._stopped_splits()
             return (
                 f"only {len(self.committed)} records were committed, fewer than the "
-                f"{want.records_to_read} asked for, before the source went idle; if the "
-                f"source holds fewer records than that, pass records_to_read=<at most what "
-                "it holds>, else a split or a reader stopped (see the steps below)"
+                f"{want.records_to_read} asked for, before the source went idle; "
+                + (
+                    f"these splits hold records that were never committed: {stopped}; a "
+                    "reader stopped reading them (one that reads its splits one after "
+                    "another never gets past an unbounded one)"
+                    if stopped
+                    else f"each of the {len(self.split_ids)} splits assigned in the run was "
+                    "read to the end of its records: either the source holds fewer records "
+                    "than that (pass records_to_read=<at most what it holds>), or splits were "
+                    "never assigned (a reader stopped asking for splits, or the enumerator "
+                    "stopped assigning them)"
+                )
             )
         return verify_unbounded(self.committed, want.split_records, want.guarantee)
+
+    def _stopped_splits(self) -> str:
+        """The splits whose ``split_records`` go on past what was committed of them."""
+        assert self.want.split_records is not None
+        counts = collections.Counter(record.split_id for record in self.committed)
+        stopped = []
+        for split_id in sorted(self.split_ids):
+            done = counts[split_id]
+            following = list(itertools.islice(self.want.split_records(split_id), done, done + 1))
+            if following:
+                stopped.append(
+                    f"{split_id!r} ({done} committed, next {short_repr(following[0], 60)})"
+                )
+        shown = "; ".join(stopped[:5])
+        return shown + (f"; and {len(stopped) - 5} more" if len(stopped) > 5 else "")
 
     def metrics_problem(self) -> str | None:
         for subtask, (seen, counted) in self.engine.records_in().items():

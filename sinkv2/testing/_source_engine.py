@@ -185,6 +185,11 @@ class LocalSourceEngine:
         return self._wiring.column_names
 
     @property
+    def split_ids(self) -> frozenset[str]:
+        """Every split id this run assigned or restored."""
+        return frozenset(self._wiring.seen)
+
+    @property
     def readers(self) -> list[ReaderSlot]:
         """The reader subtasks, by index."""
         return self._wiring.readers
@@ -226,6 +231,7 @@ class LocalSourceEngine:
             ids = [split_id_of(split, "snapshot_state") for split in restored]
             self._log(f"reader {subtask} created; add_splits({ids}) restored")
             slot.given.update(ids)
+            self._wiring.seen.update(ids)
             self._wiring.owner.update(dict.fromkeys(ids, subtask))
             slot.reader.add_splits(list(restored))
         else:
@@ -311,6 +317,8 @@ class LocalSourceEngine:
                 method="poll_next",
             )
         self._log(f"reader {subtask} poll_next() -> {status.name} (+{slot.emitted - before})")
+        slot.empty_polls = 0 if slot.emitted > before else slot.empty_polls + 1
+        slot.last_status = status.name
         if status is InputStatus.END_OF_INPUT:
             if not slot.no_more_delivered:
                 raise SourceContractError(
@@ -450,10 +458,19 @@ class LocalSourceEngine:
                 return outcome
             if checkpoint_every and count % checkpoint_every == 0:
                 self.checkpoint()
+        spinning = [
+            f"reader {slot.subtask} returned {slot.last_status} {slot.empty_polls} times in a "
+            "row without a record"
+            for slot in self.readers
+            if not slot.finished and slot.empty_polls > 1
+        ]
         raise SourceContractError(
             f"the source did not finish in {max_steps} steps; readers not finished: "
-            f"{[s.subtask for s in self.readers if not s.finished]}; a reader that keeps "
-            "returning MORE_AVAILABLE without records never ends",
+            f"{[s.subtask for s in self.readers if not s.finished]}"
+            + (f" ({'; '.join(spinning)})" if spinning else "")
+            + "; a reader that keeps returning MORE_AVAILABLE, or NOTHING_AVAILABLE with an "
+            "is_available() future that is already done, without records never ends: once "
+            "its splits are read and notify_no_more_splits() came, return END_OF_INPUT",
             method="poll_next",
         )
 

@@ -178,6 +178,8 @@ class ReaderSlot:
         self.future: concurrent.futures.Future[None] | None = None
         self.emitted = 0
         self.snapshot_ids: list[str] = []
+        self.empty_polls = 0  # poll_next calls in a row that emitted nothing
+        self.last_status: str | None = None
 
     def runnable(self) -> bool:
         return not self.finished and (self.future is None or self.future.done())
@@ -253,6 +255,7 @@ class Wiring:
         self.owner: dict[str, int] = {}
         self.since_checkpoint: list[list[Any]] = [[] for _ in range(parallelism)]
         self.readers: list[ReaderSlot] = []
+        self.seen: set[str] = set()  # every split id assigned or restored in this run
 
     def log_line(self, line: str) -> None:
         """Add a numbered line to the log."""
@@ -292,6 +295,7 @@ class Wiring:
                     split_id=split_id,
                 )
             self.owner[split_id] = subtask
+            self.seen.add(split_id)
             self.since_checkpoint[subtask].append(split)
         self.log_line(
             f"enumerator assigns {[split_id_of(s, 'assign') for s in splits]} to {subtask}"

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import pytest
 
-from sinkv2.source import InputStatus
+from sinkv2.source import InputStatus, SourceContractError
 from sinkv2.testing import LocalSourceEngine, check_source
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -300,3 +300,64 @@ def test_a_slow_reader_is_told_apart_from_an_enumerator_that_never_answers(table
     message = str(info.value)
     assert "returned NOTHING_AVAILABLE and their is_available() future did not" in message
     assert "idle_timeout=" in message
+
+
+class NeverEnds(example.RangeReader):
+    """BUG: at its end, NOTHING_AVAILABLE (with a future already done) for END_OF_INPUT."""
+
+    def poll_next(self, output: Any) -> InputStatus:
+        status = super().poll_next(output)
+        return InputStatus.NOTHING_AVAILABLE if status is InputStatus.END_OF_INPUT else status
+
+
+def test_a_reader_that_never_ends_is_named_with_what_it_keeps_returning(table: Any) -> None:
+    template, _ = table
+    engine = LocalSourceEngine(with_reader(NeverEnds)(template)(), 1)
+    try:
+        with pytest.raises(SourceContractError) as info:
+            engine.run(max_steps=2_000)
+    finally:
+        engine.close()
+    message = str(info.value)
+    assert re.search(r"reader 0 returned NOTHING_AVAILABLE \d+ times in a row", message), message
+    assert "is_available() future that is already done" in message
+
+
+class StopsReading(example.RangeReader):
+    """BUG: once it has read a batch of a range, it waits for ever (a lost wake-up)."""
+
+    def poll_next(self, output: Any) -> InputStatus:
+        if self.ranges and self.ranges[0].after > self.ranges[0].first:
+            if self.available.done():
+                self.available = type(self.available)()
+            return InputStatus.NOTHING_AVAILABLE
+        return super().poll_next(output)
+
+
+def test_an_unbounded_run_that_stops_short_names_the_splits_left_unread(table: Any) -> None:
+    template, expected = table
+
+    class Unbounded(example.SqliteTableSource):
+        def get_boundedness(self) -> Any:
+            from sinkv2.source import Boundedness
+
+            return Boundedness.CONTINUOUS_UNBOUNDED
+
+        def create_reader(self, reader_context: Any) -> Any:
+            return StopsReading(reader_context, self)
+
+    def split_records(split_id: str) -> list[dict[str, Any]]:
+        first, last = map(int, split_id[split_id.index("(") + 1 : -1].split(","))
+        return [row for row in expected if first < 3 * row["id"] + 1 <= last]
+
+    with pytest.raises(AssertionError) as info:
+        check_source(
+            lambda: Unbounded(str(template), "orders", example.ORDERS, rows_per_split=30),
+            split_records=split_records,
+            records_to_read=ROWS,
+            idle_timeout=0.05,
+            max_examples=1,
+        )
+    message = str(info.value)
+    assert "fewer than the 50 asked for" in message, message
+    assert re.search(r"never committed: 'orders\(0,30\]' \(4 committed, next \{", message), message
