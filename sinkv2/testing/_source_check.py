@@ -44,6 +44,7 @@ __all__ = ["check_source"]
 
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
+_LOG_BEFORE: Final = 20
 _FINAL_CHECKPOINT_EVERY: Final = 7
 _MAX_IDLE_STEPS: Final = 2 * _FINAL_CHECKPOINT_EVERY
 """An unbounded source idle this many steps in a row (two checkpoints among them) has
@@ -119,6 +120,7 @@ class _Run:
         self.want = want
         self.committed: list[EmittedRecord] = []
         self.split_ids: set[str] = set()
+        self.before: list[str] = []  # the last steps of the engine before a restore
         self.last: SourceCheckpoint | None = None
         # One source for the whole run: a restore reads the same storage the run before
         # it read (and acknowledged, or cleaned), as a restored Flink job does.
@@ -152,6 +154,7 @@ class _Run:
         else:
             self.committed.extend(engine.committed)
             self.split_ids |= engine.split_ids
+            self.before = [*list(engine.log)[-_LOG_BEFORE:], "(restore)"]
             engine.close()
             self.engine = LocalSourceEngine(
                 _shipped(self.source),
@@ -283,10 +286,15 @@ def _carry_out(factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> N
 
 def _report(plan: _Plan, problem: str, run: _Run) -> str:
     steps = list(run.engine.log)[-_LOG_SHOWN:]
+    before = (
+        "The last steps before the last restore:\n" + "\n".join(run.before) + "\n\n"
+        if run.before
+        else ""
+    )
     return (
-        f"check_source: case {plan} failed:\n{problem}\n"
+        f"check_source: case {plan} failed:\n{problem.rstrip()}\n"
         + "".join(f"\n{hint}\n" for hint in _hints(plan, problem))
-        + "\nThe engine's last steps:\n"
+        + f"\n{before}The engine's last steps:\n"
         + "\n".join(steps)
         + "\n\nTo run this case alone (the same seed gives the same order of steps for a "
         "source without threads of its own):\n" + _reproduction(plan, run.want)
@@ -380,18 +388,31 @@ def _fixed_plans(max_parallelism: int) -> list[_Plan]:
             (*middle, _Op("fail-assigned"), _Op("steps", 20)),
         ),
         _Plan("metrics", several, 7, (_Op("steps", 30),)),
-        # A sinkv2 case: Flink notifies a completed checkpoint after the fact (the readers
-        # have read on) or never, and a checkpoint can abort after every snapshot was taken.
+        # Two sinkv2 cases: Flink notifies a completed checkpoint after the fact (the
+        # readers have read on) or never, and a checkpoint can abort after every snapshot.
         _Plan(
-            "late and aborted checkpoints",
+            "late checkpoint notification",
             several,
             8,
             (
                 _Op("steps", 20),
                 _Op("checkpoint-late"),
+                _Op("steps", 30),
+                _Op("fail-assigned"),
+                _Op("steps", 10),
+                _Op("restore", fewer),
+            ),
+        ),
+        _Plan(
+            "aborted checkpoint",
+            several,
+            9,
+            (
+                _Op("steps", 20),
+                _Op("checkpoint"),
                 _Op("steps", 20),
                 _Op("abort"),
-                _Op("steps", 20),
+                _Op("steps", 10),
                 _Op("fail-assigned"),
                 _Op("steps", 10),
                 _Op("restore", fewer),
