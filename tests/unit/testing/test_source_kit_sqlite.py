@@ -361,3 +361,23 @@ def test_an_unbounded_run_that_stops_short_names_the_splits_left_unread(table: A
     message = str(info.value)
     assert "fewer than the 50 asked for" in message, message
     assert re.search(r"never committed: 'orders\(0,30\]' \(4 committed, next \{", message), message
+
+
+class BreaksOnARow(example.RangeReader):
+    """The source's own error: a row it cannot read."""
+
+    def poll_next(self, output: Any) -> InputStatus:
+        if self.ranges and self.ranges[0].first >= 20:
+            raise ValueError(f"orders: cannot read rowid {self.ranges[0].after + 1}")
+        return super().poll_next(output)
+
+
+def test_the_sources_own_error_keeps_its_type_and_says_where_the_kit_was(table: Any) -> None:
+    template, expected = table
+    with pytest.raises(ValueError, match="cannot read rowid") as info:
+        check_source(with_reader(BreaksOnARow)(template), expected=expected, max_examples=1)
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    if sys.version_info >= (3, 11):  # add_note
+        assert "check_source: case testSourceSingleSplit" in notes, notes
+        assert "the source raised ValueError" in notes
+        assert "To run this case alone" in notes
