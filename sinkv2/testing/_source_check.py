@@ -2,10 +2,10 @@
 
 Fixed cases first, with Flink's names (one reader; several readers; more readers
 than splits; stop and restart from a checkpoint; scale up; scale down; a reader
-failure; the readers' ``numRecordsIn``), and one of sinkv2's (late and aborted
-checkpoints), then random schedules chosen by hypothesis: checkpoints (notified at
-once or late), aborted checkpoints, reader failures and restores with another
-parallelism at random points. After each, the committed records are checked as
+failure; the readers' ``numRecordsIn``), and two of sinkv2's (a late checkpoint
+notification; an aborted checkpoint), then random schedules chosen by hypothesis:
+checkpoints (notified at once or late), aborted checkpoints, reader failures and
+restores with another parallelism at random points. After each, the committed records are checked as
 Flink's ``CollectIteratorAssert`` checks them. A failure names the case, its
 schedule, the problem (with a hint when late or aborted checkpoints were in it), the
 engine's last steps, and Python that runs the case alone. A source with
