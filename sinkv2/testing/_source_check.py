@@ -5,12 +5,13 @@ than splits; stop and restart from a checkpoint; scale up; scale down; a reader
 failure; the readers' ``numRecordsIn``), and two of sinkv2's (a late checkpoint
 notification; an aborted checkpoint), then random schedules chosen by hypothesis:
 checkpoints (notified at once or late), aborted checkpoints, reader failures and
-restores with another parallelism at random points. After each, the committed records are checked as
-Flink's ``CollectIteratorAssert`` checks them. A failure names the case, its
-schedule, the problem (with a hint when late or aborted checkpoints were in it), the
-engine's last steps, and Python that runs the case alone. A source with
-`SupportsEndPositions` also has its cuts checked (``_source_end_check``):
-deterministic, counted, and covering exactly up to the end position.
+restores with another parallelism at random points. After each, the committed
+records are checked as Flink's ``CollectIteratorAssert`` checks them. A failure
+names the case, its schedule, the problem (with a hint when late or aborted
+checkpoints were in it), the engine's last steps, and Python that runs the case
+alone. A source with `SupportsEndPositions` also has its cuts checked
+(``_source_end_check``): deterministic, counted, and covering exactly up to the end
+position.
 """
 
 from __future__ import annotations
