@@ -291,7 +291,9 @@ class LocalSourceEngine:
             slot.reader.notify_no_more_splits()
         else:
             self._log(f"reader {subtask} handle_source_events({short_repr(payload, 60)})")
-            slot.reader.handle_source_events(payload)
+            handle = getattr(slot.reader, "handle_source_events", None)
+            if callable(handle):  # optional in FLIP-27: a reader without it ignores events
+                handle(payload)
 
     def _deliver_to_enumerator(self, subtask: int) -> None:
         kind, payload = self._wiring.to_enumerator[subtask].popleft()
@@ -304,7 +306,9 @@ class LocalSourceEngine:
             self.enumerator.handle_split_request(subtask, _HOST)
         else:
             self._log(f"enumerator handle_source_event({subtask}, {short_repr(payload, 60)})")
-            self.enumerator.handle_source_event(subtask, payload)
+            handle = getattr(self.enumerator, "handle_source_event", None)
+            if callable(handle):  # optional, as the reader's
+                handle(subtask, payload)
 
     def _poll(self, subtask: int) -> None:
         slot = self.readers[subtask]

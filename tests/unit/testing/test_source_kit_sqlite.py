@@ -96,9 +96,26 @@ NoOptionalMethods = type(
 )
 
 
-def test_a_reader_without_the_optional_notify_checkpoint_complete_passes(table: Any) -> None:
+class Greets(example.RangeEnumerator):
+    """Sends every reader an event when it registers (which this reader ignores)."""
+
+    def add_reader(self, subtask_id: int) -> None:
+        self.context.send_event_to_source_reader(subtask_id, {"hello": subtask_id})
+
+
+def test_a_reader_without_the_optional_methods_passes(table: Any) -> None:
     template, expected = table
-    check_source(with_reader(NoOptionalMethods)(template), expected=expected, max_examples=3)
+    factory = with_reader(NoOptionalMethods)(template)
+
+    def greeting() -> Any:
+        source = factory()
+        create = source.create_enumerator
+        source.create_enumerator = lambda context: Greets(context, create(context).unassigned)
+        source.restore_enumerator = lambda context, state: Greets(context, state.splits)
+        return source
+
+    assert not hasattr(NoOptionalMethods, "handle_source_events")
+    check_source(greeting, expected=expected, max_examples=3)
 
 
 # --- bugs only late notifications and aborted checkpoints show -------------------
