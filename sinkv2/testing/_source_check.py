@@ -2,17 +2,22 @@
 
 Fixed cases first, with Flink's names (one reader; several readers; more readers
 than splits; stop and restart from a checkpoint; scale up; scale down; a reader
-failure; the readers' ``numRecordsIn``), then random schedules chosen by
-hypothesis: checkpoints, reader failures and restores with another parallelism at
-random points. After each, the committed records are checked as Flink's
-``CollectIteratorAssert`` checks them. A failure names the case, its schedule, the
-problem and the engine's last steps. A source with `SupportsEndPositions` also has
-its cuts checked (``_source_end_check``): deterministic, counted, and covering
-exactly up to the end position.
+failure; the readers' ``numRecordsIn``), and two of sinkv2's (a late checkpoint
+notification; an aborted checkpoint), then random schedules chosen by hypothesis:
+checkpoints (notified at once or late), aborted checkpoints, reader failures and
+restores with another parallelism at random points. After each, the committed
+records are checked as Flink's ``CollectIteratorAssert`` checks them. A failure
+names the case, its schedule, the problem (with a hint when late or aborted
+checkpoints were in it), the engine's last steps, and Python that runs the case
+alone. A source with `SupportsEndPositions` also has its cuts checked
+(``_source_end_check``): deterministic, counted, and covering exactly up to the end
+position.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -24,7 +29,7 @@ from hypothesis import strategies as st
 
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._pickling import find_unpicklable
-from sinkv2._text import describe
+from sinkv2._text import describe, short_repr
 from sinkv2.source import Boundedness, SourceContractError, inspect_source
 from sinkv2.testing._settings import resolve_examples
 from sinkv2.testing._source_end_check import check_end_positions
@@ -40,6 +45,7 @@ __all__ = ["check_source"]
 
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
+_LOG_BEFORE: Final = 20
 _FINAL_CHECKPOINT_EVERY: Final = 7
 _MAX_IDLE_STEPS: Final = 2 * _FINAL_CHECKPOINT_EVERY
 """An unbounded source idle this many steps in a row (two checkpoints among them) has
@@ -52,13 +58,16 @@ _WAIT_FOR_AN_ASSIGNMENT: Final = 300  # steps; a source may assign every split u
 
 @attrs.frozen
 class _Op:
-    kind: str  # "steps", "checkpoint", "fail", "fail-assigned", "restore"
+    kind: str  # "steps", "checkpoint", "checkpoint-late", "abort", "fail", "fail-assigned",
+    # "restore"
     value: int = 0
 
     def __str__(self) -> str:
         return {
             "steps": f"{self.value} steps",
             "checkpoint": "checkpoint",
+            "checkpoint-late": "checkpoint, its completion notified later",
+            "abort": "checkpoint aborted after every snapshot",
             "fail": f"fail reader {self.value}",
             "fail-assigned": "fail a reader that got splits since the last checkpoint",
             "restore": f"restore from the last checkpoint with parallelism {self.value}",
@@ -86,6 +95,7 @@ class _Expectation:
     split_records: Callable[[str], Iterable[Row]] | None
     records_to_read: int
     guarantee: DeliveryGuarantee
+    idle_timeout: float = 2.0
 
 
 class _Progress:
@@ -110,8 +120,15 @@ class _Run:
         self.plan = plan
         self.want = want
         self.committed: list[EmittedRecord] = []
+        self.split_ids: set[str] = set()
+        self.before: list[str] = []  # the last steps of the engine before a restore
         self.last: SourceCheckpoint | None = None
-        self.engine = LocalSourceEngine(_shipped(factory()), plan.parallelism, seed=plan.seed)
+        # One source for the whole run: a restore reads the same storage the run before
+        # it read (and acknowledged, or cleaned), as a restored Flink job does.
+        self.source = factory()
+        self.engine = LocalSourceEngine(
+            _shipped(self.source), plan.parallelism, seed=plan.seed, idle_timeout=want.idle_timeout
+        )
 
     def total(self) -> int:
         return len(self.committed) + len(self.engine.committed)
@@ -123,8 +140,10 @@ class _Run:
                 if engine.step() is not EngineStep.PROGRESS:
                     self._idle_is_a_problem()
                     return
-        elif op.kind == "checkpoint":
-            self.last = engine.checkpoint()
+        elif op.kind in ("checkpoint", "checkpoint-late"):
+            self.last = engine.checkpoint(notify=op.kind == "checkpoint")
+        elif op.kind == "abort":
+            engine.abort_checkpoint()
         elif op.kind == "fail":
             engine.fail_reader(op.value % engine.parallelism)
         elif op.kind == "fail-assigned":
@@ -135,23 +154,39 @@ class _Run:
             engine.fail_reader(fresh[0] if fresh else 0)
         else:
             self.committed.extend(engine.committed)
+            self.split_ids |= engine.split_ids
+            self.before = [*list(engine.log)[-_LOG_BEFORE:], "(restore)"]
             engine.close()
             self.engine = LocalSourceEngine(
-                _shipped(self.factory()),
+                _shipped(self.source),
                 op.value,
                 seed=self.plan.seed + index + 1,
                 checkpoint=self.last,
+                idle_timeout=self.want.idle_timeout,
             )
 
     def _idle_is_a_problem(self) -> None:
-        if self.want.bounded and not self.engine.finished:
+        engine = self.engine
+        if not self.want.bounded or engine.finished:
+            return
+        waiting = engine.waiting()
+        if waiting:
             raise SourceContractError(
-                "a bounded source went idle before every reader reached END_OF_INPUT: no "
-                "reader has data, no split request is unanswered, and no timer is due; an "
-                "enumerator must answer every split request with a split or "
-                "signal_no_more_splits()",
-                method="handle_split_request",
+                f"a bounded source went idle before every reader reached END_OF_INPUT: "
+                f"reader(s) {waiting} returned NOTHING_AVAILABLE and their is_available() "
+                f"future did not complete within {engine.idle_timeout} s, and nothing else "
+                "could happen; complete the future when data arrives (or when the reader "
+                "gets splits or notify_no_more_splits()), and if the reader's data takes "
+                "longer to arrive, pass check_source(..., idle_timeout=<seconds>)",
+                method="is_available",
             )
+        raise SourceContractError(
+            "a bounded source went idle before every reader reached END_OF_INPUT: no "
+            "reader has data, no split request is unanswered, and no timer is due; an "
+            "enumerator must answer every split request with a split or "
+            "signal_no_more_splits()",
+            method="handle_split_request",
+        )
 
     def finish(self) -> None:
         engine = self.engine
@@ -173,6 +208,7 @@ class _Run:
             engine.checkpoint()
             engine.close()
         self.committed.extend(engine.committed)
+        self.split_ids |= engine.split_ids
 
     def problem(self) -> str | None:
         want = self.want
@@ -181,11 +217,38 @@ class _Run:
             return verify_bounded(self.committed, want.expected, want.guarantee)
         assert want.split_records is not None
         if len(self.committed) < want.records_to_read:
+            stopped = self._stopped_splits()
             return (
                 f"only {len(self.committed)} records were committed, fewer than the "
-                f"{want.records_to_read} asked for, before the source went idle"
+                f"{want.records_to_read} asked for, before the source went idle; "
+                + (
+                    f"these splits hold records that were never committed: {stopped}; a "
+                    "reader stopped reading them (one that reads its splits one after "
+                    "another never gets past an unbounded one)"
+                    if stopped
+                    else f"each of the {len(self.split_ids)} splits assigned in the run was "
+                    "read to the end of its records: either the source holds fewer records "
+                    "than that (pass records_to_read=<at most what it holds>), or splits were "
+                    "never assigned (a reader stopped asking for splits, or the enumerator "
+                    "stopped assigning them)"
+                )
             )
         return verify_unbounded(self.committed, want.split_records, want.guarantee)
+
+    def _stopped_splits(self) -> str:
+        """The splits whose ``split_records`` go on past what was committed of them."""
+        assert self.want.split_records is not None
+        counts = collections.Counter(record.split_id for record in self.committed)
+        stopped = []
+        for split_id in sorted(self.split_ids):
+            done = counts[split_id]
+            following = list(itertools.islice(self.want.split_records(split_id), done, done + 1))
+            if following:
+                stopped.append(
+                    f"{split_id!r} ({done} committed, next {short_repr(following[0], 60)})"
+                )
+        shown = "; ".join(stopped[:5])
+        return shown + (f"; and {len(stopped) - 5} more" if len(stopped) > 5 else "")
 
     def metrics_problem(self) -> str | None:
         for subtask, (seen, counted) in self.engine.records_in().items():
@@ -210,6 +273,12 @@ def _carry_out(factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> N
         problem = run.problem() or (run.metrics_problem() if plan.name == "metrics" else None)
     except SourceContractError as error:
         raise AssertionError(_report(plan, f"{type(error).__name__}: {error}", run)) from error
+    except Exception as error:
+        # The source's own exception keeps its type; the note says where the kit was.
+        add_note = getattr(error, "add_note", None)  # Python 3.11+
+        if callable(add_note):
+            add_note(_report(plan, f"the source raised {type(error).__name__}", run))
+        raise
     finally:
         run.engine.close()
     if problem is not None:
@@ -218,10 +287,88 @@ def _carry_out(factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> N
 
 def _report(plan: _Plan, problem: str, run: _Run) -> str:
     steps = list(run.engine.log)[-_LOG_SHOWN:]
-    return (
-        f"check_source: case {plan} failed:\n{problem}\n\nThe engine's last steps:\n"
-        + "\n".join(steps)
+    before = (
+        "The last steps before the last restore:\n" + "\n".join(run.before) + "\n\n"
+        if run.before
+        else ""
     )
+    return (
+        f"check_source: case {plan} failed:\n{problem.rstrip()}\n"
+        + "".join(f"\n{hint}\n" for hint in _hints(plan, problem))
+        + f"\n{before}The engine's last steps:\n"
+        + "\n".join(steps)
+        + "\n\nTo run this case alone (the same seed gives the same order of steps for a "
+        "source without threads of its own):\n" + _reproduction(plan, run.want)
+    )
+
+
+def _hints(plan: _Plan, problem: str) -> list[str]:
+    """What a failure under this plan's rarer events usually means."""
+    kinds = {op.kind for op in plan.ops}
+    lost = "missing:" in problem or "never arrived" in problem or "without gaps" in problem
+    hints = []
+    if lost and "checkpoint-late" in kinds:
+        hints.append(
+            "This case notified a checkpoint's completion late, after the readers had read "
+            "on. A source that acknowledges, deletes or commits what it read in "
+            "notify_checkpoint_complete(checkpoint_id) must do so up to the positions of "
+            "that checkpoint's snapshot (keep them by checkpoint id, as Flink's "
+            "KafkaSourceReader keeps its offsets to commit), not up to where it is now."
+        )
+    if lost and "abort" in kinds:
+        hints.append(
+            "This case aborted a checkpoint after every snapshot_state: a snapshot must not "
+            "acknowledge, delete or commit anything, since the job may go back to an "
+            "earlier checkpoint; do it in notify_checkpoint_complete, which an aborted "
+            "checkpoint never gets."
+        )
+    return hints
+
+
+def _reproduction(plan: _Plan, want: _Expectation) -> str:
+    """Python that drives `LocalSourceEngine` through ``plan``, as the kit did."""
+    lines = [
+        "from sinkv2.testing import EngineStep, LocalSourceEngine",
+        "source = source_factory()",
+        f"engine = LocalSourceEngine(source, {plan.parallelism}, seed={plan.seed})",
+        "committed, last = [], None",
+    ]
+    for index, op in enumerate(plan.ops):
+        if op.kind == "steps":
+            lines.append(
+                f"for _ in range({op.value}):\n"
+                "    if engine.step() is not EngineStep.PROGRESS:\n        break"
+            )
+        elif op.kind in ("checkpoint", "checkpoint-late"):
+            late = "notify=False" if op.kind == "checkpoint-late" else ""
+            lines.append(f"last = engine.checkpoint({late})")
+        elif op.kind == "abort":
+            lines.append("engine.abort_checkpoint()")
+        elif op.kind == "fail":
+            lines.append(f"engine.fail_reader({op.value} % engine.parallelism)")
+        elif op.kind == "fail-assigned":
+            lines.append(
+                f"for _ in range({_WAIT_FOR_AN_ASSIGNMENT}):\n"
+                "    if engine.assigned_since_checkpoint() or engine.step() is not "
+                "EngineStep.PROGRESS:\n        break\n"
+                "engine.fail_reader((engine.assigned_since_checkpoint() or [0])[0])"
+            )
+        else:
+            lines.append(
+                "committed += engine.committed\nengine.close()\n"
+                f"engine = LocalSourceEngine(source, {op.value}, "
+                f"seed={plan.seed + index + 1}, checkpoint=last)"
+            )
+    if want.bounded:
+        lines.append("engine.run()\nengine.finish()")
+    else:
+        lines.append(
+            f"engine.run(until=lambda e: len(committed) + len(e.committed) >= "
+            f"{want.records_to_read}, checkpoint_every={_FINAL_CHECKPOINT_EVERY}, "
+            f"max_idle={_MAX_IDLE_STEPS})\nengine.checkpoint()\nengine.close()"
+        )
+    lines.append("committed += engine.committed  # EmittedRecord(subtask, split_id, record)")
+    return "\n".join(lines)
 
 
 def _fixed_plans(max_parallelism: int) -> list[_Plan]:
@@ -242,6 +389,36 @@ def _fixed_plans(max_parallelism: int) -> list[_Plan]:
             (*middle, _Op("fail-assigned"), _Op("steps", 20)),
         ),
         _Plan("metrics", several, 7, (_Op("steps", 30),)),
+        # Two sinkv2 cases: Flink notifies a completed checkpoint after the fact (the
+        # readers have read on) or never, and a checkpoint can abort after every snapshot.
+        _Plan(
+            "late checkpoint notification",
+            several,
+            8,
+            (
+                _Op("steps", 20),
+                _Op("checkpoint-late"),
+                _Op("steps", 30),
+                _Op("fail-assigned"),
+                _Op("steps", 10),
+                _Op("restore", fewer),
+            ),
+        ),
+        _Plan(
+            "aborted checkpoint",
+            several,
+            9,
+            (
+                _Op("steps", 20),
+                _Op("checkpoint"),
+                _Op("steps", 20),
+                _Op("abort"),
+                _Op("steps", 10),
+                _Op("fail-assigned"),
+                _Op("steps", 10),
+                _Op("restore", fewer),
+            ),
+        ),
     ]
 
 
@@ -250,6 +427,8 @@ def _schedules(max_parallelism: int) -> st.SearchStrategy[_Plan]:
     op = st.one_of(
         st.builds(_Op, st.just("steps"), st.integers(1, 40)),
         st.just(_Op("checkpoint")),
+        st.just(_Op("checkpoint-late")),
+        st.just(_Op("abort")),
         st.builds(_Op, st.just("fail"), st.integers(0, max_parallelism - 1)),
         st.just(_Op("fail-assigned")),
         st.builds(_Op, st.just("restore"), parallelism),
@@ -291,8 +470,16 @@ def check_source(
     guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE,
     max_parallelism: int = 4,
     max_examples: int = 40,
+    idle_timeout: float = 2.0,
 ) -> None:
     """Check that a FLIP-27 source reads every record once (or at least once) through anything.
+
+    Each case makes one source with ``source_factory`` and ships copies of it (through
+    cloudpickle) to its engines: a restore within the case reads the same storage.
+    Besides Flink's ``SourceTestSuiteBase`` cases, the schedules notify some completed
+    checkpoints late (after the readers read on; a later notification subsumes an
+    earlier one not yet delivered) and abort some after every snapshot, as Flink's
+    best-effort ``notify_checkpoint_complete`` and checkpoint timeouts do.
 
     A source that implements `sinkv2.source.SupportsEndPositions` also has its cuts
     checked on the splits a short run leaves: the same split and end give the same
@@ -300,7 +487,8 @@ def check_source(
     rest meet exactly at the end position, capped by ``max_records`` or not.
 
     Args:
-        source_factory: Makes a new source holding the same data each time.
+        source_factory: Makes a new source holding the same data each time (a source
+            that deletes or acknowledges what it read: over fresh storage each call).
         expected: A bounded source's records, each split's in its order (a record is a
             dict keyed by column). Records of one split must come in this order.
         split_records: An unbounded source's records by split id, each split's in
@@ -311,6 +499,11 @@ def check_source(
         guarantee: ``EXACTLY_ONCE`` (each record committed once) or ``AT_LEAST_ONCE``.
         max_parallelism: The most readers a case uses.
         max_examples: Random schedules to try (see `resolve_examples`).
+        idle_timeout: Seconds the engine waits for a reader's ``is_available()`` future
+            when nothing else can happen, before it calls the source idle (a bounded
+            source idle before its end fails; an unbounded one has stopped). Raise it for
+            a reader whose fetches take longer (a slow query); an unbounded run waits up
+            to 14 such periods for more data.
 
     Raises:
         SourceDefinitionError: The source is half implemented.
@@ -326,6 +519,14 @@ def check_source(
     for name, value in (("records_to_read", records_to_read), ("max_parallelism", max_parallelism)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise TypeError(f"{name} must be a positive int (got {describe(value)})")
+    if (
+        not isinstance(idle_timeout, int | float)
+        or isinstance(idle_timeout, bool)
+        or not (idle_timeout > 0)
+    ):
+        raise TypeError(
+            f"idle_timeout must be a positive number of seconds (got {describe(idle_timeout)})"
+        )
     bounded = _check_definition(source_factory)
     if bounded and expected is None:
         raise TypeError("a bounded source needs expected=[...]: every record it holds")
@@ -346,6 +547,7 @@ def check_source(
         split_records,
         records_to_read,
         guarantee,
+        float(idle_timeout),
     )
     for plan in _fixed_plans(max_parallelism):
         _carry_out(source_factory, plan, want)

@@ -16,7 +16,11 @@ own timing. What it models:
   coordinator checkpoint precedes the readers' barriers), then the enumerator and
   every reader snapshot; the records emitted since the previous checkpoint become
   *committed* (the engine stands for an exactly-once sink), and
-  ``notify_checkpoint_complete`` follows;
+  ``notify_checkpoint_complete`` follows - at once, or (``notify=False``) in later
+  steps while the readers read on, as Flink's notifications arrive after the fact
+  and may be skipped;
+- an aborted checkpoint (`LocalSourceEngine.abort_checkpoint`): everyone snapshots,
+  nothing is committed, no notification follows;
 - a reader failure (Flink's regional failover): its uncommitted records are
   dropped, the enumerator gets back the splits assigned to it since the last
   checkpoint (``add_splits_back``), and a new reader starts from its splits of the
@@ -131,12 +135,17 @@ class LocalSourceEngine:
         self.source = source
         self.idle_timeout = idle_timeout
         self.committed: list[EmittedRecord] = []
-        self._wiring = Wiring(parallelism, list(self.capabilities.produced_type.names))
-        self._random = random.Random(seed)
         self._split_serializer = source.get_split_serializer()
+        self._wiring = Wiring(
+            parallelism, list(self.capabilities.produced_type.names), frame=self._frame_split
+        )
+        self._random = random.Random(seed)
         self._enum_serializer = source.get_enumerator_checkpoint_serializer()
         self._next_checkpoint_id = 1
         self._closed = False
+        self._notices: dict[int | None, list[int]] = {}
+        """Completed checkpoints not notified yet, oldest first: ``None`` is the enumerator,
+        an int a reader subtask (`checkpoint` with ``notify=False``)."""
         context = EnumeratorContext(self._wiring)
         restored: list[list[Any]] = [[] for _ in range(parallelism)]
         if checkpoint is None:
@@ -176,6 +185,11 @@ class LocalSourceEngine:
         return self._wiring.column_names
 
     @property
+    def split_ids(self) -> frozenset[str]:
+        """Every split id this run assigned or restored."""
+        return frozenset(self._wiring.seen)
+
+    @property
     def readers(self) -> list[ReaderSlot]:
         """The reader subtasks, by index."""
         return self._wiring.readers
@@ -199,6 +213,11 @@ class LocalSourceEngine:
     def _log(self, line: str) -> None:
         self._wiring.log_line(line)
 
+    def _frame_split(self, split: Any) -> bytes:
+        return SimpleVersionedSerialization.write_version_and_serialize(
+            self._split_serializer, split
+        )
+
     def _read_split(self, framed: bytes) -> Any:
         return SimpleVersionedSerialization.read_version_and_deserialize(
             self._split_serializer, framed
@@ -212,6 +231,7 @@ class LocalSourceEngine:
             ids = [split_id_of(split, "snapshot_state") for split in restored]
             self._log(f"reader {subtask} created; add_splits({ids}) restored")
             slot.given.update(ids)
+            self._wiring.seen.update(ids)
             self._wiring.owner.update(dict.fromkeys(ids, subtask))
             slot.reader.add_splits(list(restored))
         else:
@@ -234,6 +254,7 @@ class LocalSourceEngine:
         self._wiring.to_reader[subtask].clear()
         self._wiring.to_enumerator[subtask].clear()
         self._wiring.registered.pop(subtask, None)
+        self._notices.pop(subtask, None)  # a notice for the failed reader is lost with it
         back = self._wiring.since_checkpoint[subtask]
         self._wiring.since_checkpoint[subtask] = []
         for split in back:
@@ -253,17 +274,26 @@ class LocalSourceEngine:
         slot = self.readers[subtask]
         kind, payload = self._wiring.to_reader[subtask].popleft()
         if kind == "splits":
-            ids = [split_id_of(split, "assign_splits") for split in payload]
+            ids = [split_id_of(split, "assign_splits") for split, _ in payload]
+            copies = []
+            for split_id, (split, framed) in zip(ids, payload, strict=True):
+                copy = self._read_split(framed)  # the reader's own copy, as over Flink's RPC
+                _check_round_trip(
+                    split, copy, "the split serializer", "get_split_serializer", split_id
+                )
+                copies.append(copy)
             self._log(f"reader {subtask} add_splits({ids})")
             slot.given.update(ids)
-            slot.reader.add_splits(list(payload))
+            slot.reader.add_splits(copies)
         elif kind == "no_more":
             self._log(f"reader {subtask} notify_no_more_splits()")
             slot.no_more_delivered = True
             slot.reader.notify_no_more_splits()
         else:
             self._log(f"reader {subtask} handle_source_events({short_repr(payload, 60)})")
-            slot.reader.handle_source_events(payload)
+            handle = getattr(slot.reader, "handle_source_events", None)
+            if callable(handle):  # optional in FLIP-27: a reader without it ignores events
+                handle(payload)
 
     def _deliver_to_enumerator(self, subtask: int) -> None:
         kind, payload = self._wiring.to_enumerator[subtask].popleft()
@@ -276,7 +306,9 @@ class LocalSourceEngine:
             self.enumerator.handle_split_request(subtask, _HOST)
         else:
             self._log(f"enumerator handle_source_event({subtask}, {short_repr(payload, 60)})")
-            self.enumerator.handle_source_event(subtask, payload)
+            handle = getattr(self.enumerator, "handle_source_event", None)
+            if callable(handle):  # optional, as the reader's
+                handle(subtask, payload)
 
     def _poll(self, subtask: int) -> None:
         slot = self.readers[subtask]
@@ -289,6 +321,8 @@ class LocalSourceEngine:
                 method="poll_next",
             )
         self._log(f"reader {subtask} poll_next() -> {status.name} (+{slot.emitted - before})")
+        slot.empty_polls = 0 if slot.emitted > before else slot.empty_polls + 1
+        slot.last_status = status.name
         if status is InputStatus.END_OF_INPUT:
             if not slot.no_more_delivered:
                 raise SourceContractError(
@@ -325,6 +359,14 @@ class LocalSourceEngine:
         else:
             self._wiring.timers.remove(timer)
 
+    def waiting(self) -> list[int]:
+        """The readers waiting for data: unfinished, their ``is_available`` future not done."""
+        return [
+            slot.subtask
+            for slot in self.readers
+            if not slot.finished and slot.future is not None and not slot.future.done()
+        ]
+
     @property
     def finished(self) -> bool:
         """Whether every reader reached ``END_OF_INPUT``."""
@@ -344,6 +386,11 @@ class LocalSourceEngine:
                 actions.append(functools.partial(self._poll, subtask))
         if self._wiring.coordinator_tasks:
             actions.append(self._run_coordinator_task)
+        actions.extend(
+            functools.partial(self._deliver_notice, target)
+            for target, ids in self._notices.items()
+            if ids
+        )
         actions.extend(
             functools.partial(self._run_timer, timer)
             for timer in self._wiring.timers
@@ -375,7 +422,8 @@ class LocalSourceEngine:
                 f"reader(s) {stuck} got notify_no_more_splits() but never reached END_OF_INPUT: "
                 f"poll_next() returns NOTHING_AVAILABLE and is_available() did not complete in "
                 f"{self.idle_timeout} s; once no splits are left, poll_next must return "
-                "END_OF_INPUT",
+                "END_OF_INPUT (a reader that needs longer for its data may be given a "
+                "longer idle_timeout)",
                 method="notify_no_more_splits",
             )
         self._log("idle: no reader has data and the enumerator has nothing to do")
@@ -414,17 +462,87 @@ class LocalSourceEngine:
                 return outcome
             if checkpoint_every and count % checkpoint_every == 0:
                 self.checkpoint()
+        spinning = [
+            f"reader {slot.subtask} returned {slot.last_status} {slot.empty_polls} times in a "
+            "row without a record"
+            for slot in self.readers
+            if not slot.finished and slot.empty_polls > 1
+        ]
         raise SourceContractError(
             f"the source did not finish in {max_steps} steps; readers not finished: "
-            f"{[s.subtask for s in self.readers if not s.finished]}; a reader that keeps "
-            "returning MORE_AVAILABLE without records never ends",
+            f"{[s.subtask for s in self.readers if not s.finished]}"
+            + (f" ({'; '.join(spinning)})" if spinning else "")
+            + "; a reader that keeps returning MORE_AVAILABLE, or NOTHING_AVAILABLE with an "
+            "is_available() future that is already done, without records never ends: once "
+            "its splits are read and notify_no_more_splits() came, return END_OF_INPUT",
             method="poll_next",
         )
 
     # --- checkpoints -----------------------------------------------------------------
 
-    def checkpoint(self) -> SourceCheckpoint:
-        """Take a checkpoint, commit what was emitted before it, and notify its completion."""
+    def checkpoint(self, *, notify: bool = True) -> SourceCheckpoint:
+        """Take a checkpoint, commit what was emitted before it, and notify its completion.
+
+        Args:
+            notify: ``False`` leaves ``notify_checkpoint_complete`` for later steps, one
+                step for the enumerator and one for each reader, in random order with the
+                rest, as Flink's notifications arrive: after the fact, while the readers
+                read on. A later checkpoint's notification subsumes an earlier one that
+                has not arrived (the earlier is skipped), and a failed reader never gets
+                the notices it had pending: Flink's notifications are best effort.
+        """
+        checkpoint_id, enumerator, readers = self._snapshot()
+        committed = sum(len(slot.pending) for slot in self.readers)
+        for slot in self.readers:
+            self.committed.extend(slot.pending)
+            slot.pending = []
+        self._wiring.since_checkpoint = [[] for _ in range(self.parallelism)]
+        self._last_states = list(readers)
+        targets: list[int | None] = [None, *range(self.parallelism)]
+        if notify:
+            self._log(f"checkpoint {checkpoint_id}: {committed} records committed")
+            self._notices.clear()  # subsumed by this one
+            for target in targets:
+                self._notify(target, checkpoint_id)
+        else:
+            self._log(
+                f"checkpoint {checkpoint_id}: {committed} records committed; its completion "
+                "is notified later"
+            )
+            for target in targets:
+                self._notices.setdefault(target, []).append(checkpoint_id)
+        return SourceCheckpoint(checkpoint_id, enumerator, readers)
+
+    def abort_checkpoint(self) -> int:
+        """Take a checkpoint that never completes: everyone snapshots, nothing is committed.
+
+        As when a Flink checkpoint times out or one task fails to acknowledge it: the
+        enumerator and every reader ran ``snapshot_state``, but no
+        ``notify_checkpoint_complete`` follows, the records stay uncommitted, and a
+        failure or restore goes back to the last completed checkpoint.
+
+        Returns:
+            The aborted checkpoint's id (ids keep increasing).
+        """
+        checkpoint_id, _, _ = self._snapshot()
+        self._log(f"checkpoint {checkpoint_id} ABORTED after every snapshot: nothing committed")
+        return checkpoint_id
+
+    def _notify(self, target: int | None, checkpoint_id: int) -> None:
+        if target is None:
+            self._log(f"enumerator notify_checkpoint_complete({checkpoint_id})")
+            notify = getattr(self.enumerator, "notify_checkpoint_complete", None)
+        else:
+            self._log(f"reader {target} notify_checkpoint_complete({checkpoint_id})")
+            notify = getattr(self.readers[target].reader, "notify_checkpoint_complete", None)
+        if callable(notify):  # optional in FLIP-27: a source without it ignores checkpoints
+            notify(checkpoint_id)
+
+    def _deliver_notice(self, target: int | None) -> None:
+        self._notify(target, self._notices[target].pop(0))
+
+    def _snapshot(self) -> tuple[int, bytes, tuple[tuple[bytes, ...], ...]]:
+        """The snapshots of one checkpoint: its id, the enumerator's bytes, each reader's."""
         checkpoint_id = self._next_checkpoint_id
         self._next_checkpoint_id += 1
         for subtask in range(self.parallelism):
@@ -455,17 +573,7 @@ class LocalSourceEngine:
                         split_id=split_id,
                     )
                 seen[split_id] = slot.subtask
-        committed = sum(len(slot.pending) for slot in self.readers)
-        for slot in self.readers:
-            self.committed.extend(slot.pending)
-            slot.pending = []
-        self._wiring.since_checkpoint = [[] for _ in range(self.parallelism)]
-        self._last_states = list(readers)
-        self._log(f"checkpoint {checkpoint_id}: {committed} records committed")
-        self.enumerator.notify_checkpoint_complete(checkpoint_id)
-        for slot in self.readers:
-            slot.reader.notify_checkpoint_complete(checkpoint_id)
-        return SourceCheckpoint(checkpoint_id, enumerator, readers)
+        return checkpoint_id, enumerator, readers
 
     def _snapshot_reader(self, slot: ReaderSlot, checkpoint_id: int) -> tuple[bytes, ...]:
         splits = slot.reader.snapshot_state(checkpoint_id)
@@ -538,6 +646,7 @@ class LocalSourceEngine:
         if self._closed:
             return
         self._closed = True
+        self._notices.clear()
         closers = [slot.reader.close for slot in self.readers if slot.reader is not None]
         first: BaseException | None = None
         for close in [*closers, self.enumerator.close]:  # each, even after one raised
@@ -549,17 +658,81 @@ class LocalSourceEngine:
             raise first
 
 
+_UNKNOWN: Final = object()
+
+
+def _fields_of(value: object) -> dict[str, object] | None:
+    """An object's fields: attrs fields, else ``__dict__`` and slots; None when it has none."""
+    kind: Any = type(value)
+    if attrs.has(kind):
+        return {field.name: getattr(value, field.name) for field in attrs.fields(kind)}
+    fields = dict(getattr(value, "__dict__", {}))
+    for cls in type(value).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if name not in ("__dict__", "__weakref__") and hasattr(value, name):
+                fields[name] = getattr(value, name)
+    return fields or None
+
+
+def _where_different(a: object, b: object, path: str = "") -> object:
+    """Where ``a`` and ``b`` differ as values: ``(path, a's part, b's part)``, or None.
+
+    `_UNKNOWN` when a part has no value equality and no fields to compare by.
+    Objects without ``__eq__`` (a plain class, ``@attrs.define(eq=False)``) and attrs
+    classes are compared field by field (only the fields both have: a cache filled
+    later does not count), so an attrs checkpoint holding plain-class splits is
+    compared by value too.
+    """
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        if len(a) != len(b):
+            return (f"{path} (length)", len(a), len(b))
+        pairs = [(f"{path}[{i}]", x, y) for i, (x, y) in enumerate(zip(a, b, strict=True))]
+    elif isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return (f"{path} (keys)", sorted(map(repr, a)), sorted(map(repr, b)))
+        pairs = [(f"{path}[{key!r}]", a[key], b[key]) for key in a]
+    elif type(a) is type(b) and (attrs.has(type(a)) or type(a).__eq__ is object.__eq__):
+        fields_a, fields_b = _fields_of(a), _fields_of(b)
+        if fields_a is None or fields_b is None:
+            return None if a is b else _UNKNOWN
+        shared = sorted(fields_a.keys() & fields_b.keys())
+        pairs = [(f"{path}.{name}", fields_a[name], fields_b[name]) for name in shared]
+    else:
+        return None if a == b else (path, a, b)
+    unknown = False
+    for where, x, y in pairs:
+        found = _where_different(x, y, where)
+        if found is _UNKNOWN:
+            unknown = True
+        elif found is not None:
+            return found
+    return _UNKNOWN if unknown else None
+
+
+def _difference(original: object, back: object) -> str | None:
+    """How a value read back differs from the one written, or None if it does not."""
+    plain = type(original).__eq__ is object.__eq__
+    if not plain and back == original:
+        return None
+    found = _where_different(original, back)
+    if found is None or (found is _UNKNOWN and plain):
+        return None  # equal by value, or nothing to compare a plain object by
+    described = f"it wrote {short_repr(original)} and read back {short_repr(back)}"
+    if isinstance(found, tuple):
+        path, before, after = found
+        return f"{described} ({path or 'the value'}: {short_repr(before)} != {short_repr(after)})"
+    return described
+
+
 def _check_round_trip(
     original: object, back: object, what: str, getter: str, split_id: str | None
 ) -> None:
-    if type(original).__eq__ is object.__eq__:
-        return  # no value equality to compare with
-    if back != original:
+    difference = _difference(original, back)
+    if difference is not None:
         about = f"split {split_id!r}" if split_id is not None else "the enumerator checkpoint"
         raise SourceContractError(
-            f"{what} ({getter}()) does not round-trip {about}: it wrote "
-            f"{short_repr(original)} and read back {short_repr(back)}; a restore would not "
-            "go on where the snapshot was",
+            f"{what} ({getter}()) does not round-trip {about}: {difference}; a reader "
+            "given it, or restored from it, would not go on where it was",
             method=getter,
             split_id=split_id,
         )

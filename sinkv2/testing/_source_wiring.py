@@ -178,6 +178,8 @@ class ReaderSlot:
         self.future: concurrent.futures.Future[None] | None = None
         self.emitted = 0
         self.snapshot_ids: list[str] = []
+        self.empty_polls = 0  # poll_next calls in a row that emitted nothing
+        self.last_status: str | None = None
 
     def runnable(self) -> bool:
         return not self.finished and (self.future is None or self.future.done())
@@ -227,9 +229,17 @@ class Wiring:
     reader registered, and which reader owns each assigned split.
     """
 
-    def __init__(self, parallelism: int, column_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        parallelism: int,
+        column_names: Sequence[str],
+        frame: Callable[[Any], bytes] | None = None,
+    ) -> None:
         self.parallelism = parallelism
         self.column_names = column_names
+        self.frame = frame
+        """Frames a split with the split serializer, as Flink's ``AddSplitEvent`` does the
+        moment the enumerator assigns it: the reader gets a copy, never the object."""
         self.clock_ms = 0
         self.steps = 0
         self.log: collections.deque[str] = collections.deque(maxlen=_LOG_LINES)
@@ -245,6 +255,7 @@ class Wiring:
         self.owner: dict[str, int] = {}
         self.since_checkpoint: list[list[Any]] = [[] for _ in range(parallelism)]
         self.readers: list[ReaderSlot] = []
+        self.seen: set[str] = set()  # every split id assigned or restored in this run
 
     def log_line(self, line: str) -> None:
         """Add a numbered line to the log."""
@@ -284,11 +295,14 @@ class Wiring:
                     split_id=split_id,
                 )
             self.owner[split_id] = subtask
+            self.seen.add(split_id)
             self.since_checkpoint[subtask].append(split)
         self.log_line(
             f"enumerator assigns {[split_id_of(s, 'assign') for s in splits]} to {subtask}"
         )
-        self.to_reader[subtask].append(("splits", list(splits)))
+        frame = self.frame
+        shipped = [(split, None if frame is None else frame(split)) for split in splits]
+        self.to_reader[subtask].append(("splits", shipped))
 
     def signal_no_more_splits(self, subtask: int) -> None:
         self.check_registered(subtask, "signal_no_more_splits")
