@@ -25,7 +25,6 @@ from typing import Any, Final
 import attrs
 import cloudpickle
 from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
 from sinkv2._delivery import DeliveryGuarantee
 from sinkv2._pickling import find_unpicklable
@@ -39,6 +38,17 @@ from sinkv2.testing._source_engine import (
     LocalSourceEngine,
     SourceCheckpoint,
 )
+from sinkv2.testing._source_plans import (
+    FINAL_CHECKPOINT_EVERY,
+    MAX_IDLE_STEPS,
+    WAIT_FOR_AN_ASSIGNMENT,
+    Op,
+    Plan,
+    fixed_plans,
+    hints,
+    reproduction,
+    schedules,
+)
 from sinkv2.testing._source_verify import verify_bounded, verify_unbounded
 
 __all__ = ["check_source"]
@@ -46,46 +56,9 @@ __all__ = ["check_source"]
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
 _LOG_BEFORE: Final = 20
-_FINAL_CHECKPOINT_EVERY: Final = 7
-_MAX_IDLE_STEPS: Final = 2 * _FINAL_CHECKPOINT_EVERY
-"""An unbounded source idle this many steps in a row (two checkpoints among them) has
-stopped: the run ends and reports what it read, instead of waiting for ever."""
 _STALL_S: Final = 30.0
 """An unbounded run that emits no record for this long (its readers busy, or waking with
 nothing) has stopped too: the run ends and reports what it read."""
-_WAIT_FOR_AN_ASSIGNMENT: Final = 300  # steps; a source may assign every split up front
-
-
-@attrs.frozen
-class _Op:
-    kind: str  # "steps", "checkpoint", "checkpoint-late", "abort", "fail", "fail-assigned",
-    # "restore"
-    value: int = 0
-
-    def __str__(self) -> str:
-        return {
-            "steps": f"{self.value} steps",
-            "checkpoint": "checkpoint",
-            "checkpoint-late": "checkpoint, its completion notified later",
-            "abort": "checkpoint aborted after every snapshot",
-            "fail": f"fail reader {self.value}",
-            "fail-assigned": "fail a reader that got splits since the last checkpoint",
-            "restore": f"restore from the last checkpoint with parallelism {self.value}",
-        }[self.kind]
-
-
-@attrs.frozen
-class _Plan:
-    """One run: a starting parallelism, a seed, and what happens before the run ends."""
-
-    name: str
-    parallelism: int
-    seed: int
-    ops: tuple[_Op, ...] = ()
-
-    def __str__(self) -> str:
-        ops = "; ".join(map(str, self.ops)) or "nothing"
-        return f"{self.name} (parallelism {self.parallelism}, seed {self.seed}; then {ops})"
 
 
 @attrs.define
@@ -115,7 +88,7 @@ class _Progress:
 class _Run:
     """Carries a plan out: one engine after another, the committed records of each kept."""
 
-    def __init__(self, factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> None:
+    def __init__(self, factory: Callable[[], Any], plan: Plan, want: _Expectation) -> None:
         self.factory = factory
         self.plan = plan
         self.want = want
@@ -133,7 +106,7 @@ class _Run:
     def total(self) -> int:
         return len(self.committed) + len(self.engine.committed)
 
-    def apply(self, op: _Op, index: int) -> None:
+    def apply(self, op: Op, index: int) -> None:
         engine = self.engine
         if op.kind == "steps":
             for _ in range(op.value):
@@ -147,7 +120,7 @@ class _Run:
         elif op.kind == "fail":
             engine.fail_reader(op.value % engine.parallelism)
         elif op.kind == "fail-assigned":
-            for _ in range(_WAIT_FOR_AN_ASSIGNMENT):
+            for _ in range(WAIT_FOR_AN_ASSIGNMENT):
                 if engine.assigned_since_checkpoint() or engine.step() is not EngineStep.PROGRESS:
                     break
             fresh = engine.assigned_since_checkpoint()
@@ -202,8 +175,8 @@ class _Run:
                     len(self.committed) + len(e.committed) >= target
                     or progress.stalled(sum(seen for seen, _ in e.records_in().values()))
                 ),
-                checkpoint_every=_FINAL_CHECKPOINT_EVERY,
-                max_idle=_MAX_IDLE_STEPS,
+                checkpoint_every=FINAL_CHECKPOINT_EVERY,
+                max_idle=MAX_IDLE_STEPS,
             )
             engine.checkpoint()
             engine.close()
@@ -264,7 +237,7 @@ def _shipped(source: Any) -> Any:
     return cloudpickle.loads(cloudpickle.dumps(source))
 
 
-def _carry_out(factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> None:
+def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> None:
     run = _Run(factory, plan, want)
     try:
         for index, op in enumerate(plan.ops):
@@ -285,7 +258,7 @@ def _carry_out(factory: Callable[[], Any], plan: _Plan, want: _Expectation) -> N
         raise AssertionError(_report(plan, problem, run))
 
 
-def _report(plan: _Plan, problem: str, run: _Run) -> str:
+def _report(plan: Plan, problem: str, run: _Run) -> str:
     steps = list(run.engine.log)[-_LOG_SHOWN:]
     before = (
         "The last steps before the last restore:\n" + "\n".join(run.before) + "\n\n"
@@ -294,151 +267,12 @@ def _report(plan: _Plan, problem: str, run: _Run) -> str:
     )
     return (
         f"check_source: case {plan} failed:\n{problem.rstrip()}\n"
-        + "".join(f"\n{hint}\n" for hint in _hints(plan, problem))
+        + "".join(f"\n{hint}\n" for hint in hints(plan, problem))
         + f"\n{before}The engine's last steps:\n"
         + "\n".join(steps)
         + "\n\nTo run this case alone (the same seed gives the same order of steps for a "
-        "source without threads of its own):\n" + _reproduction(plan, run.want)
-    )
-
-
-def _hints(plan: _Plan, problem: str) -> list[str]:
-    """What a failure under this plan's rarer events usually means."""
-    kinds = {op.kind for op in plan.ops}
-    lost = "missing:" in problem or "never arrived" in problem or "without gaps" in problem
-    hints = []
-    if lost and "checkpoint-late" in kinds:
-        hints.append(
-            "This case notified a checkpoint's completion late, after the readers had read "
-            "on. A source that acknowledges, deletes or commits what it read in "
-            "notify_checkpoint_complete(checkpoint_id) must do so up to the positions of "
-            "that checkpoint's snapshot (keep them by checkpoint id, as Flink's "
-            "KafkaSourceReader keeps its offsets to commit), not up to where it is now."
-        )
-    if lost and "abort" in kinds:
-        hints.append(
-            "This case aborted a checkpoint after every snapshot_state: a snapshot must not "
-            "acknowledge, delete or commit anything, since the job may go back to an "
-            "earlier checkpoint; do it in notify_checkpoint_complete, which an aborted "
-            "checkpoint never gets."
-        )
-    return hints
-
-
-def _reproduction(plan: _Plan, want: _Expectation) -> str:
-    """Python that drives `LocalSourceEngine` through ``plan``, as the kit did."""
-    lines = [
-        "from sinkv2.testing import EngineStep, LocalSourceEngine",
-        "source = source_factory()",
-        f"engine = LocalSourceEngine(source, {plan.parallelism}, seed={plan.seed})",
-        "committed, last = [], None",
-    ]
-    for index, op in enumerate(plan.ops):
-        if op.kind == "steps":
-            lines.append(
-                f"for _ in range({op.value}):\n"
-                "    if engine.step() is not EngineStep.PROGRESS:\n        break"
-            )
-        elif op.kind in ("checkpoint", "checkpoint-late"):
-            late = "notify=False" if op.kind == "checkpoint-late" else ""
-            lines.append(f"last = engine.checkpoint({late})")
-        elif op.kind == "abort":
-            lines.append("engine.abort_checkpoint()")
-        elif op.kind == "fail":
-            lines.append(f"engine.fail_reader({op.value} % engine.parallelism)")
-        elif op.kind == "fail-assigned":
-            lines.append(
-                f"for _ in range({_WAIT_FOR_AN_ASSIGNMENT}):\n"
-                "    if engine.assigned_since_checkpoint() or engine.step() is not "
-                "EngineStep.PROGRESS:\n        break\n"
-                "engine.fail_reader((engine.assigned_since_checkpoint() or [0])[0])"
-            )
-        else:
-            lines.append(
-                "committed += engine.committed\nengine.close()\n"
-                f"engine = LocalSourceEngine(source, {op.value}, "
-                f"seed={plan.seed + index + 1}, checkpoint=last)"
-            )
-    if want.bounded:
-        lines.append("engine.run()\nengine.finish()")
-    else:
-        lines.append(
-            f"engine.run(until=lambda e: len(committed) + len(e.committed) >= "
-            f"{want.records_to_read}, checkpoint_every={_FINAL_CHECKPOINT_EVERY}, "
-            f"max_idle={_MAX_IDLE_STEPS})\nengine.checkpoint()\nengine.close()"
-        )
-    lines.append("committed += engine.committed  # EmittedRecord(subtask, split_id, record)")
-    return "\n".join(lines)
-
-
-def _fixed_plans(max_parallelism: int) -> list[_Plan]:
-    several = min(4, max_parallelism)
-    fewer = max(1, several // 2)
-    middle = [_Op("steps", 25), _Op("checkpoint"), _Op("steps", 25)]
-    return [
-        _Plan("testSourceSingleSplit", 1, 0),
-        _Plan("testMultipleSplits", several, 1),
-        _Plan("testIdleReader", max_parallelism + 1, 2),
-        _Plan("testSavepoint", several, 3, (*middle, _Op("restore", several))),
-        _Plan("testScaleUp", fewer, 4, (*middle, _Op("restore", several))),
-        _Plan("testScaleDown", several, 5, (*middle, _Op("restore", fewer))),
-        _Plan(
-            "testTaskManagerFailure",
-            several,
-            6,
-            (*middle, _Op("fail-assigned"), _Op("steps", 20)),
-        ),
-        _Plan("metrics", several, 7, (_Op("steps", 30),)),
-        # Two sinkv2 cases: Flink notifies a completed checkpoint after the fact (the
-        # readers have read on) or never, and a checkpoint can abort after every snapshot.
-        _Plan(
-            "late checkpoint notification",
-            several,
-            8,
-            (
-                _Op("steps", 20),
-                _Op("checkpoint-late"),
-                _Op("steps", 30),
-                _Op("fail-assigned"),
-                _Op("steps", 10),
-                _Op("restore", fewer),
-            ),
-        ),
-        _Plan(
-            "aborted checkpoint",
-            several,
-            9,
-            (
-                _Op("steps", 20),
-                _Op("checkpoint"),
-                _Op("steps", 20),
-                _Op("abort"),
-                _Op("steps", 10),
-                _Op("fail-assigned"),
-                _Op("steps", 10),
-                _Op("restore", fewer),
-            ),
-        ),
-    ]
-
-
-def _schedules(max_parallelism: int) -> st.SearchStrategy[_Plan]:
-    parallelism = st.integers(1, max_parallelism)
-    op = st.one_of(
-        st.builds(_Op, st.just("steps"), st.integers(1, 40)),
-        st.just(_Op("checkpoint")),
-        st.just(_Op("checkpoint-late")),
-        st.just(_Op("abort")),
-        st.builds(_Op, st.just("fail"), st.integers(0, max_parallelism - 1)),
-        st.just(_Op("fail-assigned")),
-        st.builds(_Op, st.just("restore"), parallelism),
-    )
-    return st.builds(
-        _Plan,
-        st.just("random schedule"),
-        parallelism,
-        st.integers(0, 2**16),
-        st.lists(op, max_size=12).map(tuple),
+        "source without threads of its own):\n"
+        + reproduction(plan, bounded=run.want.bounded, records_to_read=run.want.records_to_read)
     )
 
 
@@ -549,7 +383,7 @@ def check_source(
         guarantee,
         float(idle_timeout),
     )
-    for plan in _fixed_plans(max_parallelism):
+    for plan in fixed_plans(max_parallelism):
         _carry_out(source_factory, plan, want)
     check_end_positions(source_factory, split_records)
 
@@ -561,8 +395,8 @@ def check_source(
         report_multiple_bugs=False,
         phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
     )
-    @given(plan=_schedules(max_parallelism))
-    def random_schedules(plan: _Plan) -> None:
+    @given(plan=schedules(max_parallelism))
+    def random_schedules(plan: Plan) -> None:
         _carry_out(source_factory, plan, want)
 
     random_schedules()

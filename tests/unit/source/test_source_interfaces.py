@@ -56,6 +56,7 @@ EXTENSIONS = {
     "check_enumerator",
     "check_reader",
     "inspect_source",
+    "source_id_of",
 }
 READER_FRAMEWORK = {
     "DEFAULT_ELEMENT_QUEUE_CAPACITY",
