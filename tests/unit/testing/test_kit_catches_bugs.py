@@ -302,7 +302,8 @@ def test_a_sink_that_writes_a_decimal_as_a_float_gets_a_diff() -> None:
     assert re.search(r"shows \d+ element\(s\) the kit never wrote, and \d+ written", message)
     assert re.search(r"written \(missing\) +\|  read back \(unexpected\)", message), message
     assert re.search(
-        r"\{'id': \d+, 'amount': Decimal\('[-0-9.]+'\)\} +\|  \{'amount': [-0-9.e]+, 'id'", message
+        r"\{'id': \d+, 'amount': Decimal\('[-0-9.E+]+'\)\} +\|  \{'amount': [-0-9.eE+]+, 'id'",
+        message,
     ), message
     assert "field 'amount': Decimal(" in message
     assert "compare how it writes and reads back field 'amount' (Decimal came back as float)" in (
