@@ -7,11 +7,17 @@ here with an error that names the option::
     .option("monitor_interval", "10").option("max_file_age", "604800")
     .option("clean_source", "archive").option("archive_dir", "/data/done")
     .option("dead_letter_dir", "/data/bad")
+
+Spark's own spellings of the file stream's options are taken too: ``maxFileAge`` (a
+Spark time string, ``7d``, ``1h``, ``30s``; a bare number is milliseconds, as in
+Spark), ``cleanSource``, ``sourceArchiveDir``, ``inferSchema``, and ``format`` ``json``
+(Spark's JSON reader reads JSON lines) for ``jsonl``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from reference_sinks.files._source import CleanSource, FileSource
 from reference_sinks.files._source_formats import SOURCE_FORMATS, CsvOptions, SourceFormat
@@ -21,6 +27,30 @@ __all__ = ["file_source_from_options"]
 
 _TRUE = frozenset({"true", "yes", "1"})
 _FALSE = frozenset({"false", "no", "0"})
+_SPARK_TIME = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*", re.IGNORECASE)
+_SPARK_TIME_UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def _spark_time(option: str, value: str) -> str:
+    """Spark's time string (``7d``, ``1h``, ``500``: milliseconds) as seconds, as text."""
+    match = _SPARK_TIME.fullmatch(value)
+    if match is None or float(match.group(1)) <= 0:
+        raise SinkConfigurationError(
+            f"the {option!r} option must be a positive Spark time string such as '7d', "
+            f"'12h', '30s' or '500ms' (a bare number is milliseconds) (got {value!r})"
+        )
+    unit = (match.group(2) or "ms").lower()
+    return repr(float(match.group(1)) * _SPARK_TIME_UNITS[unit])
+
+
+def _one_of(spellings: dict[str, str | None]) -> tuple[str, str | None]:
+    """The one option given among ``spellings`` (ours first), refusing two."""
+    given = [(name, value) for name, value in spellings.items() if value is not None]
+    if len(given) > 1:
+        raise SinkConfigurationError(
+            f"give one of the options {[name for name, _ in given]}, not both: they mean the same"
+        )
+    return given[0] if given else (next(iter(spellings)), None)
 
 
 def _number(option: str, value: str | None) -> float | None:
@@ -75,6 +105,9 @@ def file_source_from_options(
     infer_schema: str | None = None,
     inferschema: str | None = None,
     dead_letter_dir: str | None = None,
+    maxfileage: str | None = None,
+    cleansource: str | None = None,
+    sourcearchivedir: str | None = None,
 ) -> FileSource:
     r"""A `FileSource` from Spark's string options (names as Spark's file readers spell them).
 
@@ -93,6 +126,7 @@ def file_source_from_options(
             "the files source needs the 'path' option; e.g. .option('path', '/data/in')"
         )
     file_format = format.strip().lower()
+    file_format = "jsonl" if file_format == "json" else file_format  # Spark's name
     if file_format not in SOURCE_FORMATS:
         raise SinkConfigurationError(
             f"the 'format' option must be one of {list(SOURCE_FORMATS)} (got {format!r})"
@@ -123,19 +157,32 @@ def file_source_from_options(
         **kwargs,  # type: ignore[arg-type]
     )
     interval = _number("monitor_interval", monitor_interval)
-    continuous_only = {"max_file_age": max_file_age, "archive_dir": archive_dir}
+    if maxfileage is not None:
+        maxfileage = _spark_time("maxFileAge", maxfileage)
+    age_option, max_file_age = _one_of({"max_file_age": max_file_age, "maxFileAge": maxfileage})
+    clean_option, clean = _one_of(
+        {
+            "clean_source": None if clean_source == "off" else clean_source,
+            "cleanSource": cleansource,
+        }
+    )
+    archive_option, archive_dir = _one_of(
+        {"archive_dir": archive_dir, "sourceArchiveDir": sourcearchivedir}
+    )
+    clean_source = clean if clean is not None else "off"
+    continuous_only = {age_option: max_file_age, archive_option: archive_dir}
     if interval is None:
         given = [name for name, value in continuous_only.items() if value is not None]
-        if given or clean_source != "off":
+        if given or clean_source.strip().lower() != "off":
             raise SinkConfigurationError(
-                f"the options {given or ['clean_source']} are for a continuous source; add "
+                f"the options {given or [clean_option]} are for a continuous source; add "
                 ".option('monitor_interval', '<seconds>')"
             )
         return source
     return source.monitor_continuously(
         interval,
-        max_file_age=_number("max_file_age", max_file_age),
-        clean_source=_clean(clean_source),
+        max_file_age=_number(age_option, max_file_age),
+        clean_source=_clean(clean_source, clean_option),
         archive_dir=archive_dir,
     )
 
@@ -156,10 +203,10 @@ def _format(text: str) -> SourceFormat:
     return text  # type: ignore[return-value]  # checked against SOURCE_FORMATS above
 
 
-def _clean(text: str) -> CleanSource:
+def _clean(text: str, option: str = "clean_source") -> CleanSource:
     value = text.strip().lower()
     if value not in ("off", "archive", "delete"):
         raise SinkConfigurationError(
-            f"the 'clean_source' option must be 'off', 'archive' or 'delete' (got {text!r})"
+            f"the {option!r} option must be 'off', 'archive' or 'delete' (got {text!r})"
         )
     return value  # type: ignore[return-value]  # one of the three

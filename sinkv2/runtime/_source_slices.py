@@ -60,7 +60,9 @@ def check_streamable(source: Any) -> None:
         "micro-batch engine fixes how far each split is read before the micro-batch runs, "
         "and replays exactly that after a crash, so an unbounded source must tell, on the "
         "driver, how far its splits can be read now. Implement the extension (return None "
-        "for splits that end by themselves, such as files)",
+        "for splits that end by themselves, such as files); for a source you did not "
+        "write, read a bounded configuration of it (an end set), in batch or with "
+        "streaming=True",
         method="get_boundedness",
     )
 

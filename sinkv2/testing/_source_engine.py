@@ -627,7 +627,9 @@ class LocalSourceEngine:
         if not self.finished:
             raise SourceContractError(
                 "finish() needs every reader at END_OF_INPUT; readers "
-                f"{[s.subtask for s in self.readers if not s.finished]} are not",
+                f"{[s.subtask for s in self.readers if not s.finished]} are not (a bounded "
+                "reader ends once its splits are read and the enumerator called "
+                "signal_no_more_splits for its subtask: did it?)",
                 method="poll_next",
             )
         checkpoint = self.checkpoint()

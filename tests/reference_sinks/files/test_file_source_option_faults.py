@@ -112,3 +112,37 @@ def test_csv_options_that_cannot_parse_are_refused_naming_the_option(
     """Before: a FileReadError blaming the file, or (delimiter == quote) one garbled column."""
     with pytest.raises(SinkConfigurationError, match=message):
         CsvOptions(**kwargs)
+
+
+def test_spark_spellings_of_the_file_stream_options_are_taken(tmp_path: Path):
+    """Spark's ``maxFileAge`` (a time string; bare: ms), ``cleanSource``, ``sourceArchiveDir``
+    and ``format`` ``json`` (lower-cased, as Spark passes option names)."""
+    archive, data = tmp_path / "done", tmp_path / "in"
+    data.mkdir()
+    (data / "a.json").write_text('{"id": 1}\n')
+    source = file_source_from_options(
+        path=str(data),
+        format="json",
+        monitor_interval="5",
+        maxfileage="7d",
+        cleansource="archive",
+        sourcearchivedir=str(archive),
+    )
+    assert source.format == "jsonl"
+    assert source.max_file_age == 7 * 86400
+    assert source.clean_source == "archive"
+    assert Path(source.archive_dir) == archive
+    bare = file_source_from_options(
+        path=str(data), format="json", monitor_interval="5", maxfileage="1500"
+    )
+    assert bare.max_file_age == 1.5
+    with pytest.raises(SinkConfigurationError, match="'maxFileAge' option must be a positive"):
+        file_source_from_options(
+            path=str(data), format="json", monitor_interval="5", maxfileage="a week"
+        )
+    with pytest.raises(SinkConfigurationError, match=r"\['max_file_age', 'maxFileAge'\]"):
+        file_source_from_options(
+            path=str(data), format="json", monitor_interval="5", max_file_age="60", maxfileage="1m"
+        )
+    with pytest.raises(SinkConfigurationError, match=r"\['cleanSource'\] are for a continuous"):
+        file_source_from_options(path=str(data), format="json", cleansource="delete")
