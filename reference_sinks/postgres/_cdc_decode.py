@@ -270,8 +270,11 @@ def transactions(
         elif kind == b"T" and _truncated(reader) & ours:
             raise SinkConfigurationError(
                 f"table {schema}.{table} was truncated, and a TRUNCATE is not a row change "
-                "PostgresCdcSource can emit; publish inserts, updates and deletes only "
-                "(CREATE PUBLICATION ... WITH (publish = 'insert, update, delete'))"
+                "PostgresCdcSource can emit: the rows it removed would stay downstream. Start "
+                "a new query (new source_id, snapshot=True) to read the table afresh; or, to "
+                "ignore truncates on purpose, read through a publication that does not "
+                "publish them (CREATE PUBLICATION ... WITH (publish = 'insert, update, "
+                "delete'))"
             )
         # 'O' (origin), 'Y' (type), 'M' (message): nothing to emit
 

@@ -172,9 +172,8 @@ def check_server(
             )
         connection.execute(
             sql.SQL(
-                "CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert, update, delete'"
-                + via_root
-                + ")"
+                "CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert, update, delete, "
+                "truncate'" + via_root + ")"
             ).format(sql.Identifier(publication), sql.Identifier(schema, name))
         )
         return

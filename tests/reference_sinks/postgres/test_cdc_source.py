@@ -632,11 +632,14 @@ def test_an_unchanged_toasted_value_is_read_under_full_identity_and_named_withou
     assert [(r["_op"], r["n"], r["body"] == big) for r in rows] == [("update", 2, True)]
 
 
+@pytest.mark.parametrize("made_by", ["user", "source"])
 def test_a_published_truncate_stops_the_query_and_the_changes_before_it_are_read(
-    db, postgres_url, tmp_path
+    db, postgres_url, tmp_path, made_by
 ):
-    db.execute("CREATE PUBLICATION every_change FOR TABLE items")  # truncates too
-    db.execute("SELECT pg_create_logical_replication_slot('trunc', 'pgoutput')")
+    """A publication of the user's that publishes truncates, or the one the source makes."""
+    if made_by == "user":
+        db.execute("CREATE PUBLICATION every_change FOR TABLE items")  # truncates too
+        db.execute("SELECT pg_create_logical_replication_slot('trunc', 'pgoutput')")
     run = Run(
         make(postgres_url, publication="every_change", slot_name="trunc"),
         SqliteCommitStateStore(tmp_path / "s.sqlite"),
