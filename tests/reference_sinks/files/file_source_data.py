@@ -46,3 +46,13 @@ def touch_old(path: Path, seconds_ago: float) -> None:
     stat = path.stat()
     when = stat.st_mtime - seconds_ago
     os.utime(path, (when, when))
+
+
+def read_all(source: Any, parallelism: int = 2) -> list[dict[str, Any]]:
+    """Every record of a bounded ``source`` read on the local engine, sorted by ``id``."""
+    from sinkv2.testing import LocalSourceEngine
+
+    engine = LocalSourceEngine(source, parallelism)
+    engine.run()
+    engine.finish()
+    return sorted((record.record for record in engine.committed), key=lambda r: r["id"])

@@ -16,17 +16,11 @@ from reference_sinks.files import FileSource
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import (
+    read_all,
     rows,
     touch_old,
     write_parquet,
 )
-
-
-def read_all(source: Any) -> list[dict[str, Any]]:
-    engine = LocalSourceEngine(source, 2)
-    engine.run()
-    engine.finish()
-    return sorted((record.record for record in engine.committed), key=lambda r: r["id"])
 
 
 def test_archiving_never_replaces_a_file_already_in_the_archive(tmp_path: Path):

@@ -12,17 +12,16 @@ import pytest
 from reference_sinks.files import FileReadError, FileSource, file_source_from_options
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceReaderError
-from sinkv2.testing import LocalSourceEngine, check_source
-from tests.reference_sinks.files.file_source_data import SCHEMA, rows, write_jsonl, write_parquet
+from sinkv2.testing import check_source
+from tests.reference_sinks.files.file_source_data import (
+    SCHEMA,
+    read_all,
+    rows,
+    write_jsonl,
+    write_parquet,
+)
 
 DATED = pa.schema([("id", pa.int64()), ("day", pa.date32())])
-
-
-def read_all(source: Any, parallelism: int = 2) -> list[dict[str, Any]]:
-    engine = LocalSourceEngine(source, parallelism)
-    engine.run()
-    engine.finish()
-    return sorted((record.record for record in engine.committed), key=lambda r: r["id"])
 
 
 def failure(source: Any) -> FileReadError:

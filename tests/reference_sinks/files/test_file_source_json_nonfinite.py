@@ -9,7 +9,6 @@ from __future__ import annotations
 import decimal
 import math
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -17,14 +16,7 @@ import pytest
 from reference_sinks.files import FileReadError, FileSource
 from reference_sinks.files._json_lines import JsonLinesEncoder
 from sinkv2.source import SourceReaderError
-from sinkv2.testing import LocalSourceEngine
-
-
-def read_all(source: Any) -> list[dict[str, Any]]:
-    engine = LocalSourceEngine(source, 2)
-    engine.run()
-    engine.finish()
-    return sorted((record.record for record in engine.committed), key=lambda r: r["id"])
+from tests.reference_sinks.files.file_source_data import read_all
 
 
 def test_non_finite_doubles_as_spark_and_file_sink_write_them_are_read_back(tmp_path: Path):

@@ -19,19 +19,12 @@ import pytest
 
 from reference_sinks.files import FileSource
 from reference_sinks.files._source_listing import partition_type
-from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import (
     SCHEMA,
+    read_all,
     rows,
     write_parquet,
 )
-
-
-def read_all(source: Any) -> list[dict[str, Any]]:
-    engine = LocalSourceEngine(source, 2)
-    engine.run()
-    engine.finish()
-    return sorted((record.record for record in engine.committed), key=lambda r: r["id"])
 
 
 def test_an_underscore_partition_directory_is_read_as_spark_reads_it(tmp_path: Path):

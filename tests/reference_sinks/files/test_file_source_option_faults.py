@@ -15,19 +15,12 @@ import pytest
 
 from reference_sinks.files import CsvOptions, FileSource, file_source_from_options
 from sinkv2.errors import SinkConfigurationError
-from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import (
+    read_all,
     rows,
     write_csv,
     write_parquet,
 )
-
-
-def read_all(source: Any) -> list[dict[str, Any]]:
-    engine = LocalSourceEngine(source, 2)
-    engine.run()
-    engine.finish()
-    return sorted((record.record for record in engine.committed), key=lambda r: r["id"])
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ files (zero-byte files skipped, ``ID`` read as ``id``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,18 +19,12 @@ from sinkv2.source import NativeRead, SourceReaderError
 from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import (
     SCHEMA,
+    read_all,
     rows,
     write_csv,
     write_jsonl,
     write_parquet,
 )
-
-
-def read_all(source: Any) -> list[dict[str, Any]]:
-    engine = LocalSourceEngine(source, 2)
-    engine.run()
-    engine.finish()
-    return sorted((record.record for record in engine.committed), key=lambda r: r["id"])
 
 
 @pytest.mark.parametrize("file_format", ["parquet", "jsonl", "csv"])
