@@ -78,7 +78,7 @@ def _millis(moment: dt.datetime, name: str) -> int:
     if moment.tzinfo is None:
         raise SinkConfigurationError(
             f"IcebergSource {name} must be a timezone-aware datetime (got {moment!r}); e.g. "
-            "datetime.datetime(2024, 3, 30, tzinfo=datetime.UTC)"
+            "datetime.datetime(2024, 3, 30, tzinfo=datetime.timezone.utc)"
         )
     return int(moment.timestamp() * 1000)
 
@@ -303,7 +303,7 @@ class IcebergSource:
             what = f"snapshot_id {self.snapshot_id}"
         elif self.as_of_ms is not None:
             found = table.snapshot_as_of_timestamp(self.as_of_ms)
-            moment = dt.datetime.fromtimestamp(self.as_of_ms / 1000, dt.UTC).isoformat()
+            moment = dt.datetime.fromtimestamp(self.as_of_ms / 1000, dt.timezone.utc).isoformat()
             what = f"snapshot current at {moment} (as_of: before its first snapshot)"
         elif self.ref is not None:
             found = table.snapshot_by_name(self.ref)
