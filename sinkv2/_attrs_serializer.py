@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import sys
 import threading
 import types
 import typing
@@ -362,6 +363,44 @@ _RESOLVED: weakref.WeakKeyDictionary[type, tuple[object, list[type]]] = weakref.
 """Each attrs class: the ``__attrs_attrs__`` tuple last resolved, and its nested classes."""
 
 
+def _resolve_nested_references(cls: type, fields: tuple[attrs.Attribute[Any], ...]) -> None:
+    """Resolve forward references left inside a field's type (``tuple["Node", ...]``).
+
+    A builtin generic keeps a quoted name as a plain str, and Python 3.10's
+    ``typing.get_type_hints`` (which attrs uses) does not look inside one, so cattrs
+    would meet a name instead of a class; 3.11 resolves them itself (this is then a
+    no-op).
+    """
+    with contextlib.suppress(Exception):
+        attrs.resolve_types(cls)  # first, so that attrs (and cattrs) never redo it over ours
+    module = sys.modules.get(cls.__module__)
+    namespace = {**(vars(module) if module is not None else {}), cls.__name__: cls}
+    for field in fields:
+        with contextlib.suppress(Exception):  # a name that does not resolve stays as it was
+            resolved = _deep_resolve(field.type, namespace)
+            if resolved is not field.type:
+                object.__setattr__(field, "type", resolved)
+
+
+def _deep_resolve(kind: Any, namespace: dict[str, Any]) -> Any:
+    if isinstance(kind, typing.ForwardRef | str):  # a builtin generic keeps a str as is
+        text = kind if isinstance(kind, str) else kind.__forward_arg__
+        # the annotation's own text, evaluated in its module as typing.get_type_hints does
+        return _deep_resolve(eval(text, namespace), namespace)
+    args = getattr(kind, "__args__", None)
+    origin = typing.get_origin(kind)
+    if not args or origin is None:
+        return kind
+    new = tuple(arg if arg is Ellipsis else _deep_resolve(arg, namespace) for arg in args)
+    if all(a is b for a, b in zip(new, args, strict=True)):
+        return kind
+    if isinstance(kind, types.GenericAlias):
+        return types.GenericAlias(origin, new)
+    if origin is typing.Union or isinstance(kind, types.UnionType):
+        return typing.Union[new]  # noqa: UP007  # rebuilt from its members
+    return kind.copy_with(new)
+
+
 def resolve_annotations(cls: type, seen: set[type] | None = None) -> None:
     """Turn ``cls``'s string annotations (PEP 563) into types, and its nested classes' too.
 
@@ -381,6 +420,7 @@ def resolve_annotations(cls: type, seen: set[type] | None = None) -> None:
             with contextlib.suppress(Exception):  # names that do not resolve stay strings
                 type.__setattr__(cls, "__attrs_types_resolved__", None)
                 attrs.resolve_types(cls)
+        _resolve_nested_references(cls, fields)
         nested = [found for field in fields for found in _attrs_classes_in(field.type)]
         known = _RESOLVED[cls] = (fields, nested)
     if known[1]:

@@ -90,7 +90,8 @@ def _caller(crash: KitCrash) -> str:
         frame = traceback.tb_frame
         traceback = traceback.tb_next
         if traceback.tb_frame.f_code.co_name == "crash_point":
-            caller = frame.f_code.co_qualname
+            code = frame.f_code  # co_qualname from 3.11; the bare name before
+            caller = getattr(code, "co_qualname", code.co_name)
     return caller
 
 
