@@ -100,6 +100,9 @@ class ScheduledAnswer:
         retry: For a 2xx: indices of records not stored, listed under ``"retry"``.
         retry_after: The ``Retry-After`` header value, if any (e.g. ``"1"``).
         latency_ms: Replaces the behaviour's latency for this request.
+        hold_until_stored: Answer only once the server has stored this many records
+            (from other requests; at most 60 s): orders a slow request after others
+            without racing a timer on a loaded machine.
         message: The error body of a non-2xx answer.
     """
 
@@ -107,6 +110,7 @@ class ScheduledAnswer:
     retry: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     retry_after: str | None = None
     latency_ms: float | None = attrs.field(default=None, validator=_non_negative)
+    hold_until_stored: int | None = attrs.field(default=None, validator=_non_negative)
     message: str = "injected failure"
 
 
@@ -210,6 +214,7 @@ class _Receiver:
 
 
 _TIMER_SLACK_S: Final = 0.0015
+_HOLD_LIMIT_S: Final = 60.0
 
 
 async def _sleep_precisely(seconds: float) -> None:
@@ -224,6 +229,16 @@ async def _sleep_precisely(seconds: float) -> None:
         await asyncio.sleep(seconds - _TIMER_SLACK_S)
     while loop.time() < deadline:
         await asyncio.sleep(0)
+
+
+async def _hold_until_stored(receiver: _Receiver, count: int, generation: int) -> None:
+    deadline = asyncio.get_running_loop().time() + _HOLD_LIMIT_S
+    while (
+        len(receiver.records) < count
+        and receiver.generation == generation
+        and asyncio.get_running_loop().time() < deadline
+    ):
+        await asyncio.sleep(0.005)
 
 
 def _answer(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -243,6 +258,8 @@ def _app(receiver: _Receiver) -> web.Application:
         raw = await request.read()
         if latency:
             await _sleep_precisely(latency / 1000)
+        if scheduled is not None and scheduled.hold_until_stored is not None:
+            await _hold_until_stored(receiver, scheduled.hold_until_stored, generation)
         if receiver.generation != generation:  # reset while it waited: store nothing
             return _answer(503, {"error": "the server was reset during this request"})
         response = _ingest(receiver, behaviour, scheduled, raw)

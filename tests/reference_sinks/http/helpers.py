@@ -1,5 +1,7 @@
 """Driving an HttpSink writer engine-free, as the runtime would."""
 
+import time
+
 from sinkv2.asyncsink import AsyncSinkWriterConfiguration, ExponentialBackoff
 from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
 
@@ -36,3 +38,13 @@ def write_all(sink, elements, *, context=None, end_of_input=True, close=True):
 
 def ids(records):
     return sorted(r["id"] for r in records)
+
+
+def records_once_there_are(server, count, *, timeout_s=60.0):
+    """The server's records once it holds ``count`` (a held request lands late)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = server.records()
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        time.sleep(0.01)

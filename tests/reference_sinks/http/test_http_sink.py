@@ -31,7 +31,13 @@ from sinkv2.errors import (
     UndeliverableEntriesError,
 )
 from sinkv2.runtime import BasicSinkWriterContext, BasicWriterInitContext
-from tests.reference_sinks.http.helpers import config, ids, rows, write_all
+from tests.reference_sinks.http.helpers import (
+    config,
+    ids,
+    records_once_there_are,
+    rows,
+    write_all,
+)
 
 # --- happy path, batching, metrics ---------------------------------------------------------
 
@@ -267,11 +273,12 @@ def test_a_refused_connection_is_retried_until_the_budget_is_spent():
 
 
 def test_a_request_slower_than_request_timeout_ms_is_retried(server):
-    server.control(schedule={"0": {"latency_ms": 600}})
+    # Request 0 is answered only after its retries stored every record: it times out.
+    server.control(schedule={"0": {"hold_until_stored": 10}})
     sink = HttpSink(server.ingest_url, configuration=config(request_timeout_ms=150))
     write_all(sink, rows(10))
-    time.sleep(0.7)  # the server still stores the timed-out original: duplicates
-    assert ids(server.records()) == sorted([*range(10), *range(10)])
+    # The server still stores the timed-out original: duplicates.
+    assert ids(records_once_there_are(server, 20)) == sorted([*range(10), *range(10)])
 
 
 def test_fail_on_timeout_raises_request_timeout_error(server):
@@ -286,14 +293,13 @@ def test_fail_on_timeout_raises_request_timeout_error(server):
 def test_per_key_order_cannot_survive_a_timeout(server):
     # The documented limit of ordering_key: the timed-out original of record 0 is
     # still stored by the server, after its retry and after record 1 of the same key.
-    server.control(schedule={"0": {"latency_ms": 600}})
+    server.control(schedule={"0": {"hold_until_stored": 2}})
     sink = HttpSink(
         server.ingest_url,
         configuration=config(request_timeout_ms=150, ordering_key=lambda record: record["key"]),
     )
     write_all(sink, [{"id": 0, "key": "k"}, {"id": 1, "key": "k"}])
-    time.sleep(0.7)
-    assert [r["id"] for r in server.records()] == [0, 1, 0]
+    assert [r["id"] for r in records_once_there_are(server, 3)] == [0, 1, 0]
 
 
 # --- state -----------------------------------------------------------------------------------
