@@ -1,4 +1,4 @@
-"""The README opens as a user needs it: what it is, install, an example, the two commands.
+"""The README opens as a user needs it: what it is, the two commands, install, an example.
 
 The example itself runs in ``tests/spark/test_readme.py``; here, without Spark, the
 order of the opening, the commands' scripts, and that every name the README's Python
@@ -21,9 +21,9 @@ def blocks() -> list[tuple[str, str]]:
     return [(match.group(1), match.group(2)) for match in FENCE.finditer(README)]
 
 
-def test_the_opening_is_install_then_an_example_then_the_two_commands():
-    (lang1, install), (lang2, example), (lang3, commands) = blocks()[:3]
-    assert (lang1, lang2, lang3) == ("bash", "python", "bash")
+def test_the_opening_is_the_two_commands_then_install_then_an_example():
+    (lang1, commands), (lang2, install), (lang3, example) = blocks()[:3]
+    assert (lang1, lang2, lang3) == ("bash", "bash", "python")
     assert install.startswith("pip install 'sinkv2[spark]'")
     assert "SinkTopologyTranslator().apply(" in example
     assert "from reference_sinks." in example
