@@ -28,6 +28,7 @@ counts the rows of each range and refuses to go on with fewer (a copy changed by
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,21 @@ if TYPE_CHECKING:
 
 __all__ = ["copy_name", "drop_copy", "read_chunk", "snapshot_into_copy"]
 
+_NAME_LIMIT = 63  # PostgreSQL's NAMEDATALEN - 1
+
 
 def copy_name(slot: str) -> str:
-    """The copy of the snapshot of ``slot`` (a slot name is at most 63 bytes)."""
-    return f"sinkv2_snap_{slot}"[:63]
+    """The copy of the snapshot of ``slot``: a table name of at most 63 bytes.
+
+    A slot name is itself up to 63 bytes; past 51 the name keeps the slot's first 42
+    characters and a hash of the whole, so two slots sharing a long prefix never share
+    (and drop) one copy.
+    """
+    name = f"sinkv2_snap_{slot}"
+    if len(name) <= _NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(slot.encode()).hexdigest()[:8]
+    return f"{name[: _NAME_LIMIT - len(digest) - 1]}_{digest}"
 
 
 def snapshot_into_copy(conninfo: str, slot: str, schema: str, table: str) -> tuple[int, int]:

@@ -298,3 +298,11 @@ def test_a_random_workload_read_with_driver_restarts_at_every_step_lands_each_ch
         else:
             mirror[r["id"]] = r["v"]
     assert mirror == table
+
+
+def test_long_slot_names_sharing_a_prefix_get_their_own_snapshot_copy():
+    # A copy shared by two slots would be read (and dropped) by both queries.
+    first, second = "s" * 55 + "_orders", "s" * 55 + "_refunds"
+    assert copy_name(first) != copy_name(second)
+    assert max(len(copy_name(first)), len(copy_name(second)), len(copy_name("x" * 63))) == 63
+    assert copy_name("crash") == "sinkv2_snap_crash"  # short names as before
