@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from sinkv2._text import describe
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source._context import SourceReaderContext
+from sinkv2.source._end_positions import SplitCut
 from sinkv2.source.lib._sequence_reader import SequenceReader
 from sinkv2.source.lib._sequence_source import SequenceSource, check_int
+from sinkv2.source.lib._sequence_splits import NumberSequenceSplit, cut_at
 
 if TYPE_CHECKING:
     import pyarrow
@@ -29,6 +32,12 @@ class DataGeneratorSource(SequenceSource):
     the same rows. Rows are dicts keyed by ``schema``'s names, or tuples in its
     order; they leave in Arrow batches of ``batch_size``.
 
+    On a micro-batch engine (Spark) the source tells how far each split can be read
+    (`SupportsEndPositions`): a bounded split to its end, counted, so
+    ``maxRecordsPerTrigger`` bounds a micro-batch; an endless one (``count=None``) as
+    far as ``records_per_second`` allows since the query (re)started, as Spark's
+    ``rate`` source does - there the rate paces the micro-batches, not the readers.
+
     Args:
         generator_function: ``index -> row``. Pickled to every reader.
         count: How many rows; ``None`` for no end (``CONTINUOUS_UNBOUNDED``; Flink
@@ -36,7 +45,8 @@ class DataGeneratorSource(SequenceSource):
         schema: The rows' ``pyarrow.Schema``.
         records_per_second: The whole source's rate limit, shared evenly by the
             readers (Flink's ``RateLimiterStrategy.perSecond``); ``None``: as fast as
-            the function goes.
+            the function goes. An endless generator needs it on a micro-batch
+            engine: it is how many rows each micro-batch has to read.
         batch_size: Rows per emitted batch, at most.
         num_splits: How many splits; default: the readers' parallelism.
 
@@ -81,13 +91,65 @@ class DataGeneratorSource(SequenceSource):
         self.count = count
         self.schema = schema
         self.records_per_second = records_per_second
+        self._anchors: dict[str, tuple[float, int]] = {}
 
     def create_reader(self, reader_context: SourceReaderContext) -> SequenceReader:
-        """A reader that calls the function for each index of its splits."""
+        """A reader that calls the function for each index of its splits.
+
+        The rate is the readers' when the splits are theirs to pace: always for a
+        bounded generator (Flink's rate limiter), and for the endless splits of an
+        endless one; its slices cut by `cut_split` were paced by the engine already.
+        """
         rate = None
         if self.records_per_second is not None:
             rate = self.records_per_second / reader_context.current_parallelism()
-        return SequenceReader(reader_context, self._batch, batch_size=self.batch_size, rate=rate)
+        return SequenceReader(
+            reader_context,
+            self._batch,
+            batch_size=self.batch_size,
+            rate=rate,
+            pace_ended_splits=self.count is not None,
+        )
+
+    def end_positions(self, splits: Sequence[NumberSequenceSplit]) -> list[int]:
+        """Each split's last index a micro-batch may read now.
+
+        A bounded split's own last index. An endless split's is what the rate made due
+        since the split was first seen by this source object (the query's start or
+        restart): ``records_per_second / splits`` indices a second.
+
+        Raises:
+            SinkConfigurationError: An endless generator without ``records_per_second``:
+                nothing says how many rows a micro-batch reads.
+        """
+        ends = []
+        for split in splits:
+            if split.to is not None:
+                ends.append(split.to)
+                continue
+            if self.records_per_second is None:
+                raise SinkConfigurationError(
+                    "DataGeneratorSource with count=None and no records_per_second cannot be "
+                    "streamed by a micro-batch engine: nothing says how many rows a "
+                    "micro-batch reads. Set records_per_second (as Spark's rate source's "
+                    "rowsPerSecond), or a count"
+                )
+            now = time.monotonic()
+            since, first = self._anchors.setdefault(split.id, (now, split.current))
+            due = int((now - since) * self.records_per_second / split.step)
+            ends.append(first + (due - 1) * split.step)
+        return ends
+
+    def cut_split(
+        self, split: NumberSequenceSplit, end: object, max_records: int | None
+    ) -> SplitCut[NumberSequenceSplit]:
+        """``split`` up to index ``end`` (and at most ``max_records`` indices), and the rest."""
+        if isinstance(end, bool) or not isinstance(end, int):
+            raise SinkConfigurationError(
+                f"DataGeneratorSource.cut_split takes an index from end_positions (got "
+                f"{describe(end)})"
+            )
+        return cut_at(split, end, max_records)
 
     def _batch(self, indices: range) -> pyarrow.RecordBatch:
         import pyarrow  # noqa: PLC0415  # only readers need it; importing the source must not

@@ -4,7 +4,9 @@ Flink's ``IteratorSourceReader``: it asks for a split at start and whenever it
 runs out, reads one split at a time, and snapshots the current split at its
 position plus the splits it has not started. Numbers go out as Arrow batches of at
 most ``batch_size`` rows, made by a function of the numbers (the sequence itself,
-or a user's generator), at most at ``rate`` numbers per second if one is set.
+or a user's generator), at most at ``rate`` numbers per second if one is set (for
+the splits that end, only when ``pace_ended_splits``: a micro-batch engine paces the
+ended slices it cuts from endless splits itself).
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ class SequenceReader:
         *,
         batch_size: int,
         rate: float | None = None,
+        pace_ended_splits: bool = True,
     ) -> None:
         self._context = context
         self._batch_of = batch_of
         self._batch_size = batch_size
         self._rate = rate
+        self._pace_ended_splits = pace_ended_splits
         self._remaining: collections.deque[NumberSequenceSplit] = collections.deque()
         self._current: NumberSequenceSplit | None = None
         self._output: SourceOutput[Any] | None = None
@@ -84,7 +88,8 @@ class SequenceReader:
             self._current = self._remaining.popleft()
             self._output = output.create_output_for_split(self._current.id)
         split = self._current
-        count = self._allowed()
+        paced = split.to is None or self._pace_ended_splits
+        count = self._allowed() if paced else self._batch_size
         if count == 0:
             return InputStatus.NOTHING_AVAILABLE
         if split.to is not None:

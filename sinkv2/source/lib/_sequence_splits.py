@@ -15,9 +15,16 @@ from typing import final
 import attrs
 
 from sinkv2.source._context import SplitEnumeratorContext
+from sinkv2.source._end_positions import SplitCut
 from sinkv2.source._event import SourceEvent
 
-__all__ = ["NumberSequenceSplit", "SequenceEnumerator", "SequenceEnumeratorState", "cut"]
+__all__ = [
+    "NumberSequenceSplit",
+    "SequenceEnumerator",
+    "SequenceEnumeratorState",
+    "cut",
+    "cut_at",
+]
 
 
 @final
@@ -74,6 +81,28 @@ def cut(first: int, last: int | None, splits: int) -> list[NumberSequenceSplit]:
         result.append(NumberSequenceSplit(str(index), start, start + size - 1))
         start += size
     return result
+
+
+def cut_at(
+    split: NumberSequenceSplit, last: int, max_records: int | None
+) -> SplitCut[NumberSequenceSplit]:
+    """``split``'s numbers up to ``last`` (at most ``max_records`` of them), and the rest.
+
+    The read part is a split ending at its last number (its reader stops there); the
+    rest starts after it, and is ``None`` once the split's own end is read.
+    """
+    count = max(0, (last - split.current) // split.step + 1)
+    if split.to is not None:
+        count = min(count, max(0, (split.to - split.current) // split.step + 1))
+    if max_records is not None:
+        count = min(count, max_records)
+    read = None
+    if count:
+        read = attrs.evolve(split, to=split.current + (count - 1) * split.step)
+    rest: NumberSequenceSplit | None = split.advanced(count)
+    if rest is not None and rest.is_finished():
+        rest = None
+    return SplitCut(read, rest, count)
 
 
 @final

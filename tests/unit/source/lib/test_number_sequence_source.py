@@ -135,7 +135,9 @@ def test_the_generator_source_passes_the_kit_bounded_and_unbounded():
         expected=[row(i) for i in range(150)],
     )
     check_source(
-        lambda: DataGeneratorSource(row, None, SCHEMA, batch_size=4, num_splits=2),
+        lambda: DataGeneratorSource(
+            row, None, SCHEMA, batch_size=4, num_splits=2, records_per_second=100_000
+        ),
         split_records=lambda split_id: map(row, itertools.count(int(split_id), 2)),
         records_to_read=120,
     )
