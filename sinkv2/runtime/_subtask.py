@@ -111,7 +111,7 @@ def _frame(
 class WriterSubtask:
     """One subtask's writer through one task attempt (see the module doc for the steps).
 
-    Args:
+    Attributes:
         sink: The sink (the engine's own copy: each Spark task unpickles one).
         capabilities: What ``inspect_sink`` found.
         context: The writer's init context, built by the engine.
@@ -122,8 +122,6 @@ class WriterSubtask:
         describe: Turns a failed step into the engine's error; ``None``: a failing
             call's exception propagates unchanged.
         on_framed: Sees every framed committable, write result and state.
-
-    Attributes:
         writer: The writer, once `open` made it.
         takes_arrow: Whether it takes Arrow batches (`write_arrow_batch`).
         records: Elements written so far.
