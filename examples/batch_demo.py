@@ -10,6 +10,7 @@ epoch is never written twice.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -30,7 +31,14 @@ ROWS = 1_000_000
 
 def main() -> None:
     """Run the demo and print what it did."""
-    output = Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="sinkv2-demo-"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "output",
+        nargs="?",
+        type=Path,
+        help="the directory to write into (default: a new temporary directory)",
+    )
+    output = parser.parse_args().output or Path(tempfile.mkdtemp(prefix="sinkv2-demo-"))
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("sinkv2-demo")
