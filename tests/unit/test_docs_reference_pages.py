@@ -305,3 +305,29 @@ def test_every_python_name_in_the_flink_name_table_exists_with_those_parameters(
                 for argument in unknown_arguments(target, arguments or "")
             ]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("name", "opening", "factory"),
+    [
+        (
+            "sinks/file-source.md",
+            "Through the door",
+            "reference_sinks.files:file_source_from_options",
+        ),
+        (
+            "sinks/iceberg-source.md",
+            "Options: ",
+            "reference_sinks.iceberg:iceberg_source_from_options",
+        ),
+    ],
+)
+def test_a_read_door_paragraph_names_every_option_the_factory_takes(name, opening, factory):
+    paragraphs = page(name).split("\n\n")
+    [paragraph] = [p for p in paragraphs if p.startswith(opening)]
+    mentioned = {word.lower() for word in re.findall(r"\w+", paragraph)}
+    if "each option below" in paragraph:  # and the options table's names
+        mentioned |= {n for row in table(page(name), "option") for n in names_in(row[0])}
+    for option, parameter in parameters(load(factory)).items():
+        if parameter.kind is not inspect.Parameter.VAR_KEYWORD:
+            assert option in mentioned, f"{name}: the read door's {option!r} is not named"
