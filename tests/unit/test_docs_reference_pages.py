@@ -331,3 +331,13 @@ def test_a_read_door_paragraph_names_every_option_the_factory_takes(name, openin
     for option, parameter in parameters(load(factory)).items():
         if parameter.kind is not inspect.Parameter.VAR_KEYWORD:
             assert option in mentioned, f"{name}: the read door's {option!r} is not named"
+
+
+def test_the_translator_page_describes_every_field_of_sink_result():
+    import attrs
+
+    from sinkv2.runtime import SinkResult
+
+    rows = table(page("explanation/spark-translator.md"), "field")
+    documented = [name for row in rows for name in names_in(row[0])]
+    assert documented == [field.name for field in attrs.fields(SinkResult)]
