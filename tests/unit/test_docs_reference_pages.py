@@ -341,3 +341,21 @@ def test_the_translator_page_describes_every_field_of_sink_result():
     rows = table(page("explanation/spark-translator.md"), "field")
     documented = [name for row in rows for name in names_in(row[0])]
     assert documented == [field.name for field in attrs.fields(SinkResult)]
+
+
+def test_every_import_in_the_pages_python_blocks_resolves(monkeypatch):
+    root = DOCS.parent
+    for folder in (root, root / "examples", DOCS / "examples"):  # parquet_sink, sqlite_sink
+        monkeypatch.syspath_prepend(str(folder))
+    missing = []
+    for path in sorted(DOCS.rglob("*.md")):
+        for block in re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
+            for found in re.finditer(r"^\s*from ([\w.]+) import (\([^)]*\)|[^\n]+)", block, re.M):
+                module = importlib.import_module(found.group(1))
+                text = re.sub(r"#[^\n]*", "", found.group(2)).strip("()")
+                for name in filter(None, (n.strip().split(" as ")[0] for n in text.split(","))):
+                    if not hasattr(module, name):
+                        missing.append(f"{path.relative_to(DOCS)}: {found.group(1)} has no {name}")
+            for found in re.finditer(r"^\s*import ([\w.]+)", block, re.M):
+                importlib.import_module(found.group(1))
+    assert not missing, "\n".join(missing)
