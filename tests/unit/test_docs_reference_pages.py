@@ -359,3 +359,13 @@ def test_every_import_in_the_pages_python_blocks_resolves(monkeypatch):
             for found in re.finditer(r"^\s*import ([\w.]+)", block, re.M):
                 importlib.import_module(found.group(1))
     assert not missing, "\n".join(missing)
+
+
+def test_the_streaming_page_lists_every_member_of_the_query_handle():
+    from sinkv2_spark import SinkStreamingQuery
+
+    rows = table(page("streaming.md"), "member")
+    documented = {n for row in rows for n in re.findall(r"`([A-Za-z_]\w*)[`(]", row[0])}
+    documented |= {"query"}  # "`query` is Spark's `StreamingQuery` itself", in a cell
+    public = {name for name in dir(SinkStreamingQuery) if not name.startswith("_")}
+    assert documented == public
