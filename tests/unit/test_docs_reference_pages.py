@@ -25,12 +25,15 @@ def page(name: str) -> str:
     return (DOCS / name).read_text(encoding="utf-8")
 
 
-def table(text: str, header: str) -> list[list[str]]:
-    """The rows (cells stripped) of the first table whose first column is ``header``."""
+def table(text: str, header: str, nth: int = 0) -> list[list[str]]:
+    """The rows (cells stripped) of the ``nth`` table whose first column is ``header``."""
     lines = text.splitlines()
     for index, line in enumerate(lines):
         separator = lines[index + 1] if index + 1 < len(lines) else ""
         if line.startswith(f"| {header} |") and separator.startswith("|---"):
+            if nth:
+                nth -= 1
+                continue
             rows = []
             for row in lines[index + 2 :]:
                 if not row.startswith("|"):
@@ -134,10 +137,13 @@ def test_the_streaming_keywords_table_names_apply_s_keywords():
 
 
 def test_the_data_source_s_short_names_table_names_each_factory_s_options():
+    from sinkv2_spark._doors.datasource_stream_options import STREAM_DOOR_OPTIONS
     from sinkv2_spark._rules.options import DOOR_OPTIONS, SHORT_NAMES
 
     text = page("howto/spark-data-source.md")
     assert {row[0].strip("`") for row in table(text, "option")} == set(DOOR_OPTIONS)
+    streaming = {row[0].strip("`").lower() for row in table(text, "option", nth=1)}
+    assert streaming == set(STREAM_DOOR_OPTIONS)
     rows = {row[0].strip("`"): row[2] for row in table(text, "`sink`")}
     assert set(rows) == set(SHORT_NAMES)
     for short, cell in rows.items():
