@@ -9,6 +9,7 @@ the code, without Spark and without servers.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -270,28 +271,48 @@ def python_column(line: str) -> str | None:
     return cells[0] if cells[-1] == "extension" else cells[1]
 
 
-def unknown_arguments(target: Any, arguments: str) -> list[str]:
-    """The argument names of ``name(a, b=...)`` that ``target`` does not take."""
+def wrong_arguments(target: Any, arguments: str, *, signature: bool) -> list[str]:
+    """What ``name(a, b=1)`` gets wrong about ``target``: names it lacks, other defaults.
+
+    Defaults are compared only where the token is a ``signature`` (not a call).
+    """
     try:
         accepted = inspect.signature(target).parameters
     except (TypeError, ValueError):
         return []
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
         return []
-    names = [re.split(r"[=\s]", a.strip())[0].lstrip("*") for a in arguments.split(",")]
-    return [n for n in names if re.fullmatch(r"[a-z_]\w*", n) and n not in accepted]
+    wrong = []
+    for argument in arguments.split(","):
+        name, _, default = (part.strip() for part in argument.partition("="))
+        name = name.lstrip("*")
+        if not re.fullmatch(r"[a-z_]\w*", name):
+            continue
+        if name not in accepted:
+            wrong.append(f"no parameter {name!r}")
+            continue
+        try:
+            value = ast.literal_eval(default) if default else ...
+        except (ValueError, SyntaxError):
+            continue  # a name, such as DEFAULT_RETAIN
+        if signature and value is not ... and accepted[name].default != value:
+            wrong.append(f"{name} defaults to {accepted[name].default!r}, not {default}")
+    return wrong
 
 
 def test_every_python_name_in_the_flink_name_table_exists_with_those_parameters():
     problems = []
     for line in page("flink-names.md").splitlines():
         column = python_column(line)
+        # an extension row gives signatures; elsewhere `f(a=)` or `*` marks one, not a call
+        extension = line.rstrip().endswith("| extension |")
         context: Any = None  # the class a bare method name belongs to
         for token in re.findall(r"`([^`]+)`", column or ""):
             match = re.match(r"([A-Za-z_][\w.]*)(\[[^\]]*\])?(\((.*)\))?", token)
             if match is None or token.startswith("async def"):
                 continue
             name, arguments = match.group(1), match.group(4)
+            signature = extension or bool(re.search(r"=[,)]|=$|\*", arguments or ""))
             if name in {"None", "True", "False"}:
                 continue
             if "." not in name and name[0].islower():
@@ -307,8 +328,8 @@ def test_every_python_name_in_the_flink_name_table_exists_with_those_parameters(
             if inspect.isclass(target):
                 context = target
             problems += [
-                f"`{token}`: {name} has no parameter {argument!r}"
-                for argument in unknown_arguments(target, arguments or "")
+                f"`{token}`: {name}: {wrong}"
+                for wrong in wrong_arguments(target, arguments or "", signature=signature)
             ]
     assert not problems, "\n".join(problems)
 
