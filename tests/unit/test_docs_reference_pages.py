@@ -396,3 +396,15 @@ def test_the_streaming_page_lists_every_member_of_the_query_handle():
     documented |= {"query"}  # "`query` is Spark's `StreamingQuery` itself", in a cell
     public = {name for name in dir(SinkStreamingQuery) if not name.startswith("_")}
     assert documented == public
+
+
+def test_the_redis_page_gives_the_sink_s_default_configuration():
+    from reference_sinks.redis import DEFAULT_CONFIGURATION
+
+    [paragraph] = [
+        p for p in page("sinks/redis.md").split("\n\n") if "`DEFAULT_CONFIGURATION`:" in p
+    ]
+    stated = dict(re.findall(r"`(\w+)=(\d+)`", paragraph))
+    assert len(stated) >= 5
+    for name, value in stated.items():
+        assert getattr(DEFAULT_CONFIGURATION, name) == int(value), name
