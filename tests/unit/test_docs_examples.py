@@ -111,3 +111,23 @@ def test_the_tutorial_hooks_remove_only_what_they_should(tmp_path: Path) -> None
     sink.abort([kept, other_job])
     sink.abort([kept, other_job])
     assert sorted(p.name for p in tmp_path.iterdir()) == [kept.final_name]
+
+
+def test_the_tutorial_shows_the_output_and_attempt_tokens_main_gives(tmp_path, capsys):
+    import re
+
+    page = (ROOT / "docs" / "tutorial" / "first-sink.md").read_text(encoding="utf-8")
+    example = load_first_sink()
+
+    assert example.main(["first_sink.py", str(tmp_path)]) == 0
+
+    printed = capsys.readouterr().out.replace(str(tmp_path), "<dir>")
+    [shown] = [b for b in re.findall(r"```text\n(.*?)```", page, re.S) if "replay:" in b]
+    shown = re.sub(r"/tmp/first-sink-\w+", "<dir>", shown)
+    assert printed == shown
+    # "The file names contain the attempt token, here `...` and `...`."
+    tokens = re.search(r"attempt token, here `([^`]+)`\s+and `([^`]+)`", page)
+    assert tokens is not None
+    names = [path.name for path in tmp_path.iterdir()]
+    for token in tokens.groups():
+        assert any(token in name for name in names), (token, names)
