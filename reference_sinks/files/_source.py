@@ -29,6 +29,7 @@ from reference_sinks.files._source_formats import (
     parquet_records,
     read_split,
 )
+from reference_sinks.files._source_json_infer import spark_json_schema
 from reference_sinks.files._source_listing import (
     DEFAULT_EXTENSIONS,
     FileStatus,
@@ -128,7 +129,8 @@ class FileSource:
             pyarrow understands (``s3://``, ``gs://``, ``hdfs://``, ``file://``).
         format: ``"parquet"``, ``"jsonl"`` or ``"csv"``.
         schema: The data columns' ``pyarrow.Schema``; ``None`` infers it from the
-            first non-empty file (required when there is none).
+            first non-empty file, or for JSON lines from every file, merged as Spark
+            merges (required when there is none).
         partition_columns: The partition columns and their types, in order; ``None``
             infers them from the ``key=value`` directories listed at construction
             (integers, longer integers as decimals, doubles, dates, else strings, as
@@ -373,6 +375,12 @@ class FileSource:
                 f"FileSource found no non-empty {self.format} files{empty} under {self.path!r} "
                 f"(names ending {list(self.extensions)}, hidden ones skipped) to infer the "
                 "schema from; pass schema=pyarrow.schema([...])"
+            )
+        if self.format == "jsonl":  # Spark infers JSON from every record, and merges
+            return spark_json_schema(
+                infer_schema(fs, status.path, self.format, self.csv)
+                for status in listed
+                if status.size > 0
             )
         return infer_schema(fs, first.path, self.format, self.csv)
 

@@ -18,9 +18,9 @@ Types, as Spark's readers give them for the same files:
   numbers, dates and timestamps from ISO 8601 strings, binaries from base64
   strings. Nested dates, timestamps and binaries are read as pyarrow parses them.
   Maps have no pyarrow JSON type: read such files with Spark, or as strings.
-- JSON lines inferred from the first file: Spark's inference (``inferTimestamp``
-  off): numbers are ``int64`` or ``double``, ISO dates and timestamps stay
-  strings, a column of nulls only is a string.
+- JSON lines inferred from every file, merged as Spark merges (``_source_json_infer``;
+  ``inferTimestamp`` off): numbers are ``int64`` or ``double``, ISO dates and
+  timestamps stay strings, a column of nulls only is a string, fields sorted by name.
 - CSV: every column a string (Spark's default, ``inferSchema`` off), an empty field
   null, and a quoted empty one (``""``) too, as Spark reads it; with
   `CsvOptions.infer_schema`, pyarrow's inference on the first file.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, Literal, final
 
@@ -40,7 +41,6 @@ import pyarrow.fs as pafs
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
-from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.files._source_dead_letters import (
     BadRecord,
     DeadLetters,
@@ -49,6 +49,11 @@ from reference_sinks.files._source_dead_letters import (
     json_column,
     json_records,
     sift,
+)
+from reference_sinks.files._source_json_infer import (
+    infer_records,
+    spark_json_types,
+    stringify_non_strings,
 )
 from reference_sinks.files._source_json_nonfinite import (
     NON_FINITE_MARK,
@@ -242,12 +247,6 @@ def _field_type(spark: object, name: str) -> object:
     )
 
 
-def _spark_json_leaf(kind: pa.DataType) -> pa.DataType:
-    if pa.types.is_timestamp(kind) or pa.types.is_date(kind) or pa.types.is_null(kind):
-        return pa.string()
-    return kind
-
-
 def infer_schema(
     fs: pafs.FileSystem, path: str, file_format: SourceFormat, csv: CsvOptions
 ) -> pa.Schema:
@@ -261,10 +260,8 @@ def infer_schema(
             with fs.open_input_file(path) as handle:
                 return _with_spark_timestamps(pq.read_schema(handle))
         with fs.open_input_stream(path, compression="detect") as stream:
-            if file_format == "jsonl":
-                read = pjson.open_json(stream, read_options=pjson.ReadOptions(_BLOCK_BYTES))
-                fields = [f.with_type(rebuild_type(f.type, _spark_json_leaf)) for f in read.schema]
-                return pa.schema(fields)
+            if file_format == "jsonl":  # one file's part of the merge spark_json_schema does
+                return _jsonl_schema(stream)
             found = pcsv.open_csv(stream, **_csv_arguments(csv, None)).schema
             if not csv.header:  # Spark's names for unnamed columns
                 found = pa.schema([(f"_c{i}", kind) for i, kind in enumerate(found.types)])
@@ -273,6 +270,21 @@ def infer_schema(
             return pa.schema([(name, pa.string()) for name in found.names])
     except (pa.ArrowInvalid, OSError) as error:
         raise _failed(path, file_format, error) from error
+
+
+def _jsonl_schema(stream: pa.NativeFile) -> pa.Schema:
+    """One JSON lines file's types, from its first block; record by record if they differ."""
+    first = stream.read(_BLOCK_BYTES)
+    try:
+        read = pjson.open_json(pa.BufferReader(first), read_options=pjson.ReadOptions(_BLOCK_BYTES))
+        found = read.schema
+    except pa.ArrowInvalid as error:
+        complete = first[: first.rfind(b"\n") + 1] if len(first) == _BLOCK_BYTES else first
+        try:
+            found = infer_records(complete)
+        except ValueError:
+            raise error from None
+    return pa.schema([f.with_type(spark_json_types(f.type)) for f in found])
 
 
 def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, object]:
@@ -452,6 +464,23 @@ def _read_json(data: bytes, schema: pa.Schema) -> pa.Table:
     )
 
 
+def _read_json_as_spark(data: bytes, schema: pa.Schema) -> pa.Table:
+    """`_read_json`, with a string column's numbers, booleans, objects as their JSON text."""
+    try:
+        return _read_json(data, schema)
+    except pa.ArrowInvalid as error:
+        if not _STRING_TAKES.search(str(error)):
+            raise
+        try:
+            data = stringify_non_strings(data, schema)
+        except ValueError:  # not JSON: pyarrow's error says where
+            raise error from None
+        return _read_json(data, schema)
+
+
+_STRING_TAKES: Final = re.compile(r"changed from string to (number|boolean|object|array)")
+
+
 def _not_a(name: str, path: str, error: Exception) -> FileReadError:
     return FileReadError(
         f"FileSource: column {name!r} of {path!r} holds a string that is not a number, nor "
@@ -471,7 +500,7 @@ def _jsonl_table(data: bytes, schema: pa.Schema, path: str) -> pa.Table:
     if not data.strip():
         return schema.empty_table()
     try:
-        table = _read_json(data, parse_schema)
+        table = _read_json_as_spark(data, parse_schema)
     except pa.ArrowInvalid:  # NaN or an infinity as Spark spells them (strings)? else raise
         if not (has_floats(parse_schema) and NON_FINITE_MARK.search(data)):
             raise

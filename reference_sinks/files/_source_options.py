@@ -115,7 +115,7 @@ def file_source_from_options(
     ``max_file_age`` (seconds), ``clean_source`` and ``archive_dir`` go with it. CSV
     takes ``header``, ``sep`` (one character, or Spark's ``\t`` for a tab) and
     ``infer_schema`` (or Spark's ``inferSchema``, which Spark passes lower-cased).
-    The schema is inferred from the first non-empty file. ``dead_letter_dir`` sets
+    The schema is inferred as `FileSource` infers it. ``dead_letter_dir`` sets
     aside what does not parse (see `FileSource`).
 
     Raises:

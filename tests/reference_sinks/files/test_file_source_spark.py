@@ -93,3 +93,28 @@ def test_json_lines_file_sink_wrote_read_back_with_the_schema_as_spark_json_does
     ours = from_source(spark, FileSource(out, "jsonl", schema=schema), parallelism=2)
     assert [name for name, _ in types(ours)] == [name for name, _ in types(native)]
     same_rows(ours.select(*native.columns), native)
+
+
+def test_a_json_lines_directory_is_inferred_from_every_file_as_spark_read_json_does(
+    spark: Any, tmp_path: Path
+):
+    # Fields in other orders, a column only the second file has, long and double,
+    # structs and arrays that differ, a column null everywhere, a bool/long conflict
+    # (a string column: Spark reads the other values as their JSON text).
+    files = {
+        "a.jsonl": [
+            '{"n": 1, "s": {"z": 1, "y": [1, 2]}, "flag": true, "nothing": null}',
+            '{"n": 2, "s": null, "flag": 3, "arr": [1]}',
+        ],
+        "b.jsonl": [
+            '{"late": "x", "n": 2.5, "s": {"w": "k", "y": [0.5]}, "arr": [], "flag": false}',
+            '{"late": {"k": [1, 2.50]}, "n": 7}',
+        ],
+    }
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    native = spark.read.json(str(tmp_path))
+    ours = from_source(spark, FileSource(tmp_path, "jsonl"))
+    assert types(ours) == types(native)
+    same = sorted(map(str, ours.collect())) == sorted(map(str, native.collect()))
+    assert same, (ours.collect(), native.collect())
