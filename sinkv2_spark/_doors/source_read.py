@@ -202,12 +202,18 @@ def from_source(
             implement `SupportsEndPositions`.
         SinkConfigurationError: A stream without a ``source_id``, or both limits, or
             ``native_read=True`` where the native path is not available.
-        ValueError: A batch read of an unbounded source, or a bad number.
+        ValueError: A batch read of an unbounded source, a bad number, or a
+            ``streaming`` that is not None, True or False.
     """
-    if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
-        raise ValueError(
-            f"from_source(): source_id must be a non-empty str or None (got {source_id!r})"
-        )
+    _check_arguments(
+        source_id,
+        streaming,
+        native_read,
+        parallelism=parallelism,
+        batch_rows=batch_rows,
+        max_records_per_trigger=max_records_per_trigger,
+        max_splits_per_trigger=max_splits_per_trigger,
+    )
     inspect_source(source)
     boundedness = source.get_boundedness()
     stream = streaming if streaming is not None else boundedness is not Boundedness.BOUNDED
@@ -216,19 +222,6 @@ def from_source(
             f"from_source(): {describe(source)} is {boundedness.name}, and streaming=False asks "
             "for a batch read, which needs a BOUNDED source; read it as a stream "
             "(streaming=True, with a source_id)"
-        )
-    for name, value in (
-        ("parallelism", parallelism),
-        ("batch_rows", batch_rows),
-        ("max_records_per_trigger", max_records_per_trigger),
-        ("max_splits_per_trigger", max_splits_per_trigger),
-    ):
-        bad = isinstance(value, bool) or not isinstance(value, int) or value < 1
-        if value is not None and bad:
-            raise ValueError(f"from_source(): {name} must be a positive int (got {value!r})")
-    if native_read not in (None, True, False):
-        raise ValueError(
-            f"from_source(): native_read must be None, True or False ({native_read!r})"
         )
     spark_schema, arrow_schema = _spark_schema(source)
     if not stream:
@@ -302,6 +295,26 @@ def from_source(
     if stream:
         return spark.readStream.format(name).load()
     return spark.read.format(name).load()
+
+
+def _check_arguments(
+    source_id: object, streaming: object, native_read: object, **numbers: object
+) -> None:
+    """`from_source`'s arguments of the wrong type or range, named before anything runs.
+
+    The ``numbers`` may be ``None`` (not given), except ``batch_rows``.
+    """
+    if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
+        raise ValueError(
+            f"from_source(): source_id must be a non-empty str or None (got {source_id!r})"
+        )
+    for flag, given in (("streaming", streaming), ("native_read", native_read)):
+        if given is not None and not isinstance(given, bool):
+            raise ValueError(f"from_source(): {flag} must be None, True or False (got {given!r})")
+    for name, value in numbers.items():
+        bad = isinstance(value, bool) or not isinstance(value, int) or value < 1
+        if (value is not None or name == "batch_rows") and bad:
+            raise ValueError(f"from_source(): {name} must be a positive int (got {value!r})")
 
 
 def _warn_stream_only(source: Any, *values: object) -> None:
