@@ -159,7 +159,7 @@ def from_source(
     streaming: bool | None = None,
     parallelism: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
-    state_store: SourceStateStore | str | None = None,
+    state_store: SourceStateStore | str | os.PathLike[str] | None = None,
     max_records_per_trigger: int | None = None,
     max_splits_per_trigger: int | None = None,
     native_read: bool | None = None,
@@ -180,7 +180,8 @@ def from_source(
             parallelism); each subtask with splits is one Spark task.
         batch_rows: Rows per Arrow batch when the reader emits rows.
         state_store: A stream's store of epoch records: a `SourceStateStore`, a
-            SQLite path or ``postgresql://`` URL; default: ``apply()``'s store.
+            SQLite path (a str or a ``pathlib.Path``) or ``postgresql://`` URL;
+            default: ``apply()``'s store.
         max_records_per_trigger: A stream's admission limit: at most this many
             records per micro-batch, cut from splits with end positions
             (`sinkv2.source.SupportsEndPositions`). A source whose splits are read
@@ -332,13 +333,19 @@ def _warn_stream_only(source: Any, *values: object) -> None:
         )
 
 
-def source_store(location: SourceStateStore | str | None) -> SourceStateStore:
+def source_store(
+    location: SourceStateStore | str | os.PathLike[str] | None,
+) -> SourceStateStore:
     """The store of a stream's epoch records: given, or named like the sinks' ``state_store``.
+
+    A path may be a str or an ``os.PathLike`` (a ``pathlib.Path``).
 
     Raises:
         SinkConfigurationError: The location is empty, or the object keeps no
             source epochs.
     """
+    if isinstance(location, os.PathLike):  # a SQLite path as a pathlib.Path
+        location = os.fspath(location)
     store: object = (
         open_store(location) if location is None or isinstance(location, str) else location
     )

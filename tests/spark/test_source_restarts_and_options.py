@@ -13,6 +13,7 @@ import pytest
 from sinkv2.source.lib import NumberSequenceSource
 from sinkv2_spark import from_source
 from sinkv2_spark._doors.source_options import door_source
+from sinkv2_spark._doors.source_read import source_store
 from tests.spark.stream_reading import TIMEOUT_S, Collector, start
 
 pytestmark = pytest.mark.spark
@@ -61,3 +62,11 @@ def test_batch_rows_reaches_a_source_whose_factory_takes_it_too(tmp_path):
     options = {"source": "files", "path": str(tmp_path), "format": "jsonl"}
     assert door_source({**options, "batch_rows": "2"}).batch_rows == 2
     assert door_source(options).batch_rows == 65_536
+
+
+def test_a_state_store_given_as_a_path_object_is_a_sqlite_file(tmp_path):
+    """from_source(state_store=Path(...)): what it calls to open the store takes the path."""
+    store = source_store(tmp_path / "state.sqlite")
+    with store.acquire_source("path", job_id="test") as lease:
+        assert lease.latest() is None
+    assert (tmp_path / "state.sqlite").exists()
