@@ -12,7 +12,9 @@ each micro-batch is an *epoch* decided there and written down before the engine
 logs its offset (``shared/research/flip27-sources.md`` section 3.3):
 
 - epoch 0 is the enumerator's first checkpoint, recorded once: the initial offset
-  is the same on every call and every run;
+  is the same on every call and every run; once the engine plans the micro-batch
+  from it (its offsets logged), epoch 0 is marked, and a query that asks for the
+  epoch after 0 again (another checkpoint location) is refused;
 - epoch ``e + 1`` is planned from epoch ``e``: the splits carried over are cut at
   their end positions (`SupportsEndPositions`), subtasks with nothing left ask the
   enumerator for more, within the read limit; what each subtask reads, the
