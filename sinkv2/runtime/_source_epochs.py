@@ -12,7 +12,9 @@ each micro-batch is an *epoch* decided there and written down before the engine
 logs its offset (``shared/research/flip27-sources.md`` section 3.3):
 
 - epoch 0 is the enumerator's first checkpoint, recorded once: the initial offset
-  is the same on every call and every run;
+  is the same on every call and every run; once the engine plans the micro-batch
+  from it (its offsets logged), epoch 0 is marked, and a query that asks for the
+  epoch after 0 again (another checkpoint location) is refused;
 - epoch ``e + 1`` is planned from epoch ``e``: the splits carried over are cut at
   their end positions (`SupportsEndPositions`), subtasks with nothing left ask the
   enumerator for more, within the read limit; what each subtask reads, the
@@ -153,13 +155,7 @@ class SourceEpochCoordinator:
             return FIRST_SOURCE_EPOCH
         latest = lease.latest()
         if latest is not None:
-            raise CommitStateError(
-                f"source id {self.source_id!r} was read before, up to epoch {latest.epoch} "
-                f"(job {latest.job_id}), and this query starts without a checkpoint: a new "
-                "checkpoint location cannot go on from a history Spark does not know. Restart "
-                "from the checkpoint location that read it, or read under a new source_id, or "
-                f"forget the old history first: `sinkv2 state forget-source {self.source_id}`"
-            )
+            raise CommitStateError(self._read_before(latest.epoch, latest.job_id))
         state = self._start_fresh()
         self._record(FIRST_SOURCE_EPOCH, state, slices=[])
         self._state = state
@@ -173,6 +169,8 @@ class SourceEpochCoordinator:
         """
         lease = self._lease_now()
         if lease.get(start + 1) is not None:  # planned before a crash, never logged
+            if start == FIRST_SOURCE_EPOCH:
+                self._refuse_a_new_checkpoint(lease)
             if self._state is not None:  # restored from the record when it is needed
                 self._state.enumerator.close()
                 self._state = None
@@ -191,13 +189,25 @@ class SourceEpochCoordinator:
         self._slices = (start + 1, slices)
         return start + 1
 
-    def slices(self, epoch: int) -> list[EpochSlice]:
+    def slices(self, epoch: int, *, start: int | None = None) -> list[EpochSlice]:
         """What each subtask reads in ``epoch``, exactly as it was planned.
+
+        ``start`` is where the engine's micro-batch starts, when the engine tells
+        it: an engine plans the tasks of a micro-batch only once its offsets are
+        logged, so the micro-batch from epoch 0 being planned marks epoch 0 (as
+        acknowledged: nothing is notified for epoch 0). From then on the history
+        belongs to a checkpoint that logged epoch 1, and a query that asks for the
+        epoch after 0 again starts from another checkpoint (`next_epoch` refuses it).
 
         Raises:
             CommitStateError: The store has no record of ``epoch`` (lost or pruned)
                 although the engine logged it.
         """
+        if start == FIRST_SOURCE_EPOCH:
+            lease = self._lease_now()
+            first = lease.get(FIRST_SOURCE_EPOCH)
+            if first is not None and not first.acknowledged:
+                lease.mark_acknowledged(FIRST_SOURCE_EPOCH)
         if self._slices is not None and self._slices[0] == epoch:
             return self._slices[1]
         record = self._lease_now().get(epoch)
@@ -210,6 +220,28 @@ class SourceEpochCoordinator:
         ]
         self._slices = (epoch, slices)
         return slices
+
+    def _refuse_a_new_checkpoint(self, lease: SourceLease) -> None:
+        """Refuse a query that asks for epoch 1 again after a checkpoint logged it.
+
+        Epoch 0 is marked when the micro-batch from it was planned (`slices`), which
+        the engine does only after logging its offsets: a query with that checkpoint
+        never asks for the epoch after 0 again, so this one started from another
+        checkpoint (a deleted or new checkpoint location: a run under ``once`` ends
+        before epoch 0 is pruned, so `initial_epoch` cannot tell).
+        """
+        first = lease.get(FIRST_SOURCE_EPOCH)
+        if first is not None and first.acknowledged:
+            raise CommitStateError(self._read_before(FIRST_SOURCE_EPOCH + 1, first.job_id))
+
+    def _read_before(self, epoch: int, job_id: str) -> str:
+        return (
+            f"source id {self.source_id!r} was read before, up to epoch {epoch} "
+            f"(job {job_id}), and this query starts without a checkpoint: a new "
+            "checkpoint location cannot go on from a history Spark does not know. Restart "
+            "from the checkpoint location that read it, or read under a new source_id, or "
+            f"forget the old history first: `sinkv2 state forget-source {self.source_id}`"
+        )
 
     def acknowledge(self, epoch: int) -> None:
         """The engine committed ``epoch``: fire ``notify_checkpoint_complete`` once.
@@ -332,13 +364,9 @@ class SourceEpochCoordinator:
             self._state = None
         checkpoint = _unframe(self._checkpoint_serializer, record.enumerator_checkpoint)
         context = self._context()
-        enumerator = self._source.restore_enumerator(context, checkpoint)
-        check_enumerator(enumerator)
-        enumerator.start()
-        for subtask in range(self.parallelism):
-            enumerator.add_reader(subtask)
         carried = self._empty()
         finished: list[tuple[int, list[str]]] = []
+        no_more: list[int] = []
         if record.end_positions is not None:
             kept = msgpack.unpackb(record.end_positions)
             finished = [(e, list(ids)) for e, ids in kept.get("finished", [])]
@@ -352,10 +380,19 @@ class SourceEpochCoordinator:
                     [_unframe(self._split_serializer, f) for f in subtask]
                     for subtask in kept["carried"]
                 ]
-                context.no_more.update(kept["no_more"])
+                no_more = kept["no_more"]
             else:  # rescaled: positions are per split, so deal them round-robin
                 for index, split in enumerate(flat):
                     carried[index % self.parallelism].append(split)
+        for subtask, part in enumerate(carried):  # readers hold them: assigning one is a repeat
+            for split in part:
+                context.split_ids[split_id_of(split, "snapshot_state")] = subtask
+        enumerator = self._source.restore_enumerator(context, checkpoint)
+        check_enumerator(enumerator)
+        enumerator.start()
+        for subtask in range(self.parallelism):
+            enumerator.add_reader(subtask)
+        context.no_more.update(no_more)
         state = _State(epoch, enumerator, context, carried, finished)
         context.run_due(wait=False)
         self._take_assigned(state)

@@ -12,7 +12,9 @@ subtask is read, never at import time.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import concurrent.futures
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sinkv2._metrics import InMemoryMetricGroup
@@ -29,6 +31,11 @@ if TYPE_CHECKING:
     import pyarrow
 
 __all__ = ["DEFAULT_BATCH_ROWS", "ArrowBatchOutput", "TaskReaderContext", "read_subtask"]
+
+logger = logging.getLogger("sinkv2.source")
+
+WAIT_WARNING_S: Final = 60.0
+"""A reader waiting this long on ``is_available()`` is logged as a WARNING, and again as often."""
 
 DEFAULT_BATCH_ROWS: Final = 10_000
 """Rows per Arrow batch built from emitted rows: Spark's ``maxRecordsPerBatch`` default."""
@@ -84,22 +91,34 @@ class ArrowBatchOutput:
         self._name_set = frozenset(self._names)
         self._batch_rows = batch_rows
         self._rows: list[Any] = []
+        self._runs: list[
+            tuple[int, str | None]
+        ] = []  # (first row, split) where a split's rows start
         self._ready: list[pyarrow.RecordBatch] = []
         self.rows_out = 0
 
     def collect(self, record: Any, timestamp: int | None = None) -> None:
+        self._collect(record, None)
+
+    def _collect(self, record: Any, split_id: str | None) -> None:
+        if not self._runs or self._runs[-1][1] != split_id:
+            self._runs.append((len(self._rows), split_id))
         self._rows.append(record)
         if len(self._rows) >= self._batch_rows:
             self.flush()
 
     def collect_batch(self, batch: pyarrow.RecordBatch) -> None:
+        self._collect_batch(batch, None)
+
+    def _collect_batch(self, batch: pyarrow.RecordBatch, split_id: str | None) -> None:
         self.flush()
-        conformed = self._conform(batch)
+        conformed = self._conform(batch, lambda _: split_id)
         self.rows_out += conformed.num_rows
         self._ready.append(conformed)
 
-    def create_output_for_split(self, split_id: str) -> ArrowBatchOutput:
-        return self
+    def create_output_for_split(self, split_id: str) -> _SplitOutput:
+        """An output that names ``split_id`` in the errors of what it is given."""
+        return _SplitOutput(self, split_id)
 
     def release_output_for_split(self, split_id: str) -> None:
         """Nothing is kept per split."""
@@ -114,37 +133,47 @@ class ArrowBatchOutput:
         if not self._rows:
             return
         rows, self._rows = self._rows, []
-        batch = self._from_rows(rows)
+        runs, self._runs = self._runs, []
+        batch = self._from_rows(rows, runs)
         self.rows_out += batch.num_rows
         self._ready.append(batch)
 
-    def _from_rows(self, rows: list[Any]) -> pyarrow.RecordBatch:
+    def _from_rows(
+        self, rows: list[Any], runs: list[tuple[int, str | None]]
+    ) -> pyarrow.RecordBatch:
         import pyarrow as pa  # noqa: PLC0415  # importing the runtime must not load pyarrow
+
+        def split_of(index: int) -> str | None:
+            return next((split for first, split in reversed(runs) if first <= index), None)
 
         if isinstance(rows[0], dict):
             for index, row in enumerate(rows):
                 if not isinstance(row, dict) or row.keys() != self._name_set:
-                    raise self._row_error(row, index)
+                    raise self._row_error(row, index, split_of(index))
             columns = [[row[name] for row in rows] for name in self._names]
         else:
             width = len(self._names)
             for index, row in enumerate(rows):
                 if not isinstance(row, tuple) or len(row) != width:
-                    raise self._row_error(row, index)
+                    raise self._row_error(row, index, split_of(index))
             columns = [list(column) for column in zip(*rows, strict=True)]
         arrays = []
         for field, column in zip(self._schema, columns, strict=True):
             try:
                 arrays.append(pa.array(column, type=field.type))
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as error:
+                index = _first_misfit(column, field.type)
                 raise SourceContractError(
                     f"a record's column {field.name!r} does not fit the produced type "
-                    f"{field.type} ({error}); emit values of the type get_produced_type() names",
+                    f"{field.type} ({error}){_where(index, split_of(index))}; emit values of "
+                    "the type get_produced_type() names",
                     method="collect",
+                    split_id=split_of(index),
                 ) from error
-        return self._conform(pa.RecordBatch.from_arrays(arrays, names=list(self._names)))
+        batch = pa.RecordBatch.from_arrays(arrays, names=list(self._names))
+        return self._conform(batch, split_of)
 
-    def _row_error(self, row: object, index: int) -> SourceContractError:
+    def _row_error(self, row: object, index: int, split_id: str | None) -> SourceContractError:
         if isinstance(row, dict):
             missing = sorted(self._name_set - row.keys())
             extra = sorted(str(key) for key in row.keys() - self._name_set)
@@ -154,14 +183,16 @@ class ArrowBatchOutput:
             detail = f"{len(row)} values for {len(self._names)} columns"
         else:
             detail = f"{describe(row)} is neither a dict nor a tuple"
+        of_split = "" if split_id is None else f" of split {split_id!r}"
         return SourceContractError(
-            f"record {short_repr(row)} (row {index} of a batch) does not match the produced "
-            f"schema {list(self._names)}: {detail}; emit a dict keyed by those names or a tuple "
-            "in their order",
+            f"record {short_repr(row)}{of_split} (row {index} of a batch) does not match the "
+            f"produced schema {list(self._names)}: {detail}; emit a dict keyed by those names "
+            "or a tuple in their order",
             method="collect",
+            split_id=split_id,
         )
 
-    def _conform(self, batch: Any) -> pyarrow.RecordBatch:
+    def _conform(self, batch: Any, split_of: Callable[[int], str | None]) -> pyarrow.RecordBatch:
         import pyarrow as pa  # noqa: PLC0415  # see _from_rows
 
         if not isinstance(batch, pa.RecordBatch):
@@ -179,19 +210,57 @@ class ArrowBatchOutput:
             )
         for field, column in zip(self._schema, batch.columns, strict=True):
             if not field.nullable and column.null_count:
+                index = column.is_null().to_pylist().index(True)
                 raise SourceContractError(
                     f"column {field.name!r} is declared not nullable and a batch holds "
-                    f"{column.null_count} null(s); emit values or declare it nullable",
+                    f"{column.null_count} null(s){_where(index, split_of(index))}; emit values "
+                    "or declare it nullable",
                     method="collect_batch",
+                    split_id=split_of(index),
                 )
         try:
             return batch.cast(self._schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+            of_split = "" if split_of(0) is None else f" for split {split_of(0)!r}"
             raise SourceContractError(
-                f"collect_batch() got {batch.schema}, which does not cast to the produced "
-                f"schema {self._schema} ({error})",
+                f"collect_batch() got {batch.schema}{of_split}, which does not cast to the "
+                f"produced schema {self._schema} ({error})",
                 method="collect_batch",
+                split_id=split_of(0),
             ) from error
+
+
+class _SplitOutput:
+    """`ArrowBatchOutput` for one split: the split is named when what it emits does not fit."""
+
+    def __init__(self, output: ArrowBatchOutput, split_id: str) -> None:
+        self._output = output
+        self._split_id = split_id
+
+    def collect(self, record: Any, timestamp: int | None = None) -> None:
+        self._output._collect(record, self._split_id)  # its own helper
+
+    def collect_batch(self, batch: pyarrow.RecordBatch) -> None:
+        self._output._collect_batch(batch, self._split_id)  # its own helper
+
+
+def _first_misfit(column: list[Any], arrow_type: Any) -> int:
+    """The index of the first value of ``column`` that is not of ``arrow_type`` (0 if none)."""
+    import pyarrow as pa  # noqa: PLC0415  # see ArrowBatchOutput._from_rows
+
+    for index, value in enumerate(column):
+        try:
+            pa.array([value], type=arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            return index
+    return 0
+
+
+def _where(index: int, split_id: str | None) -> str:
+    """Where in a batch a bad value is: its row, and its split when known."""
+    return f" in row {index} of a batch" + (
+        "" if split_id is None else f", from split {split_id!r}"
+    )
 
 
 def read_subtask(
@@ -216,6 +285,36 @@ def read_subtask(
         SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
         for framed in splits
     ]
+    try:
+        yield from _read(source, schema, subtask, parallelism, restored, events, batch_rows)
+    except Exception as error:
+        error.add_note(
+            f"(while subtask {subtask} of {parallelism} read split(s) {_ids(restored)} of "
+            f"{short_repr(source)})"
+        )
+        raise
+
+
+def _ids(splits: Sequence[Any]) -> list[object]:
+    """The splits' ids, for messages (a split without a usable ``split_id()`` as itself)."""
+    ids: list[object] = []
+    for split in splits:
+        try:
+            ids.append(split.split_id())
+        except Exception:  # noqa: BLE001  # a message must not fail on a broken split
+            ids.append(short_repr(split))
+    return ids
+
+
+def _read(  # noqa: PLR0917  # read_subtask's arguments, passed on
+    source: Any,
+    schema: pyarrow.Schema,
+    subtask: int,
+    parallelism: int,
+    restored: list[Any],
+    events: Sequence[SourceEvent],
+    batch_rows: int,
+) -> Iterator[pyarrow.RecordBatch]:
     reader = source.create_reader(TaskReaderContext(subtask, parallelism))
     check_reader(reader)
     output = ArrowBatchOutput(schema, batch_rows)
@@ -232,7 +331,7 @@ def read_subtask(
             if status is InputStatus.END_OF_INPUT:
                 break
             if status is InputStatus.NOTHING_AVAILABLE:
-                reader.is_available().result()
+                _wait_available(reader, subtask, restored)
             elif status is not InputStatus.MORE_AVAILABLE:
                 raise SourceContractError(
                     f"poll_next() returned {short_repr(status)}; return an InputStatus",
@@ -250,3 +349,35 @@ def read_subtask(
             )
     finally:
         reader.close()
+
+
+def _wait_available(reader: Any, subtask: int, splits: Sequence[Any]) -> None:
+    """Wait on ``reader.is_available()``, saying every `WAIT_WARNING_S` that it still waits.
+
+    There is no timeout, as in Flink (a source may wait on a slow system for long);
+    a reader that never becomes available leaves a WARNING on the ``sinkv2.source``
+    logger (the task's log) every `WAIT_WARNING_S` seconds, naming its splits.
+    """
+    future = reader.is_available()
+    if not isinstance(future, concurrent.futures.Future):
+        raise SourceContractError(
+            f"is_available() returned {describe(future)}; return a concurrent.futures.Future "
+            "that completes when poll_next() has something to emit (a done one if it has now)",
+            method="is_available",
+        )
+    waited = 0.0
+    while True:
+        try:
+            future.result(timeout=WAIT_WARNING_S)
+        except concurrent.futures.TimeoutError:
+            waited += WAIT_WARNING_S
+            logger.warning(
+                "the reader of subtask %d has waited %.0f s on is_available() after poll_next() "
+                "returned NOTHING_AVAILABLE, reading split(s) %s; a reader must complete that "
+                "future when it has records or its input ended (the task waits for it)",
+                subtask,
+                waited,
+                _ids(splits),
+            )
+        else:
+            return

@@ -3,12 +3,14 @@
 Spark hands a Python data source its ``.option(...)`` values as strings, with the
 keys lower-cased. The options in `SOURCE_DOOR_OPTIONS` are the door's own; every
 other one is passed to the source's factory as a keyword argument (still a string).
+``batch_rows`` goes to a factory that names it as a parameter too (the files source).
 An option spelled as Spark's own sources or `from_source` spell it
 (``maxFilesPerTrigger``, ``max_splits_per_trigger``) is refused with the door's name.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from typing import Any, Final
@@ -120,6 +122,7 @@ def door_source(options: Mapping[str, str]) -> Any:
         )
     factory = load_factory(spec, option="source", short_names=SOURCE_SHORT_NAMES)
     kwargs = {k: v for k, v in options.items() if k.lower() not in SOURCE_DOOR_OPTIONS}
+    kwargs.update(_shared_options(factory, options))
     try:
         source = factory(**kwargs)
     except SinkV2Error as error:
@@ -135,6 +138,23 @@ def door_source(options: Mapping[str, str]) -> Any:
         ) from error
     inspect_source(source)
     return source
+
+
+def _shared_options(factory: Any, options: Mapping[str, str]) -> dict[str, str]:
+    """The door's options a factory names as its own parameters too: ``batch_rows``.
+
+    ``batch_rows`` means rows per Arrow batch both to the door (for readers that emit
+    rows) and to a source that reads batches (``files``): it goes to both.
+    """
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature to read: the door's own only
+        return {}
+    return {
+        key: value
+        for key, value in options.items()
+        if key.lower() == "batch_rows" and "batch_rows" in parameters
+    }
 
 
 def _strings_hint(cls: type) -> str:

@@ -159,7 +159,7 @@ def from_source(
     streaming: bool | None = None,
     parallelism: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
-    state_store: SourceStateStore | str | None = None,
+    state_store: SourceStateStore | str | os.PathLike[str] | None = None,
     max_records_per_trigger: int | None = None,
     max_splits_per_trigger: int | None = None,
     native_read: bool | None = None,
@@ -180,7 +180,8 @@ def from_source(
             parallelism); each subtask with splits is one Spark task.
         batch_rows: Rows per Arrow batch when the reader emits rows.
         state_store: A stream's store of epoch records: a `SourceStateStore`, a
-            SQLite path or ``postgresql://`` URL; default: ``apply()``'s store.
+            SQLite path (a str or a ``pathlib.Path``) or ``postgresql://`` URL;
+            default: ``apply()``'s store.
         max_records_per_trigger: A stream's admission limit: at most this many
             records per micro-batch, cut from splits with end positions
             (`sinkv2.source.SupportsEndPositions`). A source whose splits are read
@@ -202,12 +203,18 @@ def from_source(
             implement `SupportsEndPositions`.
         SinkConfigurationError: A stream without a ``source_id``, or both limits, or
             ``native_read=True`` where the native path is not available.
-        ValueError: A batch read of an unbounded source, or a bad number.
+        ValueError: A batch read of an unbounded source, a bad number, or a
+            ``streaming`` that is not None, True or False.
     """
-    if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
-        raise ValueError(
-            f"from_source(): source_id must be a non-empty str or None (got {source_id!r})"
-        )
+    _check_arguments(
+        source_id,
+        streaming,
+        native_read,
+        parallelism=parallelism,
+        batch_rows=batch_rows,
+        max_records_per_trigger=max_records_per_trigger,
+        max_splits_per_trigger=max_splits_per_trigger,
+    )
     inspect_source(source)
     boundedness = source.get_boundedness()
     stream = streaming if streaming is not None else boundedness is not Boundedness.BOUNDED
@@ -216,19 +223,6 @@ def from_source(
             f"from_source(): {describe(source)} is {boundedness.name}, and streaming=False asks "
             "for a batch read, which needs a BOUNDED source; read it as a stream "
             "(streaming=True, with a source_id)"
-        )
-    for name, value in (
-        ("parallelism", parallelism),
-        ("batch_rows", batch_rows),
-        ("max_records_per_trigger", max_records_per_trigger),
-        ("max_splits_per_trigger", max_splits_per_trigger),
-    ):
-        bad = isinstance(value, bool) or not isinstance(value, int) or value < 1
-        if value is not None and bad:
-            raise ValueError(f"from_source(): {name} must be a positive int (got {value!r})")
-    if native_read not in (None, True, False):
-        raise ValueError(
-            f"from_source(): native_read must be None, True or False ({native_read!r})"
         )
     spark_schema, arrow_schema = _spark_schema(source)
     if not stream:
@@ -304,6 +298,26 @@ def from_source(
     return spark.read.format(name).load()
 
 
+def _check_arguments(
+    source_id: object, streaming: object, native_read: object, **numbers: object
+) -> None:
+    """`from_source`'s arguments of the wrong type or range, named before anything runs.
+
+    The ``numbers`` may be ``None`` (not given), except ``batch_rows``.
+    """
+    if source_id is not None and (not isinstance(source_id, str) or not source_id.strip()):
+        raise ValueError(
+            f"from_source(): source_id must be a non-empty str or None (got {source_id!r})"
+        )
+    for flag, given in (("streaming", streaming), ("native_read", native_read)):
+        if given is not None and not isinstance(given, bool):
+            raise ValueError(f"from_source(): {flag} must be None, True or False (got {given!r})")
+    for name, value in numbers.items():
+        bad = isinstance(value, bool) or not isinstance(value, int) or value < 1
+        if (value is not None or name == "batch_rows") and bad:
+            raise ValueError(f"from_source(): {name} must be a positive int (got {value!r})")
+
+
 def _warn_stream_only(source: Any, *values: object) -> None:
     """A batch read given a stream's arguments says once that it ignores them."""
     names = ("source_id", "state_store", "max_records_per_trigger", "max_splits_per_trigger")
@@ -319,13 +333,19 @@ def _warn_stream_only(source: Any, *values: object) -> None:
         )
 
 
-def source_store(location: SourceStateStore | str | None) -> SourceStateStore:
+def source_store(
+    location: SourceStateStore | str | os.PathLike[str] | None,
+) -> SourceStateStore:
     """The store of a stream's epoch records: given, or named like the sinks' ``state_store``.
+
+    A path may be a str or an ``os.PathLike`` (a ``pathlib.Path``).
 
     Raises:
         SinkConfigurationError: The location is empty, or the object keeps no
             source epochs.
     """
+    if isinstance(location, os.PathLike):  # a SQLite path as a pathlib.Path
+        location = os.fspath(location)
     store: object = (
         open_store(location) if location is None or isinstance(location, str) else location
     )

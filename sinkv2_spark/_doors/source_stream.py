@@ -200,8 +200,8 @@ class SourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._coordinate().prepare_available_now()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        self._epoch(start)  # the checkpoint's offsets are ours, for this source id
-        slices = self._coordinate().slices(self._epoch(end))
+        # the checkpoint's offsets are ours, for this source id; and they are logged now
+        slices = self._coordinate().slices(self._epoch(end), start=self._epoch(start))
         return [EpochPartition(piece) for piece in slices]
 
     def read(self, partition: InputPartition) -> Iterator[pyarrow.RecordBatch]:

@@ -355,3 +355,57 @@ def test_a_busy_split_cannot_keep_the_others_waiting_under_a_record_limit(store,
     assert read_of[1] > 0
     assert read_of[2] > 0
     coord.close()
+
+
+# -- a new checkpoint, a forgetful enumerator (red team, wt96) ------------------------
+
+
+def test_a_new_checkpoint_after_a_run_that_read_epoch_one_is_refused(store):
+    """trigger(once=True) ends after epoch 1 with epoch 0 kept: a new checkpoint must not reread."""
+    source = NumberSequenceSource(1, 10)
+    first = coordinator(source, store)
+    end = first.next_epoch(first.initial_epoch(), ReadLimit())
+    assert sorted(r["value"] for r in rows(source, first, end)) == list(range(1, 11))
+    first.slices(end, start=0)  # Spark plans the micro-batch once its offsets are logged
+    first.close()  # the run ends: no latestOffset(start=1), no commit(1)
+    fresh = coordinator(source, store)  # a new checkpoint location
+    assert fresh.initial_epoch() == 0
+    with pytest.raises(CommitStateError, match=r"'src' was read before, up to epoch 1"):
+        fresh.next_epoch(0, ReadLimit())
+    fresh.close()
+
+
+def test_the_same_checkpoint_replays_epoch_one_before_and_after_it_was_logged(store):
+    source = NumberSequenceSource(1, 10)
+    first = coordinator(source, store)
+    end = first.next_epoch(first.initial_epoch(), ReadLimit())
+    first.close()  # killed before Spark logged the offsets: the epoch is planned again
+    again = coordinator(source, store)
+    assert again.next_epoch(again.initial_epoch(), ReadLimit()) == end
+    again.slices(end, start=0)
+    again.close()  # killed after: Spark replays the micro-batch from its log
+    replay = coordinator(source, store)
+    assert replay.initial_epoch() == 0
+    assert sorted(r["value"] for r in rows(source, replay, end)) == list(range(1, 11))
+    replay.slices(end, start=0)
+    assert replay.next_epoch(end, ReadLimit()) == end
+    replay.close()
+
+
+class ForgetfulSequence(NumberSequenceSource):
+    """Restores its enumerator from nothing: it hands out splits readers still hold."""
+
+    def restore_enumerator(self, enum_context, checkpoint):
+        return self.create_enumerator(enum_context)
+
+
+def test_a_restored_enumerator_assigning_a_split_a_reader_holds_is_refused(store):
+    source = ForgetfulSequence(1, 40)
+    first = coordinator(source, store)
+    end = first.next_epoch(first.initial_epoch(), ReadLimit(max_splits=1))  # one split waits
+    first.close()
+    again = coordinator(source, store)
+    with pytest.raises(SourceContractError, match="assigned twice") as raised:
+        again.next_epoch(end, ReadLimit())
+    assert raised.value.split_id is not None
+    again.close()

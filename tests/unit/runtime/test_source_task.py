@@ -182,3 +182,121 @@ def test_an_event_to_the_enumerator_during_a_bounded_read_is_refused_clearly():
     )
     with pytest.raises(SourceContractError, match="cannot depend on events to the enumerator"):
         list(reading)
+
+
+# -- what a task's error names (red team, wt96) ---------------------------------------
+
+
+def test_a_record_that_does_not_fit_names_its_column_and_its_split():
+    out = output(SCHEMA)
+    out.create_output_for_split("s0").collect({"id": 0, "name": "fine"})
+    out.create_output_for_split("s7").collect({"id": 1, "name": "fine"})
+    out.create_output_for_split("s7").collect({"id": "x", "name": "a"})
+    with pytest.raises(
+        SourceContractError, match=r"column 'id'.*row 2 of a batch, from split 's7'"
+    ):
+        out.flush()
+    out = output(SCHEMA)
+    out.create_output_for_split("s0").collect({"id": 0, "name": "fine"})
+    out.create_output_for_split("s3").collect({"id": None, "name": "a"})
+    with pytest.raises(SourceContractError, match=r"'id' is declared not nullable.*split 's3'"):
+        out.flush()
+    out = output(SCHEMA)
+    out.create_output_for_split("s5").collect({"id": 1})
+    with pytest.raises(SourceContractError, match=r"of split 's5'.*missing") as raised:
+        out.flush()
+    assert raised.value.split_id == "s5"
+    batch = pa.record_batch({"id": pa.array([None], pa.int64()), "name": ["a"]})
+    with pytest.raises(SourceContractError, match=r"not nullable.*from split 's9'"):
+        output(SCHEMA).create_output_for_split("s9").collect_batch(batch)
+
+
+class BrokenReader(ListSourceReader):
+    def poll_next(self, output: Any) -> Any:
+        raise RuntimeError("the system under the reader is down")
+
+
+class BrokenSource(ListSource):
+    reader_class = BrokenReader
+
+
+def test_a_reader_s_error_says_which_subtask_and_splits_it_read():
+    source = BrokenSource(splits=4)
+    plan = plan_bounded_read(source, 2)
+    reading = read_subtask(
+        source, pa.schema([("value", pa.int64())]), subtask=1, parallelism=2, splits=plan.splits[1]
+    )
+    with pytest.raises(RuntimeError, match="is down") as raised:
+        list(reading)
+    ids = [f"'s{i}'" for i in range(4)]
+    (note,) = raised.value.__notes__
+    assert note.startswith("(while subtask 1 of 2 read split(s) [")
+    assert sum(i in note for i in ids) == len(plan.splits[1]) > 0
+
+
+class StuckReader(ListSourceReader):
+    """Waits once, on a future that only the warning about the wait completes."""
+
+    waiting: Any = None
+
+    def poll_next(self, output: Any) -> Any:
+        from sinkv2.source import InputStatus
+
+        if StuckReader.waiting is None:
+            import concurrent.futures
+
+            StuckReader.waiting = concurrent.futures.Future()
+            return InputStatus.NOTHING_AVAILABLE
+        return super().poll_next(output)
+
+    def is_available(self) -> Any:
+        return StuckReader.waiting
+
+
+class StuckSource(ListSource):
+    reader_class = StuckReader
+
+
+def test_a_reader_that_waits_long_is_warned_about_naming_its_splits(monkeypatch, caplog):
+    import logging
+
+    from sinkv2.runtime import _source_task
+
+    class Unblock(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            StuckReader.waiting.set_result(None)
+
+    monkeypatch.setattr(_source_task, "WAIT_WARNING_S", 0.001)
+    StuckReader.waiting = None
+    handler = Unblock(logging.WARNING)
+    logging.getLogger("sinkv2.source").addHandler(handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="sinkv2.source"):
+            batches = read_all(
+                StuckSource(splits=1, per_split=3), 1, pa.schema([("value", pa.int64())])
+            )
+    finally:
+        logging.getLogger("sinkv2.source").removeHandler(handler)
+    assert values(batches) == [0, 1, 2]
+    (warning,) = caplog.messages
+    assert "subtask 0 has waited" in warning
+    assert "['s0']" in warning
+
+
+class NoFutureReader(ListSourceReader):
+    def poll_next(self, output: Any) -> Any:
+        from sinkv2.source import InputStatus
+
+        return InputStatus.NOTHING_AVAILABLE
+
+    def is_available(self) -> Any:
+        return None
+
+
+class NoFutureSource(ListSource):
+    reader_class = NoFutureReader
+
+
+def test_an_is_available_that_returns_no_future_is_named():
+    with pytest.raises(SourceContractError, match=r"is_available\(\) returned None"):
+        read_all(NoFutureSource(splits=1), 1, pa.schema([("value", pa.int64())]))
