@@ -37,6 +37,7 @@ however long the history. Engine-neutral: no pyspark here.
 
 from __future__ import annotations
 
+import heapq
 import os
 import pickle
 import socket
@@ -69,7 +70,8 @@ MAX_SPLITS_PER_EPOCH: Final = 100_000
 """At most this many splits are admitted into one epoch; the rest wait for the next."""
 
 SETTLE_S: Final = 10.0
-"""An available-now run waits at most this long for the enumerator's second discovery."""
+"""An available-now run runs the enumerator's periodic discoveries a second time after at
+most this long (sooner when their period is shorter)."""
 
 
 @attrs.define
@@ -301,11 +303,24 @@ class SourceEpochCoordinator:
         self._settled = False
 
     def _discover_once(self, state: _State) -> None:
+        """Run the due timers, and each periodic one once more after at most `SETTLE_S`.
+
+        A discovery period longer than `SETTLE_S` is cut short for its second run: a
+        FileSource monitoring every minute still reads, in an available-now run, a
+        file written a moment before it started (two listings saw it unchanged).
+        """
         self._settled = True
         context = state.context
         context.run_due(wait=False)
-        if context.timers and context.timers[0].due - time.monotonic() <= SETTLE_S:
-            context.run_due(wait=True)
+        if not context.timers:
+            return
+        time.sleep(max(min(context.timers[0].due - time.monotonic(), SETTLE_S), 0))
+        now = time.monotonic()
+        for timer in context.timers:
+            if timer.period_s > 0:
+                timer.due = min(timer.due, now)
+        heapq.heapify(context.timers)
+        context.run_due(wait=False)
 
     def close(self) -> None:
         """Close the enumerator and release the source id."""

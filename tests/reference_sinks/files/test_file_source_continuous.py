@@ -13,7 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import sinkv2.runtime._source_epochs as epochs
 from reference_sinks.files import FileSource
+from sinkv2.runtime import (
+    ReadLimit,
+    SourceEpochCoordinator,
+    SqliteCommitStateStore,
+    read_epoch_slice,
+)
 from sinkv2.testing import LocalSourceEngine, SourceCheckpoint, check_source
 from tests.reference_sinks.files.file_source_data import (
     SCHEMA,
@@ -243,3 +250,31 @@ def test_clean_up_deletes_files_only_after_a_completed_checkpoint(tmp_path: Path
         assert list(tmp_path.glob("*.parquet")) == []
     finally:
         engine.close()
+
+
+def test_available_now_reads_a_file_written_just_before_it_under_a_long_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Monitoring every minute, a file written a moment ago is stable only once a second
+    # listing saw it unchanged: an available-now run lists again after SETTLE_S at most,
+    # as Spark's available-now reads every file there at its start.
+    monkeypatch.setattr(epochs, "SETTLE_S", 0.2)
+    (tmp_path / "in").mkdir()
+    write_parquet(tmp_path / "in" / "fresh.parquet", rows(0, 7))
+    source = FileSource(tmp_path / "in", schema=SCHEMA).monitor_continuously(60)
+    store = SqliteCommitStateStore(tmp_path / "state.sqlite")
+    coordinator = SourceEpochCoordinator(source, store, "fresh", parallelism=1)
+    try:
+        coordinator.prepare_available_now()
+        start = coordinator.initial_epoch()
+        end = coordinator.next_epoch(start, ReadLimit())
+        assert end == start + 1
+        read = [
+            row
+            for piece in coordinator.slices(end)
+            for batch in read_epoch_slice(source, source.get_produced_type(), piece)
+            for row in batch.to_pylist()
+        ]
+        assert sorted(row["id"] for row in read) == list(range(7))
+    finally:
+        coordinator.close()
