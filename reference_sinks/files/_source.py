@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from reference_sinks._arrow_types import rebuild_type
 from reference_sinks._row_cut import COUNT_WHEN_CUT, cut_counted, until_stop
 from reference_sinks.files._location import resolve_location
+from reference_sinks.files._source_csv_infer import spark_csv_schema
 from reference_sinks.files._source_dead_letters import DeadLetters
 from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumerator, make_cleaner
 from reference_sinks.files._source_formats import (
@@ -378,6 +379,12 @@ class FileSource:
             )
         if self.format == "jsonl":  # Spark infers JSON from every record, and merges
             return spark_json_schema(
+                infer_schema(fs, status.path, self.format, self.csv)
+                for status in listed
+                if status.size > 0
+            )
+        if self.format == "csv" and self.csv.infer_schema:  # so does it CSV: by column name
+            return spark_csv_schema(
                 infer_schema(fs, status.path, self.format, self.csv)
                 for status in listed
                 if status.size > 0

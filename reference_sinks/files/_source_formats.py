@@ -23,7 +23,11 @@ Types, as Spark's readers give them for the same files:
   timestamps stay strings, a column of nulls only is a string, fields sorted by name.
 - CSV: every column a string (Spark's default, ``inferSchema`` off), an empty field
   null, and a quoted empty one (``""``) too, as Spark reads it; with
-  `CsvOptions.infer_schema`, pyarrow's inference on the first file.
+  `CsvOptions.infer_schema`, Spark's inference over every file, merged as Spark
+  merges (``_source_csv_infer``): ``int``, ``long``, ``decimal``, ``double``,
+  ``date``, ``timestamp`` (UTC), ``boolean`` or ``string``. A typed CSV column is
+  parsed as a string and converted, taking Spark's spellings (``+5``, ``1d``,
+  ``TRUE``, ``2024-01``) as well as pyarrow's.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
+from reference_sinks.files._source_csv_infer import infer_strings, spark_value, spark_values
 from reference_sinks.files._source_dead_letters import (
     BadRecord,
     DeadLetters,
@@ -131,8 +136,9 @@ class CsvOptions:
             columns are ``_c0``, ``_c1``, ... as Spark names them.
         delimiter: The field separator (Spark's ``sep``).
         quote_char: The quote character (Spark's ``quote``).
-        infer_schema: Infer types from the first file (pyarrow's rules); ``False``
-            (Spark's default): every column is a string.
+        infer_schema: Infer the columns' types from every file as Spark's
+            ``inferSchema`` does (from each file's first 8 MiB); ``False`` (Spark's
+            default): every column is a string.
     """
 
     header: bool = attrs.field(default=True, validator=_boolean)
@@ -262,14 +268,31 @@ def infer_schema(
         with fs.open_input_stream(path, compression="detect") as stream:
             if file_format == "jsonl":  # one file's part of the merge spark_json_schema does
                 return _jsonl_schema(stream)
+            if csv.infer_schema:  # one file's part of the merge spark_csv_schema does
+                return _csv_types(stream, csv)
             found = pcsv.open_csv(stream, **_csv_arguments(csv, None)).schema
-            if not csv.header:  # Spark's names for unnamed columns
-                found = pa.schema([(f"_c{i}", kind) for i, kind in enumerate(found.types)])
-            if csv.infer_schema:
-                return found
-            return pa.schema([(name, pa.string()) for name in found.names])
+            return pa.schema([(name, pa.string()) for name in _csv_names(found, csv)])
     except (pa.ArrowInvalid, OSError) as error:
         raise _failed(path, file_format, error) from error
+
+
+def _csv_names(found: pa.Schema, csv: CsvOptions) -> list[str]:
+    """The columns' names: the header's, or Spark's ``_c0``, ``_c1``, ... without one."""
+    return list(found.names) if csv.header else [f"_c{i}" for i in range(len(found))]
+
+
+def _csv_types(stream: pa.NativeFile, csv: CsvOptions) -> pa.Schema:
+    """One CSV file's types as Spark infers them, from its first block (null: no value)."""
+    first = stream.read(_BLOCK_BYTES)
+    if len(first) == _BLOCK_BYTES:  # whole lines only (a quoted line break may cut one)
+        first = first[: first.rfind(b"\n") + 1] or first
+    found = pcsv.open_csv(pa.BufferReader(first), **_csv_arguments(csv, None)).schema
+    names = _csv_names(found, csv)
+    strings = pa.schema([(name, pa.string()) for name in names])
+    table = pcsv.read_csv(pa.BufferReader(first), **_csv_arguments(csv, strings))
+    return pa.schema(
+        [(name, infer_strings(column)) for name, column in zip(names, table.columns, strict=True)]
+    )
 
 
 def _jsonl_schema(stream: pa.NativeFile) -> pa.Schema:
@@ -296,8 +319,8 @@ def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, objec
         autogenerate_column_names=not csv.header and names is None,
     )
     parse = pcsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote_char)
-    convert = pcsv.ConvertOptions(
-        column_types=None if schema is None else dict(zip(schema.names, schema.types, strict=True)),
+    convert = pcsv.ConvertOptions(  # typed columns parsed as strings: _typed converts them
+        column_types=None if schema is None else dict.fromkeys(schema.names, pa.string()),
         strings_can_be_null=True,
         null_values=[""],
         quoted_strings_can_be_null=True,  # Spark's reader: "" is null, as an empty field is
@@ -568,7 +591,8 @@ def _csv(
     with fs.open_input_stream(split.path, compression="detect") as stream:
         try:
             reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
-            for batch in _after(reader, skip):
+            for read in _after(reader, skip):
+                batch = _typed(read, schema)
                 for start in range(0, batch.num_rows, batch_rows):
                     piece = _conform(batch.slice(start, batch_rows), schema, split.path)
                     emitted += piece.num_rows
@@ -590,7 +614,9 @@ def _csv(
     def parse(group: Sequence[Record]) -> pa.Table:
         text = b"".join(t for _, t in [*header, *group])
         try:
-            table = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, schema))
+            table = _typed(
+                pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, schema)), schema
+            )
         except pa.ArrowInvalid as error:
             found = _csv_culprit(text, schema, csv) if len(group) == 1 else None
             if found is None:
@@ -617,6 +643,21 @@ def _csv(
     yield from table.to_batches(max_chunksize=batch_rows)
 
 
+def _typed(read: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch | pa.Table:
+    """CSV columns read as strings, each as its schema type (`spark_values`).
+
+    Raises:
+        pa.ArrowInvalid: A value does not convert.
+    """
+    for field in schema:
+        index = read.schema.get_field_index(field.name)
+        if index < 0 or pa.types.is_string(field.type):
+            continue
+        column = spark_values(read.column(index), field.type)
+        read = read.set_column(index, field.name, column)
+    return read
+
+
 def _csv_culprit(text: bytes, schema: pa.Schema, csv: CsvOptions) -> tuple[str, str] | None:
     """The first value of CSV ``text`` that does not convert: (column, value), if any."""
     text_schema = pa.schema([(name, pa.string()) for name in schema.names])
@@ -631,8 +672,8 @@ def _csv_culprit(text: bytes, schema: pa.Schema, csv: CsvOptions) -> tuple[str, 
             if value is None:
                 continue
             try:
-                pa.scalar(value).cast(field.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                spark_value(value, field.type)
+            except pa.ArrowInvalid:
                 return field.name, value
     return None
 
