@@ -118,3 +118,29 @@ def test_a_json_lines_directory_is_inferred_from_every_file_as_spark_read_json_d
     assert types(ours) == types(native)
     same = sorted(map(str, ours.collect())) == sorted(map(str, native.collect()))
     assert same, (ours.collect(), native.collect())
+
+
+def test_a_csv_directory_is_inferred_from_every_file_as_spark_read_csv_does(
+    spark: Any, tmp_path: Path
+):
+    # int, long (second file), decimal, int/double across files, booleans in any
+    # case, dates, timestamps with offsets, Spark's spellings (+5, 1d, Inf), empty
+    # fields, a column empty everywhere. (The same header in both: Spark reads a
+    # header other than the first file's as a row.)
+    (tmp_path / "a.csv").write_text(
+        "i,l,big,mix,flag,day,at,odd,none\n"
+        "1,1,12345678901234567890,1,true,2024-01-01,2024-01-01T10:00:00Z,+5,\n"
+        "2,,,2,TRUE,,2024-01-02 03:04:05.25+02:00,1d,\n"
+    )
+    (tmp_path / "b.csv").write_text(
+        "i,l,big,mix,flag,day,at,odd,none\n"
+        "3,3000000000,5,2.5,False,2024-12-31,2024-01,Inf,\n"
+        ",,,,,,,,\n"
+    )
+    from reference_sinks.files import CsvOptions
+
+    native = spark.read.option("header", True).option("inferSchema", True).csv(str(tmp_path))
+    ours = from_source(spark, FileSource(tmp_path, "csv", csv=CsvOptions(infer_schema=True)))
+    assert types(ours) == types(native)
+    same = sorted(map(str, ours.collect())) == sorted(map(str, native.collect()))
+    assert same, (ours.collect(), native.collect())
