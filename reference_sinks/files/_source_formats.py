@@ -185,9 +185,16 @@ def _good_records(
     column_of: Callable[[Record, Exception], str | None],
     dead_letters: DeadLetters | None,
     error: Exception,
+    all_good: bool = False,
 ) -> list[pa.Table]:
-    """The tables of ``path``'s good records; the bad ones dead-lettered, or an error."""
+    """The tables of ``path``'s good records; the bad ones dead-lettered, or an error.
+
+    With ``all_good``, records that all parse are read (``parse`` takes what the
+    first reader did not); else that is an error (the file does not parse as a whole).
+    """
     tables, bad = sift(records, parse, column_of)
+    if not bad and all_good:
+        return tables
     if not bad:  # no record fails alone: the file as a whole does not parse
         raise _failed(path, what, error) from error
     if dead_letters is None:
@@ -281,6 +288,10 @@ def _csv_names(found: pa.Schema, csv: CsvOptions) -> list[str]:
     return list(found.names) if csv.header else [f"_c{i}" for i in range(len(found))]
 
 
+def _zoned(kind: pa.DataType) -> bool:
+    return pa.types.is_timestamp(kind) and kind.tz is not None
+
+
 def _csv_types(stream: pa.NativeFile, csv: CsvOptions) -> pa.Schema:
     """One CSV file's types as Spark infers them, from its first block (null: no value)."""
     first = stream.read(_BLOCK_BYTES)
@@ -310,8 +321,14 @@ def _jsonl_schema(stream: pa.NativeFile) -> pa.Schema:
     return pa.schema([f.with_type(spark_json_types(f.type)) for f in found])
 
 
-def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, object]:
-    """Pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed."""
+def _csv_arguments(
+    csv: CsvOptions, schema: pa.Schema | None, *, as_text: bool = False
+) -> dict[str, object]:
+    """Pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed.
+
+    Timestamps with a zone are read as strings (`_typed` converts them: a value without
+    an offset is in UTC); with ``as_text`` every column is.
+    """
     names = None if csv.header or schema is None else schema.names
     read = pcsv.ReadOptions(
         block_size=_BLOCK_BYTES,
@@ -319,8 +336,11 @@ def _csv_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, objec
         autogenerate_column_names=not csv.header and names is None,
     )
     parse = pcsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote_char)
-    convert = pcsv.ConvertOptions(  # typed columns parsed as strings: _typed converts them
-        column_types=None if schema is None else dict.fromkeys(schema.names, pa.string()),
+    types = None
+    if schema is not None:
+        types = {f.name: pa.string() if as_text or _zoned(f.type) else f.type for f in schema}
+    convert = pcsv.ConvertOptions(
+        column_types=types,
         strings_can_be_null=True,
         null_values=[""],
         quoted_strings_can_be_null=True,  # Spark's reader: "" is null, as an empty field is
@@ -614,9 +634,8 @@ def _csv(
     def parse(group: Sequence[Record]) -> pa.Table:
         text = b"".join(t for _, t in [*header, *group])
         try:
-            table = _typed(
-                pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, schema)), schema
-            )
+            read = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, schema, as_text=True))
+            table = _typed(read, schema)
         except pa.ArrowInvalid as error:
             found = _csv_culprit(text, schema, csv) if len(group) == 1 else None
             if found is None:
@@ -638,6 +657,7 @@ def _csv(
         column_of=lambda record, error: None,
         dead_letters=dead_letters,
         error=failure,
+        all_good=True,  # Spark's spellings (+5, 1d, 2024-01), which pyarrow's reader refuses
     )
     table = pa.concat_tables([schema.empty_table(), *tables]).slice(skip + emitted)
     yield from table.to_batches(max_chunksize=batch_rows)
@@ -646,12 +666,17 @@ def _csv(
 def _typed(read: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch | pa.Table:
     """CSV columns read as strings, each as its schema type (`spark_values`).
 
+    Spark's spellings too, which pyarrow's CSV parser refuses (the record-by-record
+    read after its failure takes them).
+
     Raises:
         pa.ArrowInvalid: A value does not convert.
     """
     for field in schema:
         index = read.schema.get_field_index(field.name)
         if index < 0 or pa.types.is_string(field.type):
+            continue
+        if not pa.types.is_string(read.schema.field(index).type):
             continue
         column = spark_values(read.column(index), field.type)
         read = read.set_column(index, field.name, column)
