@@ -122,7 +122,8 @@ class FileSource:
     completed checkpoint holds all of their records. Empty files hold no rows.
 
     Records are Arrow batches of `get_produced_type`: the data columns (``schema``,
-    or inferred from the first file by path with Spark's rules), then the partition
+    or inferred with Spark's rules: Parquet from the first file by path, JSON lines
+    and CSV with ``infer_schema`` from every file, merged), then the partition
     columns of ``key=value`` directories (as Spark orders them).
 
     Args:

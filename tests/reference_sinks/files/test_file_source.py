@@ -94,7 +94,7 @@ def test_json_lines_and_csv_pass_the_source_kit(tmp_path: Path, file_format: str
 def test_csv_infers_types_when_asked(tmp_path: Path):
     write_csv(tmp_path / "a.csv", rows(0, 10))
     source = FileSource(tmp_path, "csv", csv=CsvOptions(infer_schema=True))
-    assert source.get_produced_type().types == [pa.int64(), pa.string(), pa.float64()]
+    assert source.get_produced_type().types == [pa.int32(), pa.string(), pa.float64()]
     assert by_id(read_all(source)) == rows(0, 10)
 
 
@@ -324,7 +324,7 @@ def test_string_options_make_the_same_source(tmp_path: Path):
     source = file_source_from_options(
         path=str(tmp_path), format="CSV", infer_schema="true", batch_rows="2"
     )
-    assert source.get_produced_type().types == [pa.int64(), pa.string(), pa.float64()]
+    assert source.get_produced_type().types == [pa.int32(), pa.string(), pa.float64()]
     assert by_id(read_all(source)) == rows(0, 4)
     streaming = file_source_from_options(
         path=str(tmp_path),
