@@ -72,8 +72,11 @@ def stopped_at_exit(query: SinkStreamingQuery) -> Iterator[SinkStreamingQuery]:
         raise
 
 
-def run_batches(query: SinkStreamingQuery, count: int, timeout_s: float = 60.0) -> None:
-    """Wait until ``query`` has reported ``count`` micro-batch results."""
+def run_batches(query: SinkStreamingQuery, count: int, timeout_s: float = 180.0) -> None:
+    """Wait until ``query`` has reported ``count`` micro-batch results.
+
+    ``timeout_s`` is generous: Spark on a loaded 2-core machine is slow, not broken.
+    """
     deadline = time.monotonic() + timeout_s
     while len(query.recent_results) < count:
         error = query.exception()

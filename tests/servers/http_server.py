@@ -377,7 +377,7 @@ class LocalServer:
         self.port = port
 
     @classmethod
-    def start(cls, *, port: int = 0, timeout_s: float = 30.0) -> LocalServer:
+    def start(cls, *, port: int = 0, timeout_s: float = 60.0) -> LocalServer:
         """Start ``python -m tests.servers.http_server`` and wait until it answers.
 
         Raises:

@@ -161,9 +161,11 @@ class LocalPostgresServer:
             return None
         return int(first) if first.strip().isdigit() else None
 
-    def restart(self, *, mode: str = "fast") -> None:
+    def restart(self, *, mode: str = "fast", timeout_s: float = 60.0) -> None:
         """``pg_ctl restart -m <mode>``: prepared transactions survive it."""
-        self._pg_ctl("restart", "-m", mode, "-w", "-l", str(self.log_path))
+        self._pg_ctl(
+            "restart", "-m", mode, "-w", "-t", str(int(timeout_s)), "-l", str(self.log_path)
+        )
 
     def connect(self, **options: Any) -> Any:
         """A psycopg connection to database ``postgres`` (autocommit unless told otherwise)."""

@@ -43,8 +43,12 @@ class LocalRedisServer:
         self.url = f"redis://127.0.0.1:{port}/0"
 
     @classmethod
-    def start(cls, *, timeout_s: float = 10.0) -> LocalRedisServer:
+    def start(cls, *, timeout_s: float = 60.0) -> LocalRedisServer:
         """Start a server and wait until it answers ``PING``.
+
+        Args:
+            timeout_s: How long to wait for ``PING``; generous, so that only a broken
+                server fails, not a loaded machine.
 
         Raises:
             RuntimeError: ``redis-server`` is not on PATH (the message says how to
@@ -61,8 +65,13 @@ class LocalRedisServer:
         deadline = time.monotonic() + timeout_s
         while not server._answers_ping():
             if process.poll() is not None or time.monotonic() > deadline:
+                status = process.poll()
                 server.stop()
-                raise RuntimeError(f"redis-server on port {port} did not answer PING")
+                why = f"exited with status {status}" if status is not None else "still runs"
+                raise RuntimeError(
+                    f"redis-server on port {port} did not answer PING within {timeout_s} s "
+                    f"({why}); run '{binary} --port {port}' to see why"
+                )
             time.sleep(0.02)
         return server
 

@@ -23,7 +23,7 @@ def test_an_orphan_server_is_killed_and_other_processes_are_left_alone(tmp_path)
             for process in (orphan, stranger, other):
                 (workdir / "server.pid").write_text(str(process.pid))
                 _stop_orphan(workdir)
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60  # a loaded machine is slow, not broken
             while orphan.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert orphan.poll() is not None

@@ -178,9 +178,9 @@ def test_stopping_a_running_rate_stream_and_restarting_it_loses_and_repeats_noth
             checkpoint_location=str(tmp_path / "checkpoint"),
             trigger={"processingTime": "100 milliseconds"},
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # Spark on a loaded machine is slow, not broken
         while len(query.recent_results) < 2 and query.exception() is None:
-            assert time.monotonic() < deadline, "2 micro-batches took over 60 s"
+            assert time.monotonic() < deadline, "2 micro-batches took over 180 s"
             time.sleep(0.05)
         query.stop()  # cuts the running micro-batch short: the next run replays it
         assert query.exception() is None

@@ -50,6 +50,8 @@ ELEMENT_CONTEXT = BasicSinkWriterContext()
 FLINK_RETRIES = {"retry_backoff": ExponentialBackoff(initial_ms=0, max_ms=0)}
 """Flink retries failed entries at once and forever."""
 FLINK_RETRIES_FOREVER = {**FLINK_RETRIES, "max_retries_per_entry": None}
+WAIT_S = 60.0
+"""How long a test waits for what must happen (a loaded machine is slow, not broken)."""
 
 
 class SentRequests:
@@ -62,7 +64,7 @@ class SentRequests:
         """The strategy's ``get_max_batch_size()`` after each completed request."""
         self.changed = threading.Condition()
 
-    def wait(self, timeout_s: float = 10.0) -> None:
+    def wait(self, timeout_s: float = WAIT_S) -> None:
         """Until every request sent so far has returned from ``submit_request_entries``."""
         deadline = time.monotonic() + timeout_s
         with self.changed:
@@ -246,7 +248,7 @@ class FlinkAsyncSinkWriterImpl(AsyncSinkWriter[str, int]):
         """Flink's ``writeAsNonMailboxThread``: a plain ``write``, no yield."""
         self.write(value, ELEMENT_CONTEXT)
 
-    def wait_for_sent_requests(self, timeout_s: float = 10.0) -> None:
+    def wait_for_sent_requests(self, timeout_s: float = WAIT_S) -> None:
         """Until every request sent so far has returned from ``submit_request_entries``."""
         self.requests.wait(timeout_s)
 
@@ -314,7 +316,7 @@ class RecordingDestination(AsyncSinkWriter[Any, Any]):
     def get_size_in_bytes(self, request_entry: Any) -> int:
         return self.sizes.get(request_entry, 4)
 
-    def wait_for_batches(self, count: int, timeout_s: float = 10.0) -> None:
+    def wait_for_batches(self, count: int, timeout_s: float = WAIT_S) -> None:
         """Until ``submit_request_entries`` has been handed ``count`` batches."""
         with self.batch_arrived:
             assert self.batch_arrived.wait_for(lambda: len(self.batches) >= count, timeout_s)

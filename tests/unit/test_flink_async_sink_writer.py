@@ -13,6 +13,7 @@ import pytest
 from sinkv2.asyncsink import BufferedRequestState, RequestEntryWrapper
 from sinkv2.errors import FatalDestinationError, SinkConfigurationError, UndeliverableEntriesError
 from tests.unit.flink_async_writers import (
+    WAIT_S,
     FlinkAsyncSinkWriterImpl,
     FlinkTestContext,
     assert_buffer_states_are_equal,
@@ -611,7 +612,7 @@ def write_two_elements_and_interleave_the_next_two(context, sink):
     context.set_current_time(0)
     for value in "123":
         sink.write_as_non_mailbox_thread(value)
-    assert sink.request_started.wait(5)  # [1, 2, 3] is in flight, blocked
+    assert sink.request_started.wait(WAIT_S)  # [1, 2, 3] is in flight, blocked
     sink.write_as_non_mailbox_thread("4")
     context.clock.now = 100
     context.timers.fire_due_timers()
@@ -644,7 +645,7 @@ def test_that_if_one_interleaved_thread_is_blocked_the_other_will_continue_and_c
     """
     sink = release_and_block_writer(context, res, 2)
     write_two_elements_and_interleave_the_next_two(context, sink)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + WAIT_S
     while res != [4] and time.monotonic() < deadline:
         time.sleep(0.001)
     sink.gate.set()
@@ -659,13 +660,13 @@ def test_if_the_number_of_uncompleted_in_flight_requests_is_too_many_then_block_
     sink = release_and_block_writer(context, res, 1)
     for value in "123":
         sink.write_as_non_mailbox_thread(value)
-    assert sink.request_started.wait(5)
+    assert sink.request_started.wait(WAIT_S)
     flushed = threading.Event()
     flusher = threading.Thread(target=lambda: (sink.flush(True), flushed.set()))
     flusher.start()
     time.sleep(0.3)
     assert not flushed.is_set()  # flush blocks while the request is in flight
     sink.gate.set()
-    flusher.join(5)
+    flusher.join(WAIT_S)
     assert flushed.is_set()
     assert res == [1, 2, 3]

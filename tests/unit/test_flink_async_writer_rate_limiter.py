@@ -9,6 +9,7 @@ import threading
 
 from sinkv2.asyncsink import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
 from tests.unit.flink_async_writers import (
+    WAIT_S,
     FlinkAsyncSinkWriterImpl,
     FlinkTestContext,
     flink_configuration,
@@ -57,7 +58,7 @@ def test_that_writer_throttles_on_rate_limiting_strategy():
     sink.block_batches_of = 2
     sink.write_as_non_mailbox_thread("1")
     sink.write_as_non_mailbox_thread("2")
-    assert sink.request_started.wait(5)
+    assert sink.request_started.wait(WAIT_S)
     assert len(sink.writer_state()) == 0
     sink.write_as_non_mailbox_thread("3")
     sink.write_as_non_mailbox_thread("4")

@@ -10,12 +10,18 @@ delivery never happens.
 
 import asyncio
 import threading
+import time
 
 import pytest
 
 from sinkv2.asyncsink import AsyncSinkWriter, AsyncSinkWriterConfiguration
 from sinkv2.errors import FatalDestinationError, RequestTimeoutError
-from tests.unit.flink_async_writers import ELEMENT_CONTEXT, FLINK_RETRIES_FOREVER, FlinkTestContext
+from tests.unit.flink_async_writers import (
+    ELEMENT_CONTEXT,
+    FLINK_RETRIES_FOREVER,
+    WAIT_S,
+    FlinkTestContext,
+)
 
 
 class TimeoutWriter(AsyncSinkWriter[str, int]):
@@ -63,6 +69,23 @@ class TimeoutWriter(AsyncSinkWriter[str, int]):
     def deliver_message(self):
         self.completion.set()
 
+    def deliver_once_attempted(self, attempts):
+        """Deliver, from another thread, once ``attempts`` attempts were made.
+
+        Flink moves a test clock; here the attempts before it timed out for real,
+        however long a loaded machine took for them.
+        """
+
+        def deliver():
+            deadline = time.monotonic() + WAIT_S
+            while self.attempts < attempts and time.monotonic() < deadline:
+                time.sleep(0.005)
+            self.deliver_message()
+
+        thread = threading.Thread(target=deliver)
+        thread.start()
+        return thread
+
 
 def test_writer_should_not_retry_if_request_is_processed_before_timeout():
     """writerShouldNotRetryIfRequestIsProcessedBeforeTimeout
@@ -88,12 +111,11 @@ def test_writer_should_retry_on_timeout_if_fail_on_error_is_false():
     """
     writer = TimeoutWriter(1, 10, 100, False)
     writer.write("1", ELEMENT_CONTEXT)
-    deliver = threading.Timer(0.35, writer.deliver_message)
-    deliver.start()
+    deliver = writer.deliver_once_attempted(3)
     writer.flush(False)  # attempts time out and are resubmitted until one is answered
     deliver.join()
     assert writer.destination == [1]
-    assert writer.attempts >= 2
+    assert writer.attempts >= 3
     writer.close()
 
 
@@ -127,8 +149,7 @@ def test_writer_should_discard_retried_entries_on_timeout():
     writer = TimeoutWriter(1, 10, 100, False)
     writer.should_fail_request = True
     writer.write("1", ELEMENT_CONTEXT)
-    deliver = threading.Timer(0.25, writer.deliver_message)
-    deliver.start()
+    deliver = writer.deliver_once_attempted(2)  # the first attempt timed out
     writer.flush(True)
     deliver.join()
     assert writer.destination == [1]

@@ -271,18 +271,26 @@ def test_a_refused_connection_is_retried_until_the_budget_is_spent():
 
 # --- timeouts --------------------------------------------------------------------------------
 
+# A request timeout that an unheld request beats even on a loaded machine (a local
+# request takes ~2 ms, under 4 busy loops on 2 cores at most ~100 ms); the one request
+# held on purpose costs the test this long.
+LOADED_TIMEOUT_MS = 500
+
 
 def test_a_request_slower_than_request_timeout_ms_is_retried(server):
     # Request 0 is answered only after its retries stored every record: it times out.
+    # The retries must not: they get a timeout a loaded machine's requests still beat.
     server.control(schedule={"0": {"hold_until_stored": 10}})
-    sink = HttpSink(server.ingest_url, configuration=config(request_timeout_ms=150))
+    sink = HttpSink(server.ingest_url, configuration=config(request_timeout_ms=LOADED_TIMEOUT_MS))
     write_all(sink, rows(10))
     # The server still stores the timed-out original: duplicates.
     assert ids(records_once_there_are(server, 20)) == sorted([*range(10), *range(10)])
 
 
 def test_fail_on_timeout_raises_request_timeout_error(server):
-    server.control(latency_ms=500)
+    # Request 0 is held until a record is stored, which never happens (held until the
+    # next test's reset): it times out however long a loaded machine takes to send it.
+    server.control(schedule={"0": {"hold_until_stored": 1}})
     sink = HttpSink(
         server.ingest_url, configuration=config(request_timeout_ms=100, fail_on_timeout=True)
     )
@@ -296,7 +304,9 @@ def test_per_key_order_cannot_survive_a_timeout(server):
     server.control(schedule={"0": {"hold_until_stored": 2}})
     sink = HttpSink(
         server.ingest_url,
-        configuration=config(request_timeout_ms=150, ordering_key=lambda record: record["key"]),
+        configuration=config(
+            request_timeout_ms=LOADED_TIMEOUT_MS, ordering_key=lambda record: record["key"]
+        ),
     )
     write_all(sink, [{"id": 0, "key": "k"}, {"id": 1, "key": "k"}])
     assert [r["id"] for r in records_once_there_are(server, 3)] == [0, 1, 0]

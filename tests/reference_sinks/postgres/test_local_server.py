@@ -53,7 +53,7 @@ def test_a_killed_runs_cluster_is_stopped_and_removed_by_the_next_start():
     server = LocalPostgresServer.start()
     try:
         assert not root.exists()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a loaded machine is slow, not broken
         while _runs(postmaster) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _runs(postmaster)

@@ -25,9 +25,30 @@ SMALL = AsyncSinkWriterConfiguration(
     max_batch_size=50,
     max_in_flight_requests=4,
     max_buffered_requests=200,
-    request_timeout_ms=5_000,
+    request_timeout_ms=60_000,  # no request of a loaded machine takes that long
     retry_backoff=ExponentialBackoff(initial_ms=1, max_ms=20),
 )
+
+
+WAIT_S = 60  # for what must happen: a loaded machine slows a test, it does not fail it
+
+
+def once(condition, action):
+    """Run ``action`` on a thread as soon as ``condition()`` holds (or after WAIT_S)."""
+
+    def run():
+        deadline = time.monotonic() + WAIT_S
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        action()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def send_errors(context):
+    return context.metrics.get_num_records_send_errors_counter().get_count()
 
 
 def set_sink(server, **options):
@@ -234,13 +255,19 @@ def test_server_paused_beyond_the_socket_timeout_loses_nothing(redis_server, red
     element_context = BasicSinkWriterContext()
     for row in ROWS[:100]:
         writer.write(row, element_context)
-    redis_client.client_pause(400, all=False)
-    for row in ROWS[100:]:
-        writer.write(row, element_context)
-    writer.flush(True)
-    writer.close()
+    # Paused until a write timed out on the socket: not a 400 ms pause that a loaded
+    # machine could sit out before it sends anything.
+    redis_client.client_pause(WAIT_S * 1000, all=False)
+    unpause = once(lambda: send_errors(context) > 0, redis_client.client_unpause)
+    try:
+        for row in ROWS[100:]:
+            writer.write(row, element_context)
+        writer.flush(True)
+    finally:
+        unpause.join()
+        writer.close()
     assert redis_client.dbsize() == len(ROWS)
-    assert context.metrics.get_num_records_send_errors_counter().get_count() > 0
+    assert send_errors(context) > 0
 
 
 def test_retryable_replies_are_retried(redis_server, redis_client):
@@ -256,12 +283,12 @@ def test_retryable_replies_are_retried(redis_server, redis_client):
     element_context = BasicSinkWriterContext()
 
     def lift():
-        time.sleep(0.1)
         with redis_server.client() as admin:
             admin.config_set("maxmemory", "0")
 
-    thread = threading.Thread(target=lift)
-    thread.start()
+    # Lifted once a write was refused, not after a 100 ms timer a loaded machine
+    # could overrun before the first write went out.
+    thread = once(lambda: send_errors(context) > 0, lift)
     try:
         for row in ROWS:
             writer.write(row, element_context)
@@ -271,7 +298,7 @@ def test_retryable_replies_are_retried(redis_server, redis_client):
         redis_client.config_set("maxmemory", "0")
         writer.close()
     assert redis_client.dbsize() == len(ROWS)
-    assert context.metrics.get_num_records_send_errors_counter().get_count() > 0
+    assert send_errors(context) > 0
 
 
 @pytest.mark.parametrize("batch", [50, 500], ids=["some-delivered", "all-buffered"])
@@ -450,7 +477,7 @@ def start_cluster_node(directory):
     node = LocalRedisServer(
         port, subprocess.Popen(command, stdout=subprocess.DEVNULL, cwd=directory)
     )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + WAIT_S
     while not node._answers_ping():
         if time.monotonic() > deadline:
             node.stop()
@@ -466,7 +493,7 @@ def test_a_cluster_node_is_refused_with_a_clear_message(tmp_path):
         with owner.client() as first, other.client() as second:
             first.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
             second.execute_command("CLUSTER", "MEET", "127.0.0.1", owner.port)
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + WAIT_S
             while True:  # until the other node knows who serves the slots
                 try:
                     second.set("probe", 1)
@@ -558,7 +585,7 @@ def test_tls_connections_write(tmp_path):
     url = f"rediss://127.0.0.1:{port}/0"
     try:
         ca = str(directory / "ca.crt")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT_S
         while True:
             try:
                 with redis.Redis.from_url(url, ssl_ca_certs=ca) as probe:

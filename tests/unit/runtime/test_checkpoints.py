@@ -172,7 +172,7 @@ class LedgerCommitter(Committer[Txn]):
     def commit(self, requests: Collection[Committer.CommitRequest[Txn]]) -> None:
         gate = self.sink.gate
         if gate is not None and threading.current_thread() is not threading.main_thread():
-            assert gate.wait(timeout=10), "the test never opened the gate"
+            assert gate.wait(timeout=60), "the test never opened the gate (in 60 s)"
         for request in requests:
             if self.sink.fail_commits:
                 request.signal_failed_with_unknown_reason(OSError("ledger down"))
