@@ -8,11 +8,12 @@ killed JVM. Tests that SIGKILL a JVM point its temporary directory into their ow
 A killed driver host lives a minute or two and runs little data: `QUICK_JVM_OPTIONS`
 (``jvm_temp_env(..., quick=True)``) stop its JIT at C1 and give it the serial collector,
 so that it does not spend the machine's two cores on C2 compilations and parallel GC
-threads that a short life never pays back. Measured on this machine at load 14-16
-(2026-11-27): a ``local[2]`` session's start and five small shuffles, 71 s and 81 s
-as it is, 40 s and 27 s with them. What the hosts are killed at, and what is
-checked after, is the same either way: the options change how fast the JVM runs,
-not what it runs.
+threads that a short life never pays back. Measured on this machine (2026-11-27):
+the stream-door host's JVM used 27.4 CPU-s as it was and 15.9 CPU-s with them, the
+two hosts run side by side at load 14-22 (their queries reached every stop in 118 s
+and 116 s: the host's Python workers, not its JVM, take most of the time). What the
+hosts are killed at, and what is checked after, is the same either way: the options
+change how fast the JVM runs, not what it runs.
 """
 
 from __future__ import annotations
