@@ -102,7 +102,7 @@ class Host:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-            **jvm_temp_env(tmp_path / "jvm-tmp"),
+            **jvm_temp_env(tmp_path / "jvm-tmp", quick=True),  # a short-lived JVM
         }
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
