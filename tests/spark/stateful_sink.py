@@ -184,9 +184,10 @@ class RescalingSink(StatefulSink, SupportsPreWriteTopology[dict]):
 class GatedSink(StatefulSink, SupportsPreWriteTopology[dict]):
     """Holds micro-batch ``gate`` (counted from 1, on the driver) until a commit was refused.
 
-    Its pre-write topology waits for ``<base>/refused`` (then half a second more, for
-    the commit thread to record the failure), so the failure of a decoupled commit
-    is known when the micro-batch after it starts.
+    Its pre-write topology waits for ``<base>/refused`` (then two seconds more, for
+    the commit thread to record the failure it is raising: a margin a loaded machine
+    does not eat, where half a second was a race), so the failure of a decoupled
+    commit is known when the micro-batch after it starts.
     """
 
     def __init__(self, base: Path, *, gate: int, **kwargs: Any) -> None:
@@ -201,7 +202,7 @@ class GatedSink(StatefulSink, SupportsPreWriteTopology[dict]):
             while not (self.base / "refused").exists():
                 assert time.monotonic() < deadline, "no commit was refused in 180 s"
                 time.sleep(0.02)
-            time.sleep(0.5)
+            time.sleep(2.0)
         return input
 
 
