@@ -127,14 +127,16 @@ def _boolean(text: str) -> bool | None:
     return True if lowered == "true" else False if lowered == "false" else None
 
 
+_PARSERS: Final = {pa.float64(): _double, pa.date32(): _date, _TIMESTAMP: _timestamp}
+
+
 def _fits(kind: pa.DataType, text: str) -> bool:
     if kind == pa.int32() or kind == pa.int64():
         number = _integer(text)
         return number is not None and number in (_INT if kind == pa.int32() else _LONG)
     if pa.types.is_decimal(kind):
         return _decimal_type(text) is not None
-    parse = {pa.float64(): _double, pa.date32(): _date, _TIMESTAMP: _timestamp}.get(kind, _boolean)
-    return parse(text) is not None
+    return _PARSERS.get(kind, _boolean)(text) is not None
 
 
 # Spark's chain: each value is tried as these in turn, from the column's type so far on
