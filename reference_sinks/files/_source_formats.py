@@ -209,33 +209,50 @@ def _good_records(
 _SPARK_SCHEMA_KEY: Final = b"org.apache.spark.sql.parquet.row.metadata"
 
 
-def _spark_timestamp(kind: pa.DataType, spark: object) -> pa.DataType:
-    """``kind`` with Spark's ``timestamp`` columns (stored as INT96, no zone) in UTC."""
+def _spark_type(kind: pa.DataType, spark: object) -> pa.DataType:  # noqa: PLR0911  # per kind
+    """``kind`` as Spark's stored type ``spark`` (JSON) says to read it.
+
+    A ``timestamp`` (stored as INT96, no zone) is in UTC; a day-time interval (stored as
+    INT64 microseconds, no Parquet annotation) is a duration, which Spark reads as
+    ``interval day to second``.
+    """
     if spark == "timestamp" and pa.types.is_timestamp(kind) and kind.tz is None:
         return pa.timestamp("us", "UTC")
+    if _day_time_interval(spark) and pa.types.is_int64(kind):
+        return pa.duration("us")
     if not isinstance(spark, dict):
         return kind
     if spark.get("type") == "struct" and pa.types.is_struct(kind):
         inner = {f.get("name"): f.get("type") for f in spark.get("fields", [])}
-        return pa.struct([f.with_type(_spark_timestamp(f.type, inner.get(f.name))) for f in kind])
+        return pa.struct([f.with_type(_spark_type(f.type, inner.get(f.name))) for f in kind])
     if spark.get("type") == "array" and pa.types.is_list(kind):
         value = kind.value_field
-        return pa.list_(value.with_type(_spark_timestamp(value.type, spark.get("elementType"))))
+        return pa.list_(value.with_type(_spark_type(value.type, spark.get("elementType"))))
     if spark.get("type") == "map" and pa.types.is_map(kind):
         key, item = kind.key_field, kind.item_field
         return pa.map_(
-            key.with_type(_spark_timestamp(key.type, spark.get("keyType"))),
-            item.with_type(_spark_timestamp(item.type, spark.get("valueType"))),
+            key.with_type(_spark_type(key.type, spark.get("keyType"))),
+            item.with_type(_spark_type(item.type, spark.get("valueType"))),
         )
     return kind
 
 
-def _with_spark_timestamps(schema: pa.Schema) -> pa.Schema:
-    """A Parquet file's schema as Spark reads it: Spark's INT96 ``timestamp`` is in UTC.
+def _day_time_interval(spark: object) -> bool:
+    """Whether Spark's stored type is a day-time interval (``interval day to second``...)."""
+    return (
+        isinstance(spark, str)
+        and spark.startswith("interval ")
+        and spark.split()[1] in ("day", "hour", "minute", "second")
+    )
+
+
+def _with_spark_types(schema: pa.Schema) -> pa.Schema:
+    """A Parquet file's schema as Spark reads it, by Spark's own schema in its metadata.
 
     Spark writes ``timestamp`` columns as INT96 by default, which pyarrow reads as
-    zone-less nanoseconds; Spark's own schema, kept in the file's metadata, says
-    which columns are ``timestamp`` (with a zone) rather than ``timestamp_ntz``.
+    zone-less timestamps; Spark's own schema, kept in the file's metadata, says which
+    columns are ``timestamp`` (with a zone) rather than ``timestamp_ntz``, and which
+    INT64 columns are day-time intervals.
     """
     stored = (schema.metadata or {}).get(_SPARK_SCHEMA_KEY)
     schema = schema.remove_metadata()
@@ -245,9 +262,15 @@ def _with_spark_timestamps(schema: pa.Schema) -> pa.Schema:
         spark = json.loads(stored)
     except ValueError:  # not Spark's: the file's own types
         return schema
-    return pa.schema(
-        [f.with_type(_spark_timestamp(f.type, _field_type(spark, f.name))) for f in schema]
-    )
+    return pa.schema([f.with_type(_spark_type(f.type, _field_type(spark, f.name))) for f in schema])
+
+
+def parquet_file(handle: pa.NativeFile) -> pq.ParquetFile:
+    """A Parquet file opened as Spark reads it: INT96 timestamps in microseconds.
+
+    pyarrow's default, nanoseconds, cannot hold Spark's range (years 1 to 9999).
+    """
+    return pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
 
 
 def _field_type(spark: object, name: str) -> object:
@@ -271,7 +294,7 @@ def infer_schema(
     try:
         if file_format == "parquet":
             with fs.open_input_file(path) as handle:
-                return _with_spark_timestamps(pq.read_schema(handle))
+                return _with_spark_types(parquet_file(handle).schema_arrow)
         with fs.open_input_stream(path, compression="detect") as stream:
             if file_format == "jsonl":  # one file's part of the merge spark_json_schema does
                 return _jsonl_schema(stream)
@@ -402,7 +425,7 @@ def _parquet(
         if handle.size() == 0:  # an empty file holds no rows (Spark's reader skips it too)
             return
         try:
-            parquet = pq.ParquetFile(handle)
+            parquet = parquet_file(handle)
         except (pa.ArrowInvalid, OSError) as error:
             if dead_letters is None:
                 raise _failed(split.path, "Parquet", error) from error

@@ -72,6 +72,8 @@ def _leaf(kind: pa.DataType) -> pa.DataType | None:
         if kind.unit not in ("ms", "us"):  # Spark refuses nanoseconds; INT96 is mapped before
             return None
         return pa.timestamp("us", None if kind.tz is None else "UTC")
+    if pa.types.is_duration(kind):  # INT64 microseconds: Spark's day-time interval
+        return kind if kind.unit == "us" else None
     plain = (
         pa.types.is_boolean(kind)
         or pa.types.is_signed_integer(kind)

@@ -144,3 +144,31 @@ def test_a_csv_directory_is_inferred_from_every_file_as_spark_read_csv_does(
     assert types(ours) == types(native)
     same = sorted(map(str, ours.collect())) == sorted(map(str, native.collect()))
     assert same, (ours.collect(), native.collect())
+
+
+@pytest.mark.parametrize("native_read", [False, None])
+def test_spark_parquet_extremes_and_intervals_read_as_spark_reads_them(
+    spark: Any, tmp_path: Path, native_read: bool | None
+):
+    """INT96 timestamps at years 1 and 9999 (out of pyarrow's default nanoseconds) and
+    day-time intervals (INT64 that only Spark's stored schema marks) as Spark reads them;
+    a year-month interval is its number of months (Arrow has no type pyspark maps)."""
+    spark.sql(
+        "select timestamp'0001-01-01 00:00:00' as ts_min,"
+        " timestamp'9999-12-31 23:59:59.999999' as ts_max, date'0001-01-01' as d_min,"
+        " interval '3 04:05:06.789' day to second as dti,"
+        " array(interval '1 00:00:01' day to second, null) as dtis,"
+        " named_struct('i', interval '-2 00:00:00.5' day to second) as dts,"
+        " interval '2-3' year to month as ymi"
+    ).write.parquet(str(tmp_path / "out"))
+    native = spark.read.parquet(str(tmp_path / "out"))
+    ours = from_source(spark, FileSource(tmp_path / "out"), native_read=native_read)
+
+    def as_json(df: Any) -> list[str]:  # collect() cannot make year-1 timestamps in Python
+        return [row[0] for row in df.selectExpr("to_json(struct(*))").collect()]
+
+    assert [(f.name, f.dataType.simpleString()) for f in ours.schema.fields] == [
+        (f.name, "int" if f.name == "ymi" else f.dataType.simpleString())
+        for f in native.schema.fields
+    ]
+    assert as_json(ours) == as_json(native.withColumn("ymi", native.ymi.cast("int")))
