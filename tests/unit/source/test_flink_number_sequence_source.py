@@ -310,3 +310,45 @@ def test_each_subtask_generates_its_share():
         (500, 749),
         (750, 999),
     ]
+
+
+# --- NumberSequenceSourceITCase ----------------------------------------------------------------
+
+
+def test_checkpointing_with_delayed_assignment():
+    """``NumberSequenceSourceITCase#testCheckpointingWithDelayedAssignment``.
+
+    ``fromSequence(0, 100)`` at parallelism 1 with a checkpoint at every step (so
+    checkpoints fall while the split is being asked for and assigned): 0 .. 100 in order.
+    """
+    engine = LocalSourceEngine(NumberSequenceSource(0, 100, batch_size=1), 1)
+    try:
+        engine.run(checkpoint_every=1)
+        engine.finish()
+    finally:
+        engine.close()
+    assert [record.record["value"] for record in engine.committed] == list(range(101))
+
+
+def test_restore_from_a_checkpoint_reads_the_rest_once():
+    """``testCheckpointingWithDelayedAssignment`` with a crash: restored at another parallelism.
+
+    Stopped after a checkpoint mid-way and restored from it on 3 readers instead of 4,
+    every number comes out exactly once across both runs.
+    """
+    source = NumberSequenceSource(0, 999, batch_size=7)
+    first = LocalSourceEngine(source, 4)
+    try:
+        first.run(until=lambda engine: len(engine.committed) >= 300, checkpoint_every=2)
+        checkpoint = first.checkpoint()
+        before = [record.record["value"] for record in first.committed]
+    finally:
+        first.close()
+    second = LocalSourceEngine(source, 3, checkpoint=checkpoint)
+    try:
+        second.run()
+        second.finish()
+        after = [record.record["value"] for record in second.committed]
+    finally:
+        second.close()
+    assert sorted(before + after) == list(range(1_000))

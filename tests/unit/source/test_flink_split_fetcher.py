@@ -205,6 +205,31 @@ def test_close():
     assert reader.closed
 
 
+def test_close_wakes_a_fetcher_blocked_on_a_full_queue():
+    """``SplitFetcher#shutdown`` -> ``FetchTask#wakeUp`` -> ``wakeUpPuttingThread``.
+
+    A fetcher waiting for room in a full queue (nobody polls) is shut down at once,
+    and its split reader is closed.
+    """
+    queue: ElementQueue[Any] = ElementQueue(1)
+    reader = MockSplitReader(1)  # non-blocking: it fills the queue and waits in put
+    split = MockSourceSplit(0, 0, None)
+    for value in range(10):
+        split.add_record(value)
+    manager: SingleThreadFetcherManager[Any, Any] = SingleThreadFetcherManager(
+        queue, lambda: reader
+    )
+    manager.add_splits([split], [split.split_id()])
+    queue.availability().result(WAIT)
+    deadline = time.monotonic() + WAIT
+    while split.index < 2:  # the second fetch is made: it waits for room
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    manager.close()
+    assert reader.closed
+    assert queue.size() == 1
+
+
 # --- SplitFetcherManagerTest ------------------------------------------------------------------
 
 
