@@ -24,7 +24,7 @@ import pytest
 from flink_reader_mocks import TestingReaderContext, TestingReaderOutput
 
 from sinkv2.errors import SinkConfigurationError
-from sinkv2.source import InputStatus, ReaderInfo, SplitsAssignment
+from sinkv2.source import InputStatus, ReaderInfo, SourceReaderError, SplitsAssignment
 from sinkv2.source.lib import DataGeneratorSource, NumberSequenceSource, NumberSequenceSplit
 from sinkv2.testing import LocalSourceEngine
 
@@ -285,7 +285,10 @@ def test_less_splits_than_parallelism():
 
 
 def test_failing_generator_function():
-    """``DataGeneratorSourceITCase#testFailingGeneratorFunction``: the error is not swallowed."""
+    """``DataGeneratorSourceITCase#testFailingGeneratorFunction``: the error is not swallowed.
+
+    Flink's assertion: some cause says "exception on this input:" and some says "boom".
+    """
 
     def boom(index: int) -> Any:
         raise ValueError("boom")
@@ -295,9 +298,31 @@ def test_failing_generator_function():
     chain = []
     error: BaseException | None = raised.value
     while error is not None:
-        chain.append(error)
+        chain.append(str(error))
         error = error.__cause__ or error.__context__
-    assert any("boom" in str(e) for e in chain), chain
+    assert any("exception on this input:" in message for message in chain), chain
+    assert any("boom" in message for message in chain), chain
+
+
+def test_a_failing_generator_names_the_index():
+    """Flink's ``GeneratingIteratorSourceReader#convert``: the message names the input."""
+
+    def fails_at_7(index: int) -> Any:
+        if index == 7:
+            raise ValueError("boom")
+        return {"value": index}
+
+    reader = DataGeneratorSource(fails_at_7, 20, SCHEMA, batch_size=5).create_reader(
+        TestingReaderContext()
+    )
+    reader.add_splits([NumberSequenceSplit("1", 0, 19)])
+    output = TestingReaderOutput()
+    assert reader.poll_next(output) is InputStatus.MORE_AVAILABLE
+    with pytest.raises(SourceReaderError, match="threw an exception on this input: 7") as raised:
+        reader.poll_next(output)
+    assert isinstance(raised.value.__cause__, ValueError)
+    assert output.emitted == [0, 1, 2, 3, 4]
+    assert [(s.current, s.to) for s in reader.snapshot_state(1)] == [(5, 19)]
 
 
 def test_each_subtask_generates_its_share():
