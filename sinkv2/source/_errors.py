@@ -4,7 +4,7 @@
 SinkV2Error
 ├── SourceDefinitionError (TypeError)    a source, enumerator, reader or serializer lacks a method
 ├── SourceContractError (RuntimeError)   a source broke FLIP-27's contract while running
-└── SourceReaderError                    a reader's fetcher failed; the reader cannot go on
+└── SourceReaderError                    a reader's fetcher (or generator) failed; it cannot go on
 ```
 """
 
@@ -44,7 +44,9 @@ class SourceContractError(SinkV2Error, RuntimeError):
 class SourceReaderError(SinkV2Error):
     """A reader's split fetcher failed; the reader cannot produce more records.
 
-    The cause (the split reader's exception) is chained as ``__cause__``. Records the
+    Also what `DataGeneratorSource`'s reader raises when ``generator_function``
+    raises (Flink's "threw an exception on this input: <index>"). The cause (the
+    split reader's or the function's exception) is chained as ``__cause__``. Records the
     reader emitted before are not lost: the engine restores the reader's splits from
     its last checkpoint.
     """

@@ -10,6 +10,7 @@ from sinkv2._text import describe
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source._context import SourceReaderContext
 from sinkv2.source._end_positions import SplitCut
+from sinkv2.source._errors import SourceReaderError
 from sinkv2.source.lib._sequence_reader import SequenceReader
 from sinkv2.source.lib._sequence_source import SequenceSource, check_int
 from sinkv2.source.lib._sequence_splits import NumberSequenceSplit, cut_at
@@ -30,7 +31,9 @@ class DataGeneratorSource(SequenceSource):
     replay after a restore calls the function with the same indices again: make it a
     pure function of the index (seed any randomness with it) and every crash replays
     the same rows. Rows are dicts keyed by ``schema``'s names, or tuples in its
-    order; they leave in Arrow batches of ``batch_size``.
+    order; they leave in Arrow batches of ``batch_size``. A raise in the function
+    fails the reader with `SourceReaderError`, naming the index (Flink's "threw an
+    exception on this input"), the function's exception chained.
 
     On a micro-batch engine (Spark) the source tells how far each split can be read
     (`SupportsEndPositions`): a bounded split to its end, counted, so
@@ -154,7 +157,14 @@ class DataGeneratorSource(SequenceSource):
     def _batch(self, indices: range) -> pyarrow.RecordBatch:
         import pyarrow  # noqa: PLC0415  # only readers need it; importing the source must not
 
-        rows = [self.generator_function(index) for index in indices]
+        rows: list[Row] = []
+        try:
+            rows.extend(map(self.generator_function, indices))  # keeps what came before a raise
+        except Exception as error:
+            raise SourceReaderError(
+                f"generator_function {self.generator_function!r} threw an exception on this "
+                f"input: {indices[len(rows)]} ({type(error).__name__}: {error})"
+            ) from error
         dicts = bool(rows) and isinstance(rows[0], Mapping)
         if not self._all_fit(rows, dicts):
             for index, row in zip(indices, rows, strict=True):

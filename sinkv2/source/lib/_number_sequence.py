@@ -15,6 +15,17 @@ if TYPE_CHECKING:
 
 __all__ = ["NumberSequenceSource"]
 
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _check_long(name: str, value: int) -> None:
+    """Refuse a number the ``int64`` column cannot hold (Flink's ``from`` and ``to`` are longs)."""
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        raise SinkConfigurationError(
+            f"{name!r} must fit the int64 column, {_LONG_MIN} .. {_LONG_MAX} (got {value!r}); "
+            "Flink's NumberSequenceSource takes longs"
+        )
+
 
 @final
 class NumberSequenceSource(SequenceSource):
@@ -36,7 +47,7 @@ class NumberSequenceSource(SequenceSource):
 
     Raises:
         SinkConfigurationError: A bad argument (``end`` before ``start - 1``, a
-            non-positive batch size, ...).
+            number outside int64, a non-positive batch size, ...).
     """
 
     def __init__(
@@ -49,8 +60,10 @@ class NumberSequenceSource(SequenceSource):
         num_splits: int | None = None,
     ) -> None:
         check_int("start", start)
+        _check_long("start", start)
         if end is not None:
             check_int("end", end, minimum=start - 1)
+            _check_long("end", end)
         if not isinstance(column, str) or not column:
             raise SinkConfigurationError(
                 f"'column' must be a non-empty str (got {describe(column)})"

@@ -68,17 +68,20 @@ class SequenceEnumeratorState:
 def cut(first: int, last: int | None, splits: int) -> list[NumberSequenceSplit]:
     """``[first, last]`` in ``splits`` contiguous ranges, or ``first, ...`` in interleaved ones.
 
-    A bounded range gives no more splits than it has numbers (an empty range: none).
+    A bounded range gives no more splits than it has numbers (an empty range: none);
+    the first ``total % splits`` ranges hold one number more. Splits are named
+    ``"1"``, ``"2"``, ... in order, as Flink's ``NumberSequenceSource#splitNumberRange``
+    names them.
     """
     if last is None:
-        return [NumberSequenceSplit(str(i), first + i, None, splits) for i in range(splits)]
+        return [NumberSequenceSplit(str(i + 1), first + i, None, splits) for i in range(splits)]
     total = last - first + 1
     count = max(0, min(splits, total))
     result = []
     start = first
     for index in range(count):
         size = total // count + (1 if index < total % count else 0)
-        result.append(NumberSequenceSplit(str(index), start, start + size - 1))
+        result.append(NumberSequenceSplit(str(index + 1), start, start + size - 1))
         start += size
     return result
 

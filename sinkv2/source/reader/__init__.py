@@ -13,14 +13,10 @@ by one cost several times the Arrow path, framework or not.
 """
 
 from sinkv2._public import publish as _publish
-from sinkv2.source.reader._base import (
-    DEFAULT_ELEMENT_QUEUE_CAPACITY,
-    SingleThreadMultiplexSourceReaderBase,
-    SourceReaderBase,
-)
+from sinkv2.source.reader._base import SingleThreadMultiplexSourceReaderBase, SourceReaderBase
 from sinkv2.source.reader._emitter import RecordEmitter
 from sinkv2.source.reader._fetcher import SingleThreadFetcherManager
-from sinkv2.source.reader._queue import ElementQueue
+from sinkv2.source.reader._queue import DEFAULT_ELEMENT_QUEUE_CAPACITY, ElementQueue
 from sinkv2.source.reader._records import RecordsBySplits, RecordsWithSplitIds
 from sinkv2.source.reader._split_reader import SplitReader
 from sinkv2.source.reader._splits_change import SplitsAddition, SplitsChange, SplitsRemoval

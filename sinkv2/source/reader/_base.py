@@ -34,26 +34,19 @@ from sinkv2.source._output import ReaderOutput, SourceOutput
 from sinkv2.source._reader import SourceReader
 from sinkv2.source.reader._emitter import RecordEmitter
 from sinkv2.source.reader._fetcher import SingleThreadFetcherManager
-from sinkv2.source.reader._queue import ElementQueue, done_future
+from sinkv2.source.reader._queue import DEFAULT_ELEMENT_QUEUE_CAPACITY, ElementQueue, done_future
 from sinkv2.source.reader._records import RecordsBySplits, RecordsWithSplitIds
 from sinkv2.source.reader._split_reader import SplitReader
 
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = [
-    "DEFAULT_ELEMENT_QUEUE_CAPACITY",
-    "SingleThreadMultiplexSourceReaderBase",
-    "SourceReaderBase",
-]
+__all__ = ["SingleThreadMultiplexSourceReaderBase", "SourceReaderBase"]
 
 E = TypeVar("E")
 T = TypeVar("T")
 SplitT = TypeVar("SplitT")
 SplitStateT = TypeVar("SplitStateT")
-
-DEFAULT_ELEMENT_QUEUE_CAPACITY = 2
-"""Fetches the hand-over queue holds (Flink's ``source.reader.element.queue.capacity``)."""
 
 NUM_RECORDS_IN = "numRecordsIn"
 

@@ -29,9 +29,12 @@ from concurrent.futures._base import (
 )
 from typing import Any, Generic, TypeVar, final
 
-__all__ = ["AvailabilityFuture", "ElementQueue", "done_future"]
+__all__ = ["DEFAULT_ELEMENT_QUEUE_CAPACITY", "AvailabilityFuture", "ElementQueue", "done_future"]
 
 E = TypeVar("E")
+
+DEFAULT_ELEMENT_QUEUE_CAPACITY = 2
+"""Fetches the hand-over queue holds (Flink's ``source.reader.element.queue.capacity``)."""
 
 
 def _completed() -> concurrent.futures.Future[None]:
@@ -167,9 +170,12 @@ class AvailabilityFuture(concurrent.futures.Future[None]):
 
 @final
 class ElementQueue(Generic[E]):
-    """A queue of fetches with a fixed capacity; many putting threads, one consumer."""
+    """A queue of fetches with a fixed capacity; many putting threads, one consumer.
 
-    def __init__(self, capacity: int) -> None:
+    Flink's ``FutureCompletingBlockingQueue``; its default capacity is Flink's too (2).
+    """
+
+    def __init__(self, capacity: int = DEFAULT_ELEMENT_QUEUE_CAPACITY) -> None:
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise ValueError(f"the queue capacity must be an int >= 1 (got {capacity!r})")
         self._capacity = capacity
@@ -228,6 +234,11 @@ class ElementQueue(Generic[E]):
                 self._not_full.notify_all()
             return element
 
+    def peek(self) -> E | None:
+        """The oldest element without removing it, or ``None`` when empty."""
+        with self._lock:
+            return self._items[0] if self._items else None
+
     def is_empty(self) -> bool:
         """Whether nothing is queued."""
         return not self._items  # one atomic read: a snapshot, as under a lock
@@ -235,6 +246,10 @@ class ElementQueue(Generic[E]):
     def size(self) -> int:
         """How many elements are queued."""
         return len(self._items)
+
+    def remaining_capacity(self) -> int:
+        """How many more elements fit before `put` waits (Flink's ``remainingCapacity``)."""
+        return self._capacity - len(self._items)
 
     def wake_up_putting_thread(self, thread_index: int) -> None:
         """Make ``thread_index``'s waiting (or next full) `put` return ``False``."""

@@ -63,7 +63,9 @@ def test_the_source_passes_the_kit_bounded():
 def test_the_source_passes_the_kit_unbounded():
     check_source(
         lambda: NumberSequenceSource(0, None, batch_size=5, num_splits=3),
-        split_records=lambda split_id: ({"value": n} for n in itertools.count(int(split_id), 3)),
+        split_records=lambda split_id: (
+            {"value": n} for n in itertools.count(int(split_id) - 1, 3)
+        ),
         records_to_read=200,
     )
 
@@ -138,7 +140,7 @@ def test_the_generator_source_passes_the_kit_bounded_and_unbounded():
         lambda: DataGeneratorSource(
             row, None, SCHEMA, batch_size=4, num_splits=2, records_per_second=100_000
         ),
-        split_records=lambda split_id: map(row, itertools.count(int(split_id), 2)),
+        split_records=lambda split_id: map(row, itertools.count(int(split_id) - 1, 2)),
         records_to_read=120,
     )
 
