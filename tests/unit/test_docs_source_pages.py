@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_docs_reference_pages import (
+    DOCS,
     load,
     names_in,
     page,
@@ -275,3 +276,40 @@ def test_the_redis_page_quotes_the_entry_and_key_errors():
         assert quoted(quote, message) or quoted(message, quote), (
             f"the page quotes {quote!r}; the code says {message!r}"
         )
+
+
+# -- behaviours the pages describe, where they need neither Spark nor a server ------------
+
+
+def test_the_postgres_source_page_says_what_becomes_of_a_query_s_trailing_semicolon():
+    from reference_sinks.postgres._chunks import Relation
+
+    [row] = [
+        row for row in table(page("sinks/postgres-source.md"), "option") if row[0] == "`query`"
+    ]
+    dropped = Relation.of_query("SELECT id FROM orders;\n").query == "SELECT id FROM orders"
+    assert ("trailing `;` is dropped" in row[2]) == dropped, row[2]
+
+
+def test_the_tutorial_s_failed_reader_tip_shows_add_splits_back(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(DOCS / "examples"))
+    import first_source
+
+    from sinkv2.testing import LocalSourceEngine
+
+    tip = prose(page("tutorial/first-source.md")).split("Fail a reader", 1)[1].split("- ", 1)[0]
+    until = re.search(r"`engine\.run\(until=(lambda e: [^`]*)\)`", tip)
+    assert until is not None, "the tip no longer says where to take the checkpoint"
+    assert "engine.assigned_since_checkpoint()" in tip
+    namespace = {"emitted": first_source.emitted}
+    first_source.write_sample_files(tmp_path)
+    source = first_source.JsonLinesSource(tmp_path, first_source.ORDERS, lines_per_fetch=3)
+    engine = LocalSourceEngine(source, parallelism=2, seed=1)  # as main's engine
+    try:
+        engine.run(until=eval(until.group(1), namespace))  # the page's own code
+        engine.checkpoint()
+        engine.run(until=lambda e: bool(e.assigned_since_checkpoint()) or e.finished)
+        engine.fail_reader(engine.assigned_since_checkpoint()[0])
+        assert any("add_splits_back" in line for line in engine.log)
+    finally:
+        engine.close()
