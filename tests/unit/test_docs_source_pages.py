@@ -313,3 +313,19 @@ def test_the_tutorial_s_failed_reader_tip_shows_add_splits_back(tmp_path, monkey
         assert any("add_splits_back" in line for line in engine.log)
     finally:
         engine.close()
+
+
+def test_the_cdc_page_says_when_a_missing_slot_s_error_names_an_lsn(monkeypatch):
+    import types
+
+    from reference_sinks.postgres import _cdc_server
+
+    monkeypatch.setattr(_cdc_server, "slot_state", lambda connection, slot: None)
+    connection = types.SimpleNamespace(info=types.SimpleNamespace(dbname="shop"))
+    planning = raised(lambda: _cdc_server.check_slot(connection, "sinkv2_cdc_0"))  # type: ignore[arg-type]
+    reading = raised(lambda: _cdc_server.check_slot(connection, "sinkv2_cdc_0", 0x1538480))  # type: ignore[arg-type]
+    assert "LSN 0/1538480" in reading
+    text = prose(page("sinks/postgres-cdc.md"))
+    [claim] = re.findall(r"A `CommitStateError` names the slot[^:]*:[^:]*:", text)
+    if "LSN" not in planning:  # the page must not say every such error names one
+        assert "named without one" in claim, claim
