@@ -273,9 +273,7 @@ def test_the_redis_page_quotes_the_entry_and_key_errors():
     wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
     not_a_stream = raised(lambda: _check("orders", wrong, "XREVRANGE"))
     for quote, message in zip(quotes, [bad, missing, not_a_stream], strict=True):
-        assert quoted(quote, message) or quoted(message, quote), (
-            f"the page quotes {quote!r}; the code says {message!r}"
-        )
+        assert quoted(message, quote), f"the page quotes {quote!r}; the code says {message!r}"
 
 
 # -- behaviours the pages describe, where they need neither Spark nor a server ------------
@@ -329,3 +327,22 @@ def test_the_cdc_page_says_when_a_missing_slot_s_error_names_an_lsn(monkeypatch)
     [claim] = re.findall(r"A `CommitStateError` names the slot[^:]*:[^:]*:", text)
     if "LSN" not in planning:  # the page must not say every such error names one
         assert "named without one" in claim, claim
+
+
+def test_the_file_source_page_says_what_spark_makes_of_an_unsigned_parquet_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reference_sinks.files import FileSource
+    from sinkv2_spark._doors.source_read import _spark_schema
+
+    pq.write_table(pa.table({"a": pa.array([1], pa.uint32())}), tmp_path / "x.parquet")
+    message = raised(lambda: _spark_schema(FileSource(tmp_path)))
+    quote = re.search(
+        r"`(\.\.\. produces a: uint32, which Spark\s+cannot hold \.\.\.)`",
+        page("sinks/file-source.md"),
+    )
+    assert quote is not None, "the page does not say an unsigned column is refused"
+    assert quoted(message, quote.group(1)), message
+    widened = FileSource(tmp_path, schema=pa.schema([("a", pa.int64())]))
+    assert _spark_schema(widened)[0].simpleString() == "struct<a:bigint>"
