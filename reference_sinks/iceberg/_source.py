@@ -307,7 +307,7 @@ class IcebergSource:
             what = f"snapshot current at {moment} (as_of: before its first snapshot)"
         elif self.ref is not None:
             found = table.snapshot_by_name(self.ref)
-            what = f"the ref (tag or branch) {self.ref!r}"
+            what = f"ref (tag or branch) {self.ref!r}"
         else:
             return table.current_snapshot()
         if found is None:

@@ -81,20 +81,37 @@ def walk_new_snapshots(
             break
         snapshot = None if parent is None else table.snapshot_by_id(parent)
         if snapshot is None and last_snapshot_id is not None:
-            raise _lost(table, name, head, last_snapshot_id)
+            raise _lost(table, name, head, last_snapshot_id, found[-1])
     if head is None and last_snapshot_id is not None:
-        raise _lost(table, name, head, last_snapshot_id)
+        raise _lost(table, name, head, last_snapshot_id, None)
     return found[::-1]
 
 
 def _lost(
-    table: Table, name: str, head: Snapshot | None, last_snapshot_id: int
+    table: Table,
+    name: str,
+    head: Snapshot | None,
+    last_snapshot_id: int,
+    oldest: Snapshot | None,
 ) -> IcebergSourceError:
-    """The error for a position the current snapshot's ancestry does not reach."""
+    """The error for a position the current snapshot's ancestry does not reach.
+
+    ``oldest`` is the oldest snapshot the walk back from ``head`` reached. The
+    ancestry was cut by expiry when its parent is gone (Iceberg's Java library keeps
+    the parent id) or when it has no parent yet is newer than the position
+    (pyiceberg's ``expire_snapshots`` clears the parent id of the snapshot after an
+    expired one); otherwise it runs past the position on another lineage.
+    """
     current = "no current snapshot" if head is None else f"current snapshot {head.snapshot_id}"
-    if table.snapshot_by_id(last_snapshot_id) is None:
+    last = table.snapshot_by_id(last_snapshot_id)
+    cut = oldest is not None and (
+        oldest.parent_snapshot_id is not None
+        or (last is not None and oldest.timestamp_ms > last.timestamp_ms)
+    )
+    if last is None or cut:
+        where = "was expired" if last is None else "is kept, but snapshots after it were expired"
         why = (
-            f"snapshot {last_snapshot_id}, where the source stopped, was expired, and the "
+            f"snapshot {last_snapshot_id}, where the source stopped, {where}, and the "
             f"ancestry of the {current} no longer reaches it: appends after it may have been "
             "expired unread. Keep snapshots longer than a stream may lag (expire_snapshots "
             "older_than), and start a new stream (a new source_id) to go on"

@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import heapq
 import os
+import pathlib
 import pickle
+import shlex
 import socket
 import time
 import uuid
@@ -242,8 +244,16 @@ class SourceEpochCoordinator:
             f"(job {job_id}), and this query starts without a checkpoint: a new "
             "checkpoint location cannot go on from a history Spark does not know. Restart "
             "from the checkpoint location that read it, or read under a new source_id, or "
-            f"forget the old history first: `sinkv2 state forget-source {self.source_id}`"
+            "forget the old history first: "
+            f"`sinkv2 state forget-source {self._store_argument()} {self.source_id}`"
         )
+
+    def _store_argument(self) -> str:
+        """How ``sinkv2 state`` names this coordinator's store: a SQLite path, else a stand-in."""
+        path = getattr(self._store, "path", None)
+        if isinstance(path, pathlib.Path):
+            return shlex.quote(str(path))
+        return "<the state store's SQLite path or postgresql:// URL>"
 
     def acknowledge(self, epoch: int) -> None:
         """The engine committed ``epoch``: fire ``notify_checkpoint_complete`` once.

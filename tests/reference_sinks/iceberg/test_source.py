@@ -380,6 +380,37 @@ def test_expired_snapshots_past_the_position_are_a_clear_error(tmp_path: Path) -
     assert raised.value.snapshot_id == first
 
 
+def test_unread_appends_expired_after_a_kept_position_are_named_as_expired(
+    tmp_path: Path,
+) -> None:
+    """pyiceberg's expiry clears the parent id of the snapshot after an expired one: the
+    position is kept but cut off, which is expiry (appends lost unread), not a rollback."""
+    table = flat_table(tmp_path)
+    first = append(table, flat_rows(0, 3))
+    stream = IcebergSource(local_catalog(tmp_path), "ns.t").monitor_continuously(1)
+    engine = LocalSourceEngine(stream, 1)
+    engine.run(until=lambda e: len(e.committed) >= 3, checkpoint_every=2)
+    checkpoint = engine.checkpoint()
+    engine.close()
+    second = append(table, flat_rows(3, 3))
+    append(table, flat_rows(6, 3))
+    table.maintenance.expire_snapshots().by_ids([second]).commit()
+    restored = LocalSourceEngine(stream, 1, checkpoint=checkpoint)
+    with pytest.raises(
+        IcebergSourceError, match=f"snapshot {first}, where the source stopped, is kept, but "
+    ) as raised:
+        restored.run(max_steps=200)
+    assert raised.value.snapshot_id == first
+    assert "rolled back" not in str(raised.value)
+
+
+def test_a_missing_ref_is_named(tmp_path: Path) -> None:
+    table = flat_table(tmp_path)
+    append(table, flat_rows(0, 1))
+    with pytest.raises(SinkConfigurationError, match="has no ref \\(tag or branch\\) 'nope'"):
+        IcebergSource(local_catalog(tmp_path), "ns.t", ref="nope")
+
+
 def test_bad_stream_arguments_are_named(tmp_path: Path) -> None:
     flat_table(tmp_path)
     source = IcebergSource(local_catalog(tmp_path), "ns.t")

@@ -8,11 +8,14 @@ back with `read_epoch_slice`, as a Spark task reads them.
 from __future__ import annotations
 
 import itertools
+import re
+import shlex
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sinkv2._cli import main
 from sinkv2.errors import CommitStateError, ConcurrentCommitError, SinkConfigurationError
 from sinkv2.runtime import (
     ReadLimit,
@@ -240,9 +243,16 @@ def test_a_new_checkpoint_on_a_pruned_history_is_refused(store, log):
     coord.next_epoch(start, ReadLimit())
     coord.close()
     fresh = coordinator(LogSource(log), store)
-    with pytest.raises(CommitStateError, match="forget-source src"):
+    with pytest.raises(CommitStateError, match="forget-source") as refused:
         fresh.initial_epoch()
     fresh.close()
+    # the command the message gives runs as written, and then a new checkpoint may start
+    command = re.search(r"`sinkv2 (state forget-source [^`]+)`", str(refused.value))
+    assert command is not None, str(refused.value)
+    assert main(shlex.split(command.group(1))) == 0
+    again = coordinator(LogSource(log), store)
+    assert again.initial_epoch() == 0
+    again.close()
 
 
 def test_an_unbounded_source_without_end_positions_is_refused():
