@@ -265,6 +265,37 @@ def _with_spark_types(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(_spark_type(f.type, _field_type(spark, f.name))) for f in schema])
 
 
+_WIDER_THAN_UNSIGNED: Final = {
+    pa.uint8(): pa.int16(),
+    pa.uint16(): pa.int32(),
+    pa.uint32(): pa.int64(),
+    pa.uint64(): pa.decimal128(20, 0),
+}
+"""Spark's Parquet reader's types for unsigned integers (Spark has none), which every
+value fits."""
+
+
+def _signed(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with unsigned integers at any depth widened as Spark's reader widens them."""
+    return pa.schema([f.with_type(_signed_type(f.type)) for f in schema])
+
+
+def _signed_type(kind: pa.DataType) -> pa.DataType:
+    if kind in _WIDER_THAN_UNSIGNED:
+        return _WIDER_THAN_UNSIGNED[kind]
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_signed_type(f.type)) for f in kind])
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        value = kind.value_field.with_type(_signed_type(kind.value_type))
+        return pa.list_(value) if pa.types.is_list(kind) else pa.large_list(value)
+    if pa.types.is_map(kind):
+        key, item = kind.key_field, kind.item_field
+        return pa.map_(
+            key.with_type(_signed_type(key.type)), item.with_type(_signed_type(item.type))
+        )
+    return kind
+
+
 def parquet_file(handle: pa.NativeFile) -> pq.ParquetFile:
     """A Parquet file opened as Spark reads it: INT96 timestamps in microseconds.
 
@@ -294,7 +325,7 @@ def infer_schema(
     try:
         if file_format == "parquet":
             with fs.open_input_file(path) as handle:
-                return _with_spark_types(parquet_file(handle).schema_arrow)
+                return _signed(_with_spark_types(parquet_file(handle).schema_arrow))
         with fs.open_input_stream(path, compression="detect") as stream:
             if file_format == "jsonl":  # one file's part of the merge spark_json_schema does
                 return _jsonl_schema(stream)

@@ -172,3 +172,24 @@ def test_spark_parquet_extremes_and_intervals_read_as_spark_reads_them(
         for f in native.schema.fields
     ]
     assert as_json(ours) == as_json(native.withColumn("ymi", native.ymi.cast("int")))
+
+
+@pytest.mark.parametrize("native_read", [False, None])
+def test_unsigned_parquet_integers_are_widened_as_spark_reads_them(
+    spark: Any, tmp_path: Path, native_read: bool | None
+):
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "u8": pa.array([255, None], pa.uint8()),
+            "u64": pa.array([2**64 - 1, 2], pa.uint64()),
+            "l": pa.array([[2**32 - 1], None], pa.list_(pa.uint32())),
+            "s": pa.array([{"x": 7}, None], pa.struct([("x", pa.uint16())])),
+        }
+    )
+    pq.write_table(table, tmp_path / "x.parquet")
+    native = spark.read.parquet(str(tmp_path))
+    ours = from_source(spark, FileSource(tmp_path), native_read=native_read)
+    assert ours.schema.simpleString() == native.schema.simpleString()
+    assert sorted(map(str, ours.collect())) == sorted(map(str, native.collect()))
