@@ -60,6 +60,8 @@ _SCALARS: Final[dict[str, pa.DataType]] = {
     "timestamptz": pa.timestamp("us", tz="UTC"),
 }
 _NUMERIC: Final = re.compile(r"numeric\((\d+),(\d+)\)")
+_TEXT_ARRAY: Final = 1009
+"""``text[]``'s type oid: arrays of the types read as text are parsed as it."""
 
 
 def arrow_type(column: Column) -> pa.DataType:
@@ -302,10 +304,14 @@ class TupleDecoder:
             if pa.types.is_string(kind):
                 self._loaders.append(None)
                 continue
-            loader = connection.adapters.get_loader(oid, pq.Format.TEXT)
+            # uuid[], json[], numeric[] ...: the elements' text, as the scalars are read
+            # (their own loaders would make UUIDs, dicts, Decimals)
+            texts = pa.types.is_list(kind) and pa.types.is_string(kind.value_type)
+            parse_as = _TEXT_ARRAY if texts else oid
+            loader = connection.adapters.get_loader(parse_as, pq.Format.TEXT)
             if loader is None:  # pragma: no cover - every mapped type has a loader
                 raise SinkConfigurationError(f"psycopg has no text loader for type oid {oid}")
-            self._loaders.append(loader(oid, connection))
+            self._loaders.append(loader(parse_as, connection))
 
     def values(self, text: tuple[Value, ...], *, op: str) -> list[Any]:
         """The values of ``text`` (``None`` stays null).
