@@ -104,6 +104,7 @@ class CdcEnumerator:
         source = self._source
         source.check_server(connection)
         if self._state is not None:
+            self._check_restored(self._state)
             lock_slot(connection, self.slot)
             check_slot(connection, self.slot)
             restored = self._state
@@ -144,7 +145,15 @@ class CdcEnumerator:
                 for low, end in zip((0, *ends), ends, strict=False)
             )
             self._state = CdcEnumeratorState(
-                slot, start, start, start, (), False, ends, None if not ends else -1
+                slot,
+                start,
+                start,
+                start,
+                (),
+                False,
+                ends,
+                None if not ends else -1,
+                table=self._table(),
             )
             if not ends:
                 self._pending.append(CdcSplit(slot, start))
@@ -153,8 +162,40 @@ class CdcEnumerator:
             start = create_slot(source.conninfo, slot)
         else:
             start = check_slot(connection, slot).confirmed_flush or 0
-        self._state = CdcEnumeratorState(slot, start, start, start, (), assigned=False)
+        self._state = CdcEnumeratorState(
+            slot, start, start, start, (), assigned=False, table=self._table()
+        )
         self._pending.append(CdcSplit(slot, start))
+
+    def _table(self) -> str:
+        return f"{self._source.schema_name}.{self._source.table_name}"
+
+    def _check_restored(self, state: CdcEnumeratorState) -> None:
+        """The restored checkpoint is this source's: its table, and its slot if one is named.
+
+        Raises:
+            SinkConfigurationError: It was written for another table (whose rows from
+                before the slot was made would never be read), or the source names
+                another slot than the one the checkpoint reads (which would be ignored).
+        """
+        problem = None
+        if state.table is not None and state.table != self._table():
+            problem = (
+                f"was written for table {state.table}, not {self._table()}: read through "
+                f"its slot, the rows {self._table()} held before the slot was made would "
+                "never come"
+            )
+        elif self._source.slot_name not in (None, state.replication_slot):
+            problem = (
+                f"reads slot {state.replication_slot!r}, not slot_name="
+                f"{self._source.slot_name!r}: a restored query goes on from its own slot"
+            )
+        if problem is not None:
+            raise SinkConfigurationError(
+                f"the checkpoint this PostgresCdcSource is restored from {problem}. Start a "
+                "new query for it (a new source_id and checkpoint location), or restore "
+                "this one with the source it was started with"
+            )
 
     def _default_slot(self, connection: psycopg.Connection[Any]) -> str:
         """The slot's name when none was given: the source id's, else a new one.

@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 
 from reference_sinks.postgres import PostgresCdcSource
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import ReadLimit, SqliteCommitStateStore
 from tests.reference_sinks.postgres.test_cdc_source import Run, drop, flushed
 
@@ -73,3 +75,49 @@ def test_arrays_of_types_read_as_text_are_their_elements_text_in_snapshot_and_st
     assert [(r["_op"], r["id"]) for r in rows] == [("read", 1), ("read", 2), ("insert", 3)]
     for row in rows:
         assert {c: row[c] for c in names} == want[row["id"]]
+
+
+def test_a_source_id_restored_with_another_table_or_slot_is_refused(postgres_url, tmp_path):
+    """The checkpoint's slot was made for one table: another table would silently lose rows.
+
+    Read through the old slot, the other table's rows from before the slot's creation
+    (and its snapshot) would never come; a named slot that is not the checkpoint's would
+    be ignored.
+    """
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        for name in ("first", "second"):
+            db.execute(f"CREATE TABLE {name} (id int PRIMARY KEY, v text)")
+            db.execute(f"INSERT INTO {name} VALUES (1, 'there before')")
+        store = SqliteCommitStateStore(tmp_path / "s.sqlite")
+
+        def source(table: str, **options: Any) -> PostgresCdcSource:
+            return PostgresCdcSource(
+                postgres_url,
+                table,
+                publication=f"{table}_pub",
+                create_publication=True,
+                **options,
+            )
+
+        run = Run(source("first", slot_name="mine"), store, source_id="orders")
+        try:
+            start = run.coordinator.initial_epoch()
+            run.read(run.coordinator.next_epoch(start, ReadLimit()))
+            run.coordinator.close()
+            for again, says in (
+                (source("second", slot_name="mine"), r"public\.first.*public\.second"),
+                (source("first", slot_name="theirs"), r"'mine'.*'theirs'"),
+            ):
+                run = Run(again, store, source_id="orders")
+                with pytest.raises(SinkConfigurationError, match=says) as caught:
+                    _read_all(run)  # epoch 1 was recorded: restored from it
+                assert "new source_id" in str(caught.value)
+                run.coordinator.close()
+            db.execute("INSERT INTO first VALUES (2, 'after')")
+            flushed(db)
+            run = Run(source("first"), store, source_id="orders")  # as recorded: goes on
+            assert [r["id"] for r in _read_all(run)] == [2]
+        finally:
+            run.coordinator.close()
+            drop(db, "mine")
+            drop(db, "theirs")
