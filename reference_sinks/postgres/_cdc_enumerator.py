@@ -155,7 +155,8 @@ class CdcEnumerator:
                 None if not ends else -1,
                 table=self._table(),
             )
-            if not ends:
+            if not ends:  # an empty table: nothing will read the copy
+                drop_copy(connection, slot)
                 self._pending.append(CdcSplit(slot, start))
             return
         if existing is None:

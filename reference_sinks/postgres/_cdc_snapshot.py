@@ -64,43 +64,92 @@ def snapshot_into_copy(conninfo: str, slot: str, schema: str, table: str) -> tup
         The slot's consistent point, and how many rows the copy holds.
 
     Raises:
-        SinkConfigurationError: The server refused to create the slot.
+        SinkConfigurationError: The server refused to create the slot, or the copy
+            could not be made (the role cannot create a table in its current schema,
+            or cannot read the table, ...): then the slot is dropped again, so that
+            nothing is left behind holding WAL.
     """
     import psycopg  # noqa: PLC0415  # optional extra
     from psycopg import pq, sql  # noqa: PLC0415
 
-    with psycopg.connect(
-        conninfo, autocommit=True, replication="database", application_name="sinkv2-cdc"
-    ) as replication:
-        command = f"CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL {PLUGIN} (SNAPSHOT 'export')"
-        result = replication.pgconn.exec_(command.encode())
-        if result.status != pq.ExecStatus.TUPLES_OK:
-            message = (result.error_message or b"").decode(errors="replace").strip()
-            raise SinkConfigurationError(
-                f"creating replication slot {slot!r} failed: {message}. Free a slot "
-                "(max_replication_slots) or name another one"
-            )
-        point, snapshot = result.get_value(0, 1), result.get_value(0, 2)
-        assert point is not None
-        assert snapshot is not None
-        # the snapshot lives while the replication connection stays idle: copy now
-        with psycopg.connect(conninfo, application_name="sinkv2-cdc") as connection:
-            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            connection.execute(
-                sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot.decode()))
-            )
-            # durable before the enumerator hands out a chunk: a crash keeps it
-            connection.execute("SET LOCAL synchronous_commit = on")
-            connection.execute(
-                sql.SQL(
-                    "CREATE TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* FROM {} t"
-                ).format(sql.Identifier(copy_name(slot)), sql.Identifier(schema, table))
-            )
-            row = connection.execute(
-                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(copy_name(slot)))
-            ).fetchone()
-            connection.commit()
+    copy = copy_name(slot)
+    with psycopg.connect(conninfo, application_name="sinkv2-cdc") as connection:
+        _check_can_copy(connection, copy, f"{schema}.{table}")
+        connection.rollback()
+        with psycopg.connect(
+            conninfo, autocommit=True, replication="database", application_name="sinkv2-cdc"
+        ) as replication:
+            command = f"CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL {PLUGIN} (SNAPSHOT 'export')"
+            result = replication.pgconn.exec_(command.encode())
+            if result.status != pq.ExecStatus.TUPLES_OK:
+                message = (result.error_message or b"").decode(errors="replace").strip()
+                raise SinkConfigurationError(
+                    f"creating replication slot {slot!r} failed: {message}. Free a slot "
+                    "(max_replication_slots) or name another one"
+                )
+            point, snapshot = result.get_value(0, 1), result.get_value(0, 2)
+            assert point is not None
+            assert snapshot is not None
+            # the snapshot lives while the replication connection stays idle: copy now
+            try:
+                connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                connection.execute(
+                    sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot.decode()))
+                )
+                # durable before the enumerator hands out a chunk: a crash keeps it
+                connection.execute("SET LOCAL synchronous_commit = on")
+                connection.execute(
+                    sql.SQL(
+                        "CREATE TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* "
+                        "FROM {} t"
+                    ).format(sql.Identifier(copy), sql.Identifier(schema, table))
+                )
+                row = connection.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(copy))
+                ).fetchone()
+                connection.commit()
+            except psycopg.Error as error:
+                connection.rollback()
+                dropped = replication.pgconn.exec_(f'DROP_REPLICATION_SLOT "{slot}"'.encode())
+                left = (
+                    "The slot was dropped again"
+                    if dropped.status == pq.ExecStatus.COMMAND_OK
+                    else f"Drop the slot (SELECT pg_drop_replication_slot('{slot}'))"
+                )
+                raise SinkConfigurationError(
+                    f"snapshot=True copies table {schema}.{table} into a table {copy!r} in "
+                    f"the connection's current schema, as of slot {slot!r}'s snapshot, and "
+                    f"that failed: {str(error).strip()}. {left}; fix the cause and start "
+                    "the query again"
+                ) from error
     return parse_lsn(point.decode()), int(row[0] if row else 0)
+
+
+def _check_can_copy(connection: psycopg.Connection[Any], copy: str, table: str) -> None:
+    """The role can create the copy in its current schema: else a clear error, before a slot.
+
+    Raises:
+        SinkConfigurationError: There is no current schema, or the role may not
+            create tables in it.
+    """
+    row = connection.execute(
+        "SELECT current_schema(), current_user, has_schema_privilege(current_schema(), 'CREATE')"
+    ).fetchone()
+    assert row is not None
+    schema, role, allowed = row
+    if schema is None:
+        raise SinkConfigurationError(
+            f"snapshot=True copies table {table} into a table {copy!r} in the connection's "
+            "current schema, but its search_path names no schema that exists; set one "
+            "(ALTER ROLE ... SET search_path = ...) or read without a snapshot"
+        )
+    if not allowed:
+        raise SinkConfigurationError(
+            f"snapshot=True copies table {table} into a table {copy!r} in the connection's "
+            f"current schema {schema!r}, where role {role!r} may not create tables; grant it "
+            f'(GRANT CREATE ON SCHEMA "{schema}" TO "{role}"), set a search_path whose first '
+            "schema it may create in, or read without a snapshot"
+        )
 
 
 def read_chunk(

@@ -121,3 +121,67 @@ def test_a_source_id_restored_with_another_table_or_slot_is_refused(postgres_url
             run.coordinator.close()
             drop(db, "mine")
             drop(db, "theirs")
+
+
+def _slots(db: Any) -> list[str]:
+    return [row[0] for row in db.execute("SELECT slot_name FROM pg_replication_slots")]
+
+
+def test_an_empty_table_s_snapshot_leaves_no_copy_while_the_stream_runs(postgres_url, tmp_path):
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE empty (id int PRIMARY KEY)")
+        source = PostgresCdcSource(
+            postgres_url,
+            "empty",
+            publication="empty_pub",
+            create_publication=True,
+            slot_name="empty",
+            snapshot=True,
+        )
+        run = Run(source, SqliteCommitStateStore(tmp_path / "s.sqlite"))
+        try:
+            run.coordinator.initial_epoch()
+            db.execute("INSERT INTO empty VALUES (1)")
+            flushed(db)
+            assert [(r["_op"], r["id"]) for r in _read_all(run)] == [("insert", 1)]
+            assert db.execute("SELECT to_regclass('sinkv2_snap_empty')").fetchone()[0] is None
+        finally:
+            run.coordinator.close()
+            drop(db, "empty")
+            db.execute("DROP TABLE IF EXISTS sinkv2_snap_empty")
+
+
+def test_a_snapshot_copy_that_cannot_be_made_is_a_clear_error_and_leaves_no_slot(
+    postgres_url, tmp_path
+):
+    """The role may not create the copy (PostgreSQL 15's default on schema public), or the
+    copy fails (the role may not read the table): the slot made for it goes too."""
+    role = f"cdc_{tmp_path.name[-12:].replace('-', '_')}".lower()
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        db.execute("CREATE PUBLICATION t_pub FOR TABLE t")
+        db.execute(f"CREATE ROLE {role} LOGIN REPLICATION")
+        db.execute(f"GRANT SELECT ON t TO {role}")
+        db.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        url = psycopg.conninfo.make_conninfo(postgres_url, user=role)
+        try:
+            for grant, says in (
+                ("", f"role '{role}' may not create tables.*GRANT CREATE ON SCHEMA"),
+                (
+                    f"GRANT CREATE ON SCHEMA public TO {role}; REVOKE SELECT ON t FROM {role}",
+                    "that failed: permission denied for table t. The slot was dropped again",
+                ),
+            ):
+                if grant:
+                    db.execute(grant)
+                source = PostgresCdcSource(url, "t", publication="t_pub", snapshot=True)
+                run = Run(source, SqliteCommitStateStore(tmp_path / f"{bool(grant)}.sqlite"))
+                with pytest.raises(SinkConfigurationError, match=says):
+                    run.coordinator.initial_epoch()
+                run.coordinator.close()
+                assert _slots(db) == []
+        finally:
+            for slot in _slots(db):
+                drop(db, slot)
+            db.execute(f"DROP OWNED BY {role}")
+            db.execute(f"DROP ROLE {role}")
