@@ -188,6 +188,8 @@ class PostgresCdcSource:
                 ).fetchall()
             )
             unsent = unpublished_columns(conn, oid, self.publication)
+            self.published = self._published(conn)
+            """What the publication sends of the table: checked again while the query runs."""
         self.table_oid = oid
         # The columns the WAL carries: pgoutput leaves out generated columns and those
         # outside the publication's column list, and its relation messages must match.
@@ -436,22 +438,53 @@ class PostgresCdcSource:
         self._cuts[(split.slot, split.start)] = stop
         return SplitCut(CdcSplit(split.slot, split.start, stop), CdcSplit(split.slot, stop), count)
 
+    def _published(self, connection: psycopg.Connection[Any]) -> tuple[str, ...]:
+        """The row changes the publication sends of the table (none: it does not cover it).
+
+        Truncates are left out: a publication that stops sending them ignores them on
+        purpose (see `transactions`).
+        """
+        row = connection.execute(
+            "SELECT p.pubinsert, p.pubupdate, p.pubdelete FROM pg_publication p "
+            "JOIN pg_publication_tables t ON t.pubname = p.pubname WHERE p.pubname = %s "
+            "AND t.schemaname = %s AND t.tablename = %s",
+            (self.publication, self.schema_name, self.table_name),
+        ).fetchone()
+        if row is None:
+            return ()
+        return tuple(o for o, on in zip(("insert", "update", "delete"), row, strict=True) if on)
+
     def _check_table(self, connection: psycopg.Connection[Any]) -> None:
-        """Once no change of the table is left to read, it must still exist.
+        """Once no change of the table is left to read, it must still exist and be published.
 
         Raises:
             SinkConfigurationError: The table was dropped (its changes up to the drop
-                were all read).
+                were all read), or the publication no longer sends what it sent when
+                the source was made (its changes since were not decoded).
         """
+        table = f"{self.schema_name}.{self.table_name}"
         row = connection.execute(
             "SELECT 1 FROM pg_class WHERE oid = %s", (self.table_oid,)
         ).fetchone()
         if row is None:
             raise SinkConfigurationError(
-                f"table {self.schema_name}.{self.table_name} was dropped while the query "
-                "read its changes (all of them up to the drop were read); PostgresCdcSource "
-                "does not follow DDL: stop the query, and start a new one (new source_id) on "
-                "the table made again"
+                f"table {table} was dropped while the query read its changes (all of them "
+                "up to the drop were read); PostgresCdcSource does not follow DDL: stop the "
+                "query, and start a new one (new source_id) on the table made again"
+            )
+        now = self._published(connection)
+        lost = [o for o in self.published if o not in now]
+        if lost:
+            what = (
+                f"no longer covers table {table}"
+                if not now
+                else f"no longer publishes {lost} of table {table} (now {list(now)})"
+            )
+            raise SinkConfigurationError(
+                f"publication {self.publication!r} {what}: it was altered while the query "
+                "ran, and the changes made since are not decoded, so this query cannot read "
+                "them. Restore the publication and start a new query (new source_id, "
+                "snapshot=True) to read the table afresh"
             )
 
     def _cut_chunk(

@@ -185,3 +185,39 @@ def test_a_snapshot_copy_that_cannot_be_made_is_a_clear_error_and_leaves_no_slot
                 drop(db, slot)
             db.execute(f"DROP OWNED BY {role}")
             db.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ("ALTER PUBLICATION pub DROP TABLE watched", "no longer covers table public.watched"),
+        ("ALTER PUBLICATION pub SET (publish = 'insert')", r"no longer publishes .*'update'"),
+    ],
+    ids=["table-dropped-from-it", "fewer-operations"],
+)
+def test_a_publication_changed_under_the_running_query_stops_it(
+    postgres_url, tmp_path, change, says
+):
+    """Changes the publication no longer sends were skipped silently, and the slot advanced."""
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE watched (id int PRIMARY KEY, v text)")
+        db.execute("CREATE TABLE other (id int PRIMARY KEY)")
+        db.execute("CREATE PUBLICATION pub FOR TABLE watched, other")
+        source = PostgresCdcSource(postgres_url, "watched", publication="pub", slot_name="pub")
+        run = Run(source, SqliteCommitStateStore(tmp_path / "s.sqlite"))
+        try:
+            epoch = run.coordinator.initial_epoch()
+            db.execute("INSERT INTO watched VALUES (1, 'a')")
+            flushed(db)
+            epoch = run.coordinator.next_epoch(epoch, ReadLimit())
+            assert [r["id"] for r in run.read(epoch)] == [1]
+            db.execute(change)
+            db.execute("UPDATE watched SET v = 'b'")  # not sent any more
+            db.execute("INSERT INTO other VALUES (1)")
+            flushed(db)
+            with pytest.raises(SinkConfigurationError, match=says) as caught:
+                run.coordinator.next_epoch(epoch, ReadLimit())
+            assert "new source_id" in str(caught.value)
+        finally:
+            run.coordinator.close()
+            drop(db, "pub")
