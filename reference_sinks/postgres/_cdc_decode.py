@@ -162,7 +162,7 @@ class _Reader:
 class _Relation:
     schema: str
     name: str
-    columns: tuple[tuple[str, int], ...]  # (name, type oid)
+    columns: tuple[tuple[str, int, int], ...]  # (name, type oid, type modifier)
 
 
 def _relation(reader: _Reader) -> tuple[int, _Relation]:
@@ -173,8 +173,7 @@ def _relation(reader: _Reader) -> tuple[int, _Relation]:
     for _ in range(reader.take(_I16)):
         reader.take(_U8)  # flags: part of the key
         column = reader.string()
-        found.append((column, reader.take(_U32)))
-        reader.take(_I32)  # typmod
+        found.append((column, reader.take(_U32), reader.take(_I32)))
     return oid, _Relation(namespace, name, tuple(found))
 
 
@@ -209,7 +208,7 @@ def transactions(
     messages: Iterable[bytes],
     schema: str,
     table: str,
-    columns: Sequence[tuple[str, int]],
+    columns: Sequence[tuple[str, int, int]],
     *,
     values: bool = True,
     oid: int | None = None,
@@ -218,9 +217,10 @@ def transactions(
 
     A transaction that changed nothing of the table still comes (with no changes):
     it moves the position. ``columns`` are the table's columns as the source was
-    made with them (name, type oid), ``oid`` the table's oid then (when given, a
-    relation of the table's name with another oid, or of the table's oid with another
-    name, is an error: the table was dropped and made again, or renamed). With
+    made with them (name, type oid, type modifier: ``numeric(12,4)`` is not
+    ``numeric(10,2)``), ``oid`` the table's oid then (when given, a relation of the
+    table's name with another oid, or of the table's oid with another name, is an
+    error: the table was dropped and made again, or renamed). With
     ``values=False`` the changes carry no values (counting them is all the driver's
     cut needs).
 
@@ -260,7 +260,8 @@ def transactions(
                     raise SinkConfigurationError(
                         f"table {schema}.{table} changed since the source was made: its "
                         f"columns were {list(columns)}, the WAL now has "
-                        f"{list(relation.columns)} (name, type oid). PostgresCdcSource does "
+                        f"{list(relation.columns)} (name, type oid, type modifier). "
+                        "PostgresCdcSource does "
                         "not follow DDL; start a new query (new source_id) after a schema change"
                     )
                 ours.add(relid)

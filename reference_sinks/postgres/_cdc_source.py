@@ -182,7 +182,8 @@ class PostgresCdcSource:
             described = describe_table(conn, self.table)
             oids = dict(
                 conn.execute(
-                    "SELECT attname, atttypid::int8 FROM pg_attribute WHERE attrelid = %s "
+                    "SELECT attname, (atttypid::int8, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid = %s "
                     "AND attnum > 0 AND NOT attisdropped",
                     (oid,),
                 ).fetchall()
@@ -195,7 +196,8 @@ class PostgresCdcSource:
         # outside the publication's column list, and its relation messages must match.
         every = tuple(c for c in described.columns if c.name not in unsent)
         self.all_names = tuple(c.name for c in every)
-        self.all_oids = tuple(int(oids[c.name]) for c in every)
+        self.all_oids = tuple(int(oids[c.name][0]) for c in every)
+        self.all_typmods = tuple(int(oids[c.name][1]) for c in every)
         if columns is not None and (
             isinstance(columns, str)
             or not isinstance(columns, Sequence)
@@ -295,7 +297,7 @@ class PostgresCdcSource:
         self, connection: psycopg.Connection[Any], slot: str, upto: int, *, values: bool = True
     ) -> Iterator[Transaction]:
         """The slot's committed transactions up to ``upto`` (peeked: the slot stays)."""
-        columns = list(zip(self.all_names, self.all_oids, strict=True))
+        columns = list(zip(self.all_names, self.all_oids, self.all_typmods, strict=True))
         return transactions(
             peek_changes(connection, slot, upto, self.publication),
             self.schema_name,

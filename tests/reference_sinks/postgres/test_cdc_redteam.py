@@ -221,3 +221,26 @@ def test_a_publication_changed_under_the_running_query_stops_it(
         finally:
             run.coordinator.close()
             drop(db, "pub")
+
+
+def test_a_column_whose_type_modifier_changed_is_named_as_ddl(postgres_url, tmp_path):
+    """numeric(10,2) made numeric(12,4): the same type oid, another Arrow type."""
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE priced (id int PRIMARY KEY, p numeric(10,2))")
+        db.execute("CREATE PUBLICATION priced_pub FOR TABLE priced")
+        source = PostgresCdcSource(
+            postgres_url, "priced", publication="priced_pub", slot_name="priced"
+        )
+        run = Run(source, SqliteCommitStateStore(tmp_path / "s.sqlite"))
+        try:
+            epoch = run.coordinator.initial_epoch()
+            db.execute("INSERT INTO priced VALUES (1, 1.25)")
+            db.execute("ALTER TABLE priced ALTER COLUMN p TYPE numeric(12,4)")
+            db.execute("INSERT INTO priced VALUES (2, 1.2345)")
+            flushed(db)
+            with pytest.raises(SinkConfigurationError, match="changed since the source was made"):
+                epoch = run.coordinator.next_epoch(epoch, ReadLimit())
+                run.read(epoch)
+        finally:
+            run.coordinator.close()
+            drop(db, "priced")
