@@ -44,7 +44,10 @@ OPERATIONS: Final = ("insert", "update", "delete")
 Value = bytes | bool | None
 """A column of a logged tuple: its text, ``None`` (null), ``False`` (an unchanged TOAST value)."""
 
-_STRINGS: Final = frozenset({"text", "varchar", "bpchar", "name", "uuid", "json", "jsonb"})
+_STRINGS: Final = frozenset(
+    {"text", "varchar", "bpchar", "name", "uuid", "json", "jsonb", "citext", "xml"}
+    | {"inet", "cidr", "macaddr", "macaddr8"}
+)
 _SCALARS: Final[dict[str, pa.DataType]] = {
     "bool": pa.bool_(),
     "int2": pa.int16(),
@@ -80,7 +83,7 @@ def arrow_type(column: Column) -> pa.DataType:
             type_name=column.type_name.removesuffix("[]"),
         )
         return pa.list_(arrow_type(element))
-    if base in _STRINGS:
+    if base in _STRINGS or column.category == "E":  # enums: their labels
         return pa.string()
     if base in _SCALARS:
         return _SCALARS[base]
@@ -92,8 +95,9 @@ def arrow_type(column: Column) -> pa.DataType:
     raise SinkConfigurationError(
         f"column {column.name!r} is of type {column.type_name}, which PostgresCdcSource "
         "cannot map to an Arrow type (it reads booleans, integers, floats, numeric, text "
-        "types, uuid, json, bytea, date, time, timestamp[tz] and arrays of these); leave "
-        "it out with columns=[...]"
+        "types, uuid, json, enums, network addresses, xml, bytea, date, time, "
+        "timestamp[tz], domains over these and arrays of these); leave it out with "
+        "columns=[...]"
     )
 
 

@@ -61,7 +61,7 @@ class _ReaderSettings(Protocol):
     def all_names(self) -> tuple[str, ...]: ...
 
     @property
-    def all_oids(self) -> tuple[int, ...]: ...
+    def value_oids(self) -> tuple[int, ...]: ...
 
     @property
     def all_types(self) -> tuple[pa.DataType, ...]: ...
@@ -184,7 +184,7 @@ class CdcSplitReader:
         self._decoder = TupleDecoder(
             self._connection,
             source.all_names,
-            source.all_oids,
+            source.value_oids,
             source.all_types,
             wanted=source.column_index,
         )

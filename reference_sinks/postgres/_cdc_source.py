@@ -46,7 +46,7 @@ from reference_sinks.postgres._cdc_server import (
 )
 from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
 from reference_sinks.postgres._chunks import SESSION_OPTIONS
-from reference_sinks.postgres._table import TableName, describe_table
+from reference_sinks.postgres._table import Column, TableName, describe_table
 from sinkv2 import AttrsMsgpackSerializer
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import (
@@ -71,12 +71,54 @@ LSN: Final = "_lsn"
 SEQ: Final = "_seq"
 _META: Final = (OP, LSN, SEQ, BEFORE)
 _ROW: Final = "sinkv2_row"  # the snapshot copy's row number (``_cdc_snapshot``)
+_DOMAIN_BASES: Final = """
+WITH RECURSIVE d(name, oid, mod) AS (
+    SELECT a.attname, a.atttypid, a.atttypmod FROM pg_attribute a JOIN pg_type t
+    ON t.oid = a.atttypid WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
+    AND t.typtype = 'd'
+  UNION ALL
+    SELECT d.name, t.typbasetype, t.typtypmod FROM d JOIN pg_type t ON t.oid = d.oid
+    WHERE t.typtype = 'd'
+)
+SELECT d.name, d.oid::int8, format_type(d.oid, d.mod), b.typcategory, b.typname, e.typcategory
+FROM d JOIN pg_type b ON b.oid = d.oid
+LEFT JOIN pg_type e ON e.oid = b.typelem AND b.typcategory = 'A'
+WHERE b.typtype <> 'd'
+"""
+"""Per domain column, its (innermost) base type as ``_table.describe_table`` describes one."""
 IDLE_ADVANCE_BYTES: Final = 16 << 20
 """A range with no change of the table is read (empty) only once it spans this much WAL,
 so that the slot still moves on, and frees WAL, while the table is idle."""
 
 
 # --- the source ------------------------------------------------------------------------------
+
+
+def _as_base_types(
+    columns: tuple[Column, ...], oids: tuple[int, ...], bases: list[tuple[Any, ...]]
+) -> tuple[tuple[int, ...], tuple[Column, ...]]:
+    """The columns of domains as their base types (`_DOMAIN_BASES`'s rows).
+
+    A domain's values are its base type's text. Returns the type oids values are read
+    as, and the columns.
+    """
+    base = {name: row for name, *row in bases}
+    value_oids = tuple(
+        int(base[c.name][0]) if c.name in base else o for c, o in zip(columns, oids, strict=True)
+    )
+    described = tuple(
+        attrs.evolve(
+            c,
+            type_name=base[c.name][1],
+            category=base[c.name][2],
+            base_type=base[c.name][3],
+            element_category=base[c.name][4],
+        )
+        if c.name in base
+        else c
+        for c in columns
+    )
+    return value_oids, described
 
 
 def _name(what: str, value: object) -> str:
@@ -188,16 +230,20 @@ class PostgresCdcSource:
                     (oid,),
                 ).fetchall()
             )
+            bases = conn.execute(_DOMAIN_BASES, (oid,)).fetchall()
             unsent = unpublished_columns(conn, oid, self.publication)
+            # what the publication sends of the table: checked again while the query runs
             self.published = self._published(conn)
-            """What the publication sends of the table: checked again while the query runs."""
         self.table_oid = oid
         # The columns the WAL carries: pgoutput leaves out generated columns and those
         # outside the publication's column list, and its relation messages must match.
         every = tuple(c for c in described.columns if c.name not in unsent)
         self.all_names = tuple(c.name for c in every)
-        self.all_oids = tuple(int(oids[c.name][0]) for c in every)
-        self.all_typmods = tuple(int(oids[c.name][1]) for c in every)
+        # the type oids and modifiers relation messages must match
+        self.all_oids, self.all_typmods = (
+            tuple(int(oids[c.name][i]) for c in every) for i in (0, 1)
+        )
+        self.value_oids, every = _as_base_types(every, self.all_oids, bases)
         if columns is not None and (
             isinstance(columns, str)
             or not isinstance(columns, Sequence)

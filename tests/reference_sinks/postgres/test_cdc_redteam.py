@@ -5,12 +5,13 @@ On a real PostgreSQL (the ``postgres_url`` fixture), no Spark.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import psycopg
 import pytest
 
-from reference_sinks.postgres import PostgresCdcSource
+from reference_sinks.postgres import PostgresCdcSource, PostgresSource
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import ReadLimit, SqliteCommitStateStore
 from tests.reference_sinks.postgres.test_cdc_source import Run, drop, flushed
@@ -239,8 +240,59 @@ def test_a_column_whose_type_modifier_changed_is_named_as_ddl(postgres_url, tmp_
             db.execute("INSERT INTO priced VALUES (2, 1.2345)")
             flushed(db)
             with pytest.raises(SinkConfigurationError, match="changed since the source was made"):
-                epoch = run.coordinator.next_epoch(epoch, ReadLimit())
-                run.read(epoch)
+                run.coordinator.next_epoch(epoch, ReadLimit())
         finally:
             run.coordinator.close()
             drop(db, "priced")
+
+
+def test_domains_enums_and_network_types_are_read_as_postgres_source_reads_them(
+    postgres_url, tmp_path
+):
+    """A domain as its base type (nested, and with the base's modifier on the domain);
+    enums, inet, cidr, macaddr and xml as their text, as PostgresSource reads them."""
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE DOMAIN qty AS int CHECK (VALUE >= 0)")
+        db.execute("CREATE DOMAIN small_qty AS qty CHECK (VALUE < 100)")
+        db.execute("CREATE DOMAIN price AS numeric(10, 2)")
+        db.execute("CREATE DOMAIN label AS varchar(8)")
+        db.execute("CREATE TYPE mood AS ENUM ('sad', 'ok')")
+        db.execute(
+            "CREATE TABLE typed (id int PRIMARY KEY, q qty, s small_qty, p price, l label, "
+            "m mood, ms mood[], ip inet, net cidr, mac macaddr, x xml)"
+        )
+        db.execute("CREATE PUBLICATION typed_pub FOR TABLE typed")
+        values = (
+            "5, 7, 12.5, 'tag', 'ok', '{sad,NULL,ok}', '10.0.0.1/8', '10.0.0.0/8', "
+            "'08:00:2b:01:02:03', '<a>b</a>'"
+        )
+        db.execute(f"INSERT INTO typed VALUES (1, {values})")
+        source = PostgresCdcSource(
+            postgres_url, "typed", publication="typed_pub", slot_name="typed", snapshot=True
+        )
+        run = Run(source, SqliteCommitStateStore(tmp_path / "s.sqlite"))
+        try:
+            run.coordinator.initial_epoch()
+            db.execute(f"INSERT INTO typed VALUES (2, {values})")
+            flushed(db)
+            rows = _read_all(run)
+        finally:
+            run.coordinator.close()
+            drop(db, "typed")
+            db.execute("DROP TABLE IF EXISTS sinkv2_snap_typed")
+    read_by_postgres_source = PostgresSource(postgres_url, "typed").get_produced_type()
+    assert source.schema.types[3:] == read_by_postgres_source.types
+    assert [(r["_op"], r["id"]) for r in rows] == [("read", 1), ("insert", 2)]
+    for row in rows:
+        assert {k: v for k, v in row.items() if not k.startswith("_") and k != "id"} == {
+            "q": 5,
+            "s": 7,
+            "p": Decimal("12.50"),
+            "l": "tag",
+            "m": "ok",
+            "ms": ["sad", None, "ok"],
+            "ip": "10.0.0.1/8",
+            "net": "10.0.0.0/8",
+            "mac": "08:00:2b:01:02:03",
+            "x": "<a>b</a>",
+        }
