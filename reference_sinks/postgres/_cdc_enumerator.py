@@ -23,7 +23,7 @@ from reference_sinks.postgres._cdc_server import (
     lock_slot,
     slot_state,
 )
-from reference_sinks.postgres._cdc_snapshot import drop_copy, snapshot_into_copy
+from reference_sinks.postgres._cdc_snapshot import drop_copy, row_filter, snapshot_into_copy
 from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceEvent, SplitEnumeratorContext, source_id_of
@@ -42,6 +42,9 @@ class _CdcSettings(Protocol):
 
     @property
     def slot_name(self) -> str | None: ...
+
+    @property
+    def publication(self) -> str: ...
 
     @property
     def snapshot(self) -> bool: ...
@@ -135,8 +138,11 @@ class CdcEnumerator:
                     "without a snapshot"
                 )
             drop_copy(connection, slot)  # a crashed first start's
+            where = row_filter(
+                connection, source.publication, source.schema_name, source.table_name
+            )
             start, rows = snapshot_into_copy(
-                source.conninfo, slot, source.schema_name, source.table_name
+                source.conninfo, slot, source.schema_name, source.table_name, where=where
             )
             step = source.snapshot_chunk_rows
             ends = tuple(min(low + step, rows) for low in range(0, rows, step))

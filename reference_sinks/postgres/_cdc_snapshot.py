@@ -38,7 +38,7 @@ from sinkv2.errors import CommitStateError, SinkConfigurationError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["copy_name", "drop_copy", "read_chunk", "snapshot_into_copy"]
+__all__ = ["copy_name", "drop_copy", "read_chunk", "row_filter", "snapshot_into_copy"]
 
 _NAME_LIMIT = 63  # PostgreSQL's NAMEDATALEN - 1
 
@@ -57,8 +57,30 @@ def copy_name(slot: str) -> str:
     return f"{name[: _NAME_LIMIT - len(digest) - 1]}_{digest}"
 
 
-def snapshot_into_copy(conninfo: str, slot: str, schema: str, table: str) -> tuple[int, int]:
+def row_filter(
+    connection: psycopg.Connection[Any], publication: str, schema: str, table: str
+) -> str | None:
+    """The publication's row filter of the table (``FOR TABLE t WHERE (...)``), if any.
+
+    Its changes are those of the rows the filter keeps (an update that moves a row out
+    of it is sent as a delete, into it as an insert), so the snapshot holds those rows.
+    """
+    if connection.info.server_version < 150000:  # row filters came with PostgreSQL 15
+        return None
+    row = connection.execute(
+        "SELECT rowfilter FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s "
+        "AND tablename = %s",
+        (publication, schema, table),
+    ).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def snapshot_into_copy(
+    conninfo: str, slot: str, schema: str, table: str, *, where: str | None = None
+) -> tuple[int, int]:
     """Create ``slot`` exporting its snapshot, and copy the table in that snapshot.
+
+    ``where``: the publication's row filter (`row_filter`): only the rows it keeps.
 
     Returns:
         The slot's consistent point, and how many rows the copy holds.
@@ -98,11 +120,12 @@ def snapshot_into_copy(conninfo: str, slot: str, schema: str, table: str) -> tup
                 )
                 # durable before the enumerator hands out a chunk: a crash keeps it
                 connection.execute("SET LOCAL synchronous_commit = on")
+                filtered = sql.SQL("") if where is None else sql.SQL(" WHERE " + where)
                 connection.execute(
                     sql.SQL(
                         "CREATE TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* "
-                        "FROM {} t"
-                    ).format(sql.Identifier(copy), sql.Identifier(schema, table))
+                        "FROM {} t{}"
+                    ).format(sql.Identifier(copy), sql.Identifier(schema, table), filtered)
                 )
                 row = connection.execute(
                     sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(copy))
