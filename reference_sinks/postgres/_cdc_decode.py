@@ -104,11 +104,16 @@ def arrow_type(column: Column) -> pa.DataType:
 @final
 @attrs.frozen
 class Change:
-    """One row change: its operation, its new values, and its old values when sent."""
+    """One row change: its operation, its new values, and its old values when sent.
+
+    ``whole_old``: the old values are the whole row (``REPLICA IDENTITY FULL``), not
+    only the old key (whose other columns come as null).
+    """
 
     op: str
     new: tuple[Value, ...] | None
     old: tuple[Value, ...] | None
+    whole_old: bool = False
 
 
 @final
@@ -192,7 +197,8 @@ def _change(kind: bytes, reader: _Reader) -> Change:
             new = reader.tuple()
     else:
         new = reader.tuple()
-    return Change({b"I": "insert", b"U": "update", b"D": "delete"}[kind], new, old)
+    op = {b"I": "insert", b"U": "update", b"D": "delete"}[kind]
+    return Change(op, new, old, whole_old=marker == b"O")
 
 
 def _truncated(reader: _Reader) -> set[int]:
@@ -353,8 +359,14 @@ class TupleDecoder:
                     ) from error
         return out
 
-    def merge(self, new: tuple[Value, ...], old: tuple[Value, ...] | None) -> tuple[Value, ...]:
-        """``new`` with its unchanged TOAST values taken from ``old`` (when it has them)."""
-        if old is None or False not in new:
+    def merge(self, change: Change) -> tuple[Value, ...]:
+        """The new values, unchanged TOAST values taken from the whole old row if it came.
+
+        An old key alone (an update of the key without ``REPLICA IDENTITY FULL``) has
+        the other columns null, not their values: those stay unsent (`values` names them).
+        """
+        new, old = change.new, change.old
+        assert new is not None
+        if old is None or not change.whole_old or False not in new:
             return new
         return tuple(o if n is False else n for n, o in zip(new, old, strict=True))

@@ -109,7 +109,7 @@ class _Rows:
                 values = self._decoder.values(change.old, op="delete")
             else:
                 assert change.new is not None
-                merged = self._decoder.merge(change.new, change.old)
+                merged = self._decoder.merge(change)
                 values = self._decoder.values(merged, op=change.op)
             row: list[Any] = [change.op, transaction.end_lsn, seq]
             row.extend(values[i] for i in self._index)

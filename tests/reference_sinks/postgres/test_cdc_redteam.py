@@ -5,6 +5,7 @@ On a real PostgreSQL (the ``postgres_url`` fixture), no Spark.
 
 from __future__ import annotations
 
+import secrets
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from reference_sinks.postgres import PostgresCdcSource, PostgresSource
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.runtime import ReadLimit, SqliteCommitStateStore
+from sinkv2.source import SourceReaderError
 from tests.reference_sinks.postgres.test_cdc_source import Run, drop, flushed
 
 # Arrays whose elements the docs read as text: uuid, json, jsonb, and unconstrained
@@ -328,3 +330,25 @@ def test_a_snapshot_through_a_row_filtered_publication_holds_the_rows_its_stream
         assert sorted(r["id"] for r in rows if r["_op"] == "read") == [4, 5, 6]
         changes = [(r["_op"], r["id"]) for r in rows if r["_op"] != "read"]
         assert changes == [("update", 5), ("insert", 7)]
+
+
+def test_an_unchanged_toasted_value_of_an_update_that_changed_the_key_is_not_made_null(
+    postgres_url, tmp_path
+):
+    """Such an update logs the old key only (its other columns null): no value to take."""
+    big = secrets.token_hex(8000)  # stored out of line (TOAST)
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
+        db.execute("CREATE PUBLICATION docs_pub FOR TABLE docs")
+        db.execute("INSERT INTO docs VALUES (1, %s)", (big,))
+        source = PostgresCdcSource(postgres_url, "docs", publication="docs_pub", slot_name="docs")
+        run = Run(source, SqliteCommitStateStore(tmp_path / "s.sqlite"))
+        try:
+            epoch = run.coordinator.initial_epoch()
+            db.execute("UPDATE docs SET id = 2")  # the body is unchanged, and not logged
+            flushed(db)
+            with pytest.raises(SourceReaderError, match="update did not carry column 'body'"):
+                run.read(run.coordinator.next_epoch(epoch, ReadLimit()))
+        finally:
+            run.coordinator.close()
+            drop(db, "docs")
