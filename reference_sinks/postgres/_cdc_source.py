@@ -44,6 +44,7 @@ from reference_sinks.postgres._cdc_server import (
     qualified_table,
     unpublished_columns,
 )
+from reference_sinks.postgres._cdc_snapshot import row_filter
 from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
 from reference_sinks.postgres._chunks import SESSION_OPTIONS
 from reference_sinks.postgres._table import Column, TableName, describe_table
@@ -489,8 +490,8 @@ class PostgresCdcSource:
     def _published(self, connection: psycopg.Connection[Any]) -> tuple[str, ...]:
         """The row changes the publication sends of the table (none: it does not cover it).
 
-        Truncates are left out: a publication that stops sending them ignores them on
-        purpose (see `transactions`).
+        Its row filter too (``WHERE ...``). Truncates are left out: a publication that
+        stops sending them ignores them on purpose (see `transactions`).
         """
         row = connection.execute(
             "SELECT p.pubinsert, p.pubupdate, p.pubdelete FROM pg_publication p "
@@ -500,7 +501,12 @@ class PostgresCdcSource:
         ).fetchone()
         if row is None:
             return ()
-        return tuple(o for o, on in zip(("insert", "update", "delete"), row, strict=True) if on)
+        where = row_filter(connection, self.publication, self.schema_name, self.table_name)
+        filtered = () if where is None else (f"WHERE {where}",)
+        return (
+            *(o for o, on in zip(("insert", "update", "delete"), row, strict=True) if on),
+            *filtered,
+        )
 
     def _check_table(self, connection: psycopg.Connection[Any]) -> None:
         """Once no change of the table is left to read, it must still exist and be published.
@@ -522,11 +528,13 @@ class PostgresCdcSource:
             )
         now = self._published(connection)
         lost = [o for o in self.published if o not in now]
+        lost += [o for o in now if o.startswith("WHERE") and o not in self.published]
         if lost:
             what = (
                 f"no longer covers table {table}"
                 if not now
-                else f"no longer publishes {lost} of table {table} (now {list(now)})"
+                else f"no longer publishes {list(self.published)} of table {table} (now "
+                f"{list(now)})"
             )
             raise SinkConfigurationError(
                 f"publication {self.publication!r} {what}: it was altered while the query "

@@ -195,8 +195,12 @@ def test_a_snapshot_copy_that_cannot_be_made_is_a_clear_error_and_leaves_no_slot
     [
         ("ALTER PUBLICATION pub DROP TABLE watched", "no longer covers table public.watched"),
         ("ALTER PUBLICATION pub SET (publish = 'insert')", r"no longer publishes .*'update'"),
+        (
+            "ALTER PUBLICATION pub SET TABLE watched WHERE (id > 5), other",
+            r"no longer publishes .* \(now .*'WHERE \(id > 5\)'",
+        ),
     ],
-    ids=["table-dropped-from-it", "fewer-operations"],
+    ids=["table-dropped-from-it", "fewer-operations", "a-row-filter"],
 )
 def test_a_publication_changed_under_the_running_query_stops_it(
     postgres_url, tmp_path, change, says
