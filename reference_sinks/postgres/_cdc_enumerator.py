@@ -160,6 +160,7 @@ class CdcEnumerator:
                 ends,
                 None if not ends else -1,
                 table=self._table(),
+                snapshot=True,
             )
             if not ends:  # an empty table: nothing will read the copy
                 drop_copy(connection, slot)
@@ -170,7 +171,7 @@ class CdcEnumerator:
         else:
             start = check_slot(connection, slot).confirmed_flush or 0
         self._state = CdcEnumeratorState(
-            slot, start, start, start, (), assigned=False, table=self._table()
+            slot, start, start, start, (), assigned=False, table=self._table(), snapshot=False
         )
         self._pending.append(CdcSplit(slot, start))
 
@@ -181,9 +182,10 @@ class CdcEnumerator:
         """The restored checkpoint is this source's: its table, and its slot if one is named.
 
         Raises:
-            SinkConfigurationError: It was written for another table (whose rows from
-                before the slot was made would never be read), or the source names
-                another slot than the one the checkpoint reads (which would be ignored).
+            SinkConfigurationError: It was written for another table, or without the
+                snapshot this source asks for (rows from before the slot was made would
+                never be read), or the source names another slot than the one the
+                checkpoint reads (which would be ignored).
         """
         problem = None
         if state.table is not None and state.table != self._table():
@@ -191,6 +193,12 @@ class CdcEnumerator:
                 f"was written for table {state.table}, not {self._table()}: read through "
                 f"its slot, the rows {self._table()} held before the slot was made would "
                 "never come"
+            )
+        elif self._source.snapshot and state.snapshot is False:
+            problem = (
+                "was written by a query started without snapshot=True: its slot follows "
+                "the changes made after it was created, and the rows the table held then "
+                "would never come"
             )
         elif self._source.slot_name not in (None, state.replication_slot):
             problem = (

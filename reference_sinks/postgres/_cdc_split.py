@@ -61,6 +61,8 @@ class CdcEnumeratorState:
         table: The table the slot was taken for, ``schema.table`` (``None`` in a
             checkpoint written before it was recorded): a restored source of another
             table is refused.
+        snapshot: Whether the query started with a snapshot (``None``: not recorded);
+            one restored with ``snapshot=True`` from a checkpoint without is refused.
     """
 
     replication_slot: str
@@ -75,3 +77,4 @@ class CdcEnumeratorState:
     unassigned: tuple[tuple[int, int], ...] = ()
     pending_stream: int | None = None
     table: str | None = None
+    snapshot: bool | None = None

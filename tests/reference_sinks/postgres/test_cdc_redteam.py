@@ -110,6 +110,7 @@ def test_a_source_id_restored_with_another_table_or_slot_is_refused(postgres_url
             for again, says in (
                 (source("second", slot_name="mine"), r"public\.first.*public\.second"),
                 (source("first", slot_name="theirs"), r"'mine'.*'theirs'"),
+                (source("first", snapshot=True), "started without snapshot=True"),
             ):
                 run = Run(again, store, source_id="orders")
                 with pytest.raises(SinkConfigurationError, match=says) as caught:
