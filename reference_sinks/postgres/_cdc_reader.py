@@ -61,6 +61,9 @@ class _ReaderSettings(Protocol):
     def all_names(self) -> tuple[str, ...]: ...
 
     @property
+    def all_oids(self) -> tuple[int, ...]: ...
+
+    @property
     def value_oids(self) -> tuple[int, ...]: ...
 
     @property
@@ -235,7 +238,15 @@ class CdcSplitReader:
             stop = split.chunk_end if split.stop is None else split.stop
             rows = _Rows(source, self._decoder)
             rows.add_snapshot(
-                read_chunk(connection, split.slot, source.all_names, split.start, stop), split.lsn
+                read_chunk(
+                    connection,
+                    split.slot,
+                    source.all_names,
+                    split.start,
+                    stop,
+                    oids=(*source.all_oids, *source.value_oids),  # a domain's: its base's
+                ),
+                split.lsn,
             )
             return [_Chunk(rows.batch(), stop)], stop
         check_slot(connection, split.slot, split.start)

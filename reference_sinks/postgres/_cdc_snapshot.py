@@ -176,12 +176,22 @@ def _check_can_copy(connection: psycopg.Connection[Any], copy: str, table: str) 
 
 
 def read_chunk(
-    connection: psycopg.Connection[Any], slot: str, names: Sequence[str], low: int, high: int
+    connection: psycopg.Connection[Any],
+    slot: str,
+    names: Sequence[str],
+    low: int,
+    high: int,
+    *,
+    oids: Sequence[int] = (),
 ) -> list[tuple[int, tuple[bytes | None, ...]]]:
     """Rows ``(low, high]`` of the copy: ``(row number, each column's text)``.
 
-    The copy's rows are numbered 1..N without gaps, so the range holds exactly
-    ``high - low`` rows; fewer means the copy lost rows.
+    Each value is its type's output text, as pgoutput writes the stream's (a cast to
+    ``text`` is not always that: ``char(n)`` loses its padding, ``inet`` gains a
+    ``/32``); ``oids`` are the types the columns come as (any other is read as
+    psycopg loads it, then as its ``str``). The copy's rows are numbered 1..N
+    without gaps, so the range holds exactly ``high - low`` rows; fewer means the copy
+    lost rows.
 
     Raises:
         SinkConfigurationError: The copy is gone (dropped by hand before its epochs
@@ -190,14 +200,22 @@ def read_chunk(
             by hand (or an older version's UNLOGGED copy was emptied by a crash).
     """
     from psycopg import sql  # noqa: PLC0415  # optional extra
+    from psycopg.adapt import Loader  # noqa: PLC0415
 
-    columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(n)) for n in names)
+    class _Text(Loader):
+        def load(self, data: Any) -> bytes:
+            return bytes(data)
+
+    columns = sql.SQL(", ").join(sql.Identifier(n) for n in names)
     query = sql.SQL(
         "SELECT sinkv2_row, {} FROM {} WHERE sinkv2_row > %s AND sinkv2_row <= %s "
         "ORDER BY sinkv2_row"
     ).format(columns, sql.Identifier(copy_name(slot)))
+    cursor = connection.cursor()
+    for oid in set(oids):
+        cursor.adapters.register_loader(oid, _Text)
     try:
-        rows = connection.execute(query, (low, high)).fetchall()
+        rows = cursor.execute(query, (low, high)).fetchall()
     except Exception as error:
         if getattr(error, "sqlstate", None) == "42P01":  # undefined_table
             raise SinkConfigurationError(
@@ -214,7 +232,10 @@ def read_chunk(
             "reload the target"
         )
     return [
-        (int(row[0]), tuple(None if v is None else str(v).encode() for v in row[1:]))
+        (
+            int(row[0]),
+            tuple(v if v is None or isinstance(v, bytes) else str(v).encode() for v in row[1:]),
+        )
         for row in rows
     ]
 
