@@ -122,6 +122,17 @@ def _as_base_types(
     return value_oids, described
 
 
+def _publication_exists(connection: psycopg.Connection[Any], publication: str) -> bool:
+    found = connection.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (publication,))
+    return found.fetchone() is not None
+
+
+def _drop_publication(connection: psycopg.Connection[Any], publication: str) -> None:
+    from psycopg import sql  # noqa: PLC0415  # optional extra
+
+    connection.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(publication)))
+
+
 def _name(what: str, value: object) -> str:
     if isinstance(value, str) and value.strip() and "\0" not in value:
         return value
@@ -220,21 +231,36 @@ class PostgresCdcSource:
         self.idle_advance_bytes = IDLE_ADVANCE_BYTES
         self._cuts: dict[tuple[str, int], int] = {}
         with self._connect_checked() as conn:
+            made = self.create_publication and not _publication_exists(conn, self.publication)
             self.check_server(conn)
-            self.schema_name, self.table_name, oid = qualified_table(conn, self.table)
-            described = describe_table(conn, self.table)
-            oids = dict(
-                conn.execute(
-                    "SELECT attname, (atttypid::int8, atttypmod) FROM pg_attribute "
-                    "WHERE attrelid = %s "
-                    "AND attnum > 0 AND NOT attisdropped",
-                    (oid,),
-                ).fetchall()
-            )
-            bases = conn.execute(_DOMAIN_BASES, (oid,)).fetchall()
-            unsent = unpublished_columns(conn, oid, self.publication)
-            # what the publication sends of the table: checked again while the query runs
-            self.published = self._published(conn)
+            try:
+                self._describe(conn, columns)
+            except BaseException:
+                if made:  # a bad option: the publication made for it goes again
+                    _drop_publication(conn, self.publication)
+                raise
+
+    def _describe(self, connection: psycopg.Connection[Any], columns: Sequence[str] | None) -> None:
+        """The table's columns as the WAL carries them, the wanted ones checked, the schema.
+
+        Raises:
+            SinkConfigurationError: The table is missing, ``columns`` is bad, or a
+                column cannot be read.
+        """
+        self.schema_name, self.table_name, oid = qualified_table(connection, self.table)
+        described = describe_table(connection, self.table)
+        oids = dict(
+            connection.execute(
+                "SELECT attname, (atttypid::int8, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s "
+                "AND attnum > 0 AND NOT attisdropped",
+                (oid,),
+            ).fetchall()
+        )
+        bases = connection.execute(_DOMAIN_BASES, (oid,)).fetchall()
+        unsent = unpublished_columns(connection, oid, self.publication)
+        # what the publication sends of the table: checked again while the query runs
+        self.published = self._published(connection)
         self.table_oid = oid
         # The columns the WAL carries: pgoutput leaves out generated columns and those
         # outside the publication's column list, and its relation messages must match.

@@ -383,3 +383,25 @@ def test_snapshot_rows_hold_the_text_the_stream_sends(postgres_url, tmp_path):
         ("read", "ab ", "10.0.0.1", True),
         ("insert", "ab ", "10.0.0.1", True),
     ]
+
+
+def test_a_source_refused_when_made_leaves_no_publication_it_created(postgres_url):
+    def publications() -> list[str]:
+        return [r[0] for r in db.execute("SELECT pubname FROM pg_publication ORDER BY 1")]
+
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE shaped (id int PRIMARY KEY, at point)")
+        for columns, says in ((["id", "nope"], "unknown"), (None, "type point")):
+            with pytest.raises(SinkConfigurationError, match=says):
+                PostgresCdcSource(
+                    postgres_url,
+                    "shaped",
+                    publication="made_pub",
+                    create_publication=True,
+                    columns=columns,
+                )
+            assert publications() == []
+        db.execute("CREATE PUBLICATION theirs FOR TABLE shaped")  # not the source's to drop
+        with pytest.raises(SinkConfigurationError, match="type point"):
+            PostgresCdcSource(postgres_url, "shaped", publication="theirs", create_publication=True)
+        assert publications() == ["theirs"]
