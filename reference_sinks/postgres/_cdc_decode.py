@@ -172,18 +172,19 @@ class _Relation:
     schema: str
     name: str
     columns: tuple[tuple[str, int, int], ...]  # (name, type oid, type modifier)
+    identity: str  # replica identity: d(efault), n(othing), f(ull), i(ndex)
 
 
 def _relation(reader: _Reader) -> tuple[int, _Relation]:
     oid = reader.take(_U32)
     namespace, name = reader.string(), reader.string()
-    reader.take(_U8)  # replica identity
+    identity = chr(reader.take(_U8))
     found = []
     for _ in range(reader.take(_I16)):
         reader.take(_U8)  # flags: part of the key
         column = reader.string()
         found.append((column, reader.take(_U32), reader.take(_I32)))
-    return oid, _Relation(namespace, name, tuple(found))
+    return oid, _Relation(namespace, name, tuple(found), identity)
 
 
 def _change(kind: bytes, reader: _Reader) -> Change:
@@ -222,6 +223,7 @@ def transactions(
     *,
     values: bool = True,
     oid: int | None = None,
+    full_identity: bool = False,
 ) -> Iterator[Transaction]:
     """The committed transactions in ``messages``, with their changes to ``schema.table``.
 
@@ -232,7 +234,8 @@ def transactions(
     table's name with another oid, or of the table's oid with another name, is an
     error: the table was dropped and made again, or renamed). With
     ``values=False`` the changes carry no values (counting them is all the driver's
-    cut needs).
+    cut needs). With ``full_identity`` (``before=True``) the table must keep
+    ``REPLICA IDENTITY FULL``, without which its updates log no old row.
 
     Raises:
         SinkConfigurationError: The table's columns changed since the source was made
@@ -273,6 +276,14 @@ def transactions(
                         f"{list(relation.columns)} (name, type oid, type modifier). "
                         "PostgresCdcSource does "
                         "not follow DDL; start a new query (new source_id) after a schema change"
+                    )
+                if full_identity and relation.identity != "f":
+                    raise SinkConfigurationError(
+                        f"table {schema}.{table} no longer has REPLICA IDENTITY FULL (now "
+                        f"{relation.identity!r}), which before=True needs: its updates and "
+                        "deletes since log no whole old row. Set it again (ALTER TABLE ... "
+                        "REPLICA IDENTITY FULL) and start a new query (new source_id), or "
+                        "read without before"
                     )
                 ours.add(relid)
             else:

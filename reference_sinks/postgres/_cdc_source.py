@@ -378,6 +378,7 @@ class PostgresCdcSource:
             columns,
             values=values,
             oid=self.table_oid,
+            full_identity=self.before,
         )
 
     def chunks_left(self, slot: str, left: tuple[int, ...]) -> tuple[int, ...]:

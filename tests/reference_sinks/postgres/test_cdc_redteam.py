@@ -405,3 +405,30 @@ def test_a_source_refused_when_made_leaves_no_publication_it_created(postgres_ur
         with pytest.raises(SinkConfigurationError, match="type point"):
             PostgresCdcSource(postgres_url, "shaped", publication="theirs", create_publication=True)
         assert publications() == ["theirs"]
+
+
+def test_before_values_stop_when_the_table_leaves_replica_identity_full(postgres_url, tmp_path):
+    """Its updates then log no old row: ``_before`` would be null without a word."""
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE ident (id int PRIMARY KEY, v text)")
+        db.execute("ALTER TABLE ident REPLICA IDENTITY FULL")
+        db.execute("CREATE PUBLICATION ident_pub FOR TABLE ident")
+        db.execute("INSERT INTO ident VALUES (1, 'a')")
+        source = PostgresCdcSource(
+            postgres_url, "ident", publication="ident_pub", slot_name="ident", before=True
+        )
+        run = Run(source, SqliteCommitStateStore(tmp_path / "s.sqlite"))
+        try:
+            epoch = run.coordinator.initial_epoch()
+            db.execute("UPDATE ident SET v = 'b'")
+            flushed(db)
+            epoch = run.coordinator.next_epoch(epoch, ReadLimit())
+            assert [r["_before"] for r in run.read(epoch)] == [{"id": 1, "v": "a"}]
+            db.execute("ALTER TABLE ident REPLICA IDENTITY DEFAULT")
+            db.execute("UPDATE ident SET v = 'c'")
+            flushed(db)
+            with pytest.raises(SinkConfigurationError, match="REPLICA IDENTITY FULL"):
+                run.coordinator.next_epoch(epoch, ReadLimit())
+        finally:
+            run.coordinator.close()
+            drop(db, "ident")
