@@ -44,7 +44,10 @@ OPERATIONS: Final = ("insert", "update", "delete")
 Value = bytes | bool | None
 """A column of a logged tuple: its text, ``None`` (null), ``False`` (an unchanged TOAST value)."""
 
-_STRINGS: Final = frozenset({"text", "varchar", "bpchar", "name", "uuid", "json", "jsonb"})
+_STRINGS: Final = frozenset(
+    {"text", "varchar", "bpchar", "name", "uuid", "json", "jsonb", "citext", "xml"}
+    | {"inet", "cidr", "macaddr", "macaddr8"}
+)
 _SCALARS: Final[dict[str, pa.DataType]] = {
     "bool": pa.bool_(),
     "int2": pa.int16(),
@@ -60,6 +63,8 @@ _SCALARS: Final[dict[str, pa.DataType]] = {
     "timestamptz": pa.timestamp("us", tz="UTC"),
 }
 _NUMERIC: Final = re.compile(r"numeric\((\d+),(\d+)\)")
+_TEXT_ARRAY: Final = 1009
+"""``text[]``'s type oid: arrays of the types read as text are parsed as it."""
 
 
 def arrow_type(column: Column) -> pa.DataType:
@@ -78,7 +83,7 @@ def arrow_type(column: Column) -> pa.DataType:
             type_name=column.type_name.removesuffix("[]"),
         )
         return pa.list_(arrow_type(element))
-    if base in _STRINGS:
+    if base in _STRINGS or column.category == "E":  # enums: their labels
         return pa.string()
     if base in _SCALARS:
         return _SCALARS[base]
@@ -90,19 +95,25 @@ def arrow_type(column: Column) -> pa.DataType:
     raise SinkConfigurationError(
         f"column {column.name!r} is of type {column.type_name}, which PostgresCdcSource "
         "cannot map to an Arrow type (it reads booleans, integers, floats, numeric, text "
-        "types, uuid, json, bytea, date, time, timestamp[tz] and arrays of these); leave "
-        "it out with columns=[...]"
+        "types, uuid, json, enums, network addresses, xml, bytea, date, time, "
+        "timestamp[tz], domains over these and arrays of these); leave it out with "
+        "columns=[...]"
     )
 
 
 @final
 @attrs.frozen
 class Change:
-    """One row change: its operation, its new values, and its old values when sent."""
+    """One row change: its operation, its new values, and its old values when sent.
+
+    ``whole_old``: the old values are the whole row (``REPLICA IDENTITY FULL``), not
+    only the old key (whose other columns come as null).
+    """
 
     op: str
     new: tuple[Value, ...] | None
     old: tuple[Value, ...] | None
+    whole_old: bool = False
 
 
 @final
@@ -160,20 +171,20 @@ class _Reader:
 class _Relation:
     schema: str
     name: str
-    columns: tuple[tuple[str, int], ...]  # (name, type oid)
+    columns: tuple[tuple[str, int, int], ...]  # (name, type oid, type modifier)
+    identity: str  # replica identity: d(efault), n(othing), f(ull), i(ndex)
 
 
 def _relation(reader: _Reader) -> tuple[int, _Relation]:
     oid = reader.take(_U32)
     namespace, name = reader.string(), reader.string()
-    reader.take(_U8)  # replica identity
+    identity = chr(reader.take(_U8))
     found = []
     for _ in range(reader.take(_I16)):
         reader.take(_U8)  # flags: part of the key
         column = reader.string()
-        found.append((column, reader.take(_U32)))
-        reader.take(_I32)  # typmod
-    return oid, _Relation(namespace, name, tuple(found))
+        found.append((column, reader.take(_U32), reader.take(_I32)))
+    return oid, _Relation(namespace, name, tuple(found), identity)
 
 
 def _change(kind: bytes, reader: _Reader) -> Change:
@@ -187,7 +198,8 @@ def _change(kind: bytes, reader: _Reader) -> Change:
             new = reader.tuple()
     else:
         new = reader.tuple()
-    return Change({b"I": "insert", b"U": "update", b"D": "delete"}[kind], new, old)
+    op = {b"I": "insert", b"U": "update", b"D": "delete"}[kind]
+    return Change(op, new, old, whole_old=marker == b"O")
 
 
 def _truncated(reader: _Reader) -> set[int]:
@@ -207,20 +219,23 @@ def transactions(
     messages: Iterable[bytes],
     schema: str,
     table: str,
-    columns: Sequence[tuple[str, int]],
+    columns: Sequence[tuple[str, int, int]],
     *,
     values: bool = True,
     oid: int | None = None,
+    full_identity: bool = False,
 ) -> Iterator[Transaction]:
     """The committed transactions in ``messages``, with their changes to ``schema.table``.
 
     A transaction that changed nothing of the table still comes (with no changes):
     it moves the position. ``columns`` are the table's columns as the source was
-    made with them (name, type oid), ``oid`` the table's oid then (when given, a
-    relation of the table's name with another oid, or of the table's oid with another
-    name, is an error: the table was dropped and made again, or renamed). With
+    made with them (name, type oid, type modifier: ``numeric(12,4)`` is not
+    ``numeric(10,2)``), ``oid`` the table's oid then (when given, a relation of the
+    table's name with another oid, or of the table's oid with another name, is an
+    error: the table was dropped and made again, or renamed). With
     ``values=False`` the changes carry no values (counting them is all the driver's
-    cut needs).
+    cut needs). With ``full_identity`` (``before=True``) the table must keep
+    ``REPLICA IDENTITY FULL``, without which its updates log no old row.
 
     Raises:
         SinkConfigurationError: The table's columns changed since the source was made
@@ -258,8 +273,17 @@ def transactions(
                     raise SinkConfigurationError(
                         f"table {schema}.{table} changed since the source was made: its "
                         f"columns were {list(columns)}, the WAL now has "
-                        f"{list(relation.columns)} (name, type oid). PostgresCdcSource does "
+                        f"{list(relation.columns)} (name, type oid, type modifier). "
+                        "PostgresCdcSource does "
                         "not follow DDL; start a new query (new source_id) after a schema change"
+                    )
+                if full_identity and relation.identity != "f":
+                    raise SinkConfigurationError(
+                        f"table {schema}.{table} no longer has REPLICA IDENTITY FULL (now "
+                        f"{relation.identity!r}), which before=True needs: its updates and "
+                        "deletes since log no whole old row. Set it again (ALTER TABLE ... "
+                        "REPLICA IDENTITY FULL) and start a new query (new source_id), or "
+                        "read without before"
                     )
                 ours.add(relid)
             else:
@@ -302,10 +326,14 @@ class TupleDecoder:
             if pa.types.is_string(kind):
                 self._loaders.append(None)
                 continue
-            loader = connection.adapters.get_loader(oid, pq.Format.TEXT)
+            # uuid[], json[], numeric[] ...: the elements' text, as the scalars are read
+            # (their own loaders would make UUIDs, dicts, Decimals)
+            texts = pa.types.is_list(kind) and pa.types.is_string(kind.value_type)
+            parse_as = _TEXT_ARRAY if texts else oid
+            loader = connection.adapters.get_loader(parse_as, pq.Format.TEXT)
             if loader is None:  # pragma: no cover - every mapped type has a loader
                 raise SinkConfigurationError(f"psycopg has no text loader for type oid {oid}")
-            self._loaders.append(loader(oid, connection))
+            self._loaders.append(loader(parse_as, connection))
 
     def values(self, text: tuple[Value, ...], *, op: str) -> list[Any]:
         """The values of ``text`` (``None`` stays null).
@@ -342,8 +370,14 @@ class TupleDecoder:
                     ) from error
         return out
 
-    def merge(self, new: tuple[Value, ...], old: tuple[Value, ...] | None) -> tuple[Value, ...]:
-        """``new`` with its unchanged TOAST values taken from ``old`` (when it has them)."""
-        if old is None or False not in new:
+    def merge(self, change: Change) -> tuple[Value, ...]:
+        """The new values, unchanged TOAST values taken from the whole old row if it came.
+
+        An old key alone (an update of the key without ``REPLICA IDENTITY FULL``) has
+        the other columns null, not their values: those stay unsent (`values` names them).
+        """
+        new, old = change.new, change.old
+        assert new is not None
+        if old is None or not change.whole_old or False not in new:
             return new
         return tuple(o if n is False else n for n, o in zip(new, old, strict=True))

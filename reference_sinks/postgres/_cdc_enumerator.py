@@ -23,7 +23,7 @@ from reference_sinks.postgres._cdc_server import (
     lock_slot,
     slot_state,
 )
-from reference_sinks.postgres._cdc_snapshot import drop_copy, snapshot_into_copy
+from reference_sinks.postgres._cdc_snapshot import drop_copy, row_filter, snapshot_into_copy
 from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceEvent, SplitEnumeratorContext, source_id_of
@@ -42,6 +42,9 @@ class _CdcSettings(Protocol):
 
     @property
     def slot_name(self) -> str | None: ...
+
+    @property
+    def publication(self) -> str: ...
 
     @property
     def snapshot(self) -> bool: ...
@@ -104,6 +107,7 @@ class CdcEnumerator:
         source = self._source
         source.check_server(connection)
         if self._state is not None:
+            self._check_restored(self._state)
             lock_slot(connection, self.slot)
             check_slot(connection, self.slot)
             restored = self._state
@@ -134,8 +138,11 @@ class CdcEnumerator:
                     "without a snapshot"
                 )
             drop_copy(connection, slot)  # a crashed first start's
+            where = row_filter(
+                connection, source.publication, source.schema_name, source.table_name
+            )
             start, rows = snapshot_into_copy(
-                source.conninfo, slot, source.schema_name, source.table_name
+                source.conninfo, slot, source.schema_name, source.table_name, where=where
             )
             step = source.snapshot_chunk_rows
             ends = tuple(min(low + step, rows) for low in range(0, rows, step))
@@ -144,17 +151,66 @@ class CdcEnumerator:
                 for low, end in zip((0, *ends), ends, strict=False)
             )
             self._state = CdcEnumeratorState(
-                slot, start, start, start, (), False, ends, None if not ends else -1
+                slot,
+                start,
+                start,
+                start,
+                (),
+                False,
+                ends,
+                None if not ends else -1,
+                table=self._table(),
+                snapshot=True,
             )
-            if not ends:
+            if not ends:  # an empty table: nothing will read the copy
+                drop_copy(connection, slot)
                 self._pending.append(CdcSplit(slot, start))
             return
         if existing is None:
             start = create_slot(source.conninfo, slot)
         else:
             start = check_slot(connection, slot).confirmed_flush or 0
-        self._state = CdcEnumeratorState(slot, start, start, start, (), assigned=False)
+        self._state = CdcEnumeratorState(
+            slot, start, start, start, (), assigned=False, table=self._table(), snapshot=False
+        )
         self._pending.append(CdcSplit(slot, start))
+
+    def _table(self) -> str:
+        return f"{self._source.schema_name}.{self._source.table_name}"
+
+    def _check_restored(self, state: CdcEnumeratorState) -> None:
+        """The restored checkpoint is this source's: its table, and its slot if one is named.
+
+        Raises:
+            SinkConfigurationError: It was written for another table, or without the
+                snapshot this source asks for (rows from before the slot was made would
+                never be read), or the source names another slot than the one the
+                checkpoint reads (which would be ignored).
+        """
+        problem = None
+        if state.table is not None and state.table != self._table():
+            problem = (
+                f"was written for table {state.table}, not {self._table()}: read through "
+                f"its slot, the rows {self._table()} held before the slot was made would "
+                "never come"
+            )
+        elif self._source.snapshot and state.snapshot is False:
+            problem = (
+                "was written by a query started without snapshot=True: its slot follows "
+                "the changes made after it was created, and the rows the table held then "
+                "would never come"
+            )
+        elif self._source.slot_name not in (None, state.replication_slot):
+            problem = (
+                f"reads slot {state.replication_slot!r}, not slot_name="
+                f"{self._source.slot_name!r}: a restored query goes on from its own slot"
+            )
+        if problem is not None:
+            raise SinkConfigurationError(
+                f"the checkpoint this PostgresCdcSource is restored from {problem}. Start a "
+                "new query for it (a new source_id and checkpoint location), or restore "
+                "this one with the source it was started with"
+            )
 
     def _default_slot(self, connection: psycopg.Connection[Any]) -> str:
         """The slot's name when none was given: the source id's, else a new one.

@@ -64,6 +64,9 @@ class _ReaderSettings(Protocol):
     def all_oids(self) -> tuple[int, ...]: ...
 
     @property
+    def value_oids(self) -> tuple[int, ...]: ...
+
+    @property
     def all_types(self) -> tuple[pa.DataType, ...]: ...
 
     def connect(self) -> psycopg.Connection[Any]: ...
@@ -109,7 +112,7 @@ class _Rows:
                 values = self._decoder.values(change.old, op="delete")
             else:
                 assert change.new is not None
-                merged = self._decoder.merge(change.new, change.old)
+                merged = self._decoder.merge(change)
                 values = self._decoder.values(merged, op=change.op)
             row: list[Any] = [change.op, transaction.end_lsn, seq]
             row.extend(values[i] for i in self._index)
@@ -184,7 +187,7 @@ class CdcSplitReader:
         self._decoder = TupleDecoder(
             self._connection,
             source.all_names,
-            source.all_oids,
+            source.value_oids,
             source.all_types,
             wanted=source.column_index,
         )
@@ -235,7 +238,15 @@ class CdcSplitReader:
             stop = split.chunk_end if split.stop is None else split.stop
             rows = _Rows(source, self._decoder)
             rows.add_snapshot(
-                read_chunk(connection, split.slot, source.all_names, split.start, stop), split.lsn
+                read_chunk(
+                    connection,
+                    split.slot,
+                    source.all_names,
+                    split.start,
+                    stop,
+                    oids=(*source.all_oids, *source.value_oids),  # a domain's: its base's
+                ),
+                split.lsn,
             )
             return [_Chunk(rows.batch(), stop)], stop
         check_slot(connection, split.slot, split.start)

@@ -38,7 +38,7 @@ from sinkv2.errors import CommitStateError, SinkConfigurationError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["copy_name", "drop_copy", "read_chunk", "snapshot_into_copy"]
+__all__ = ["copy_name", "drop_copy", "read_chunk", "row_filter", "snapshot_into_copy"]
 
 _NAME_LIMIT = 63  # PostgreSQL's NAMEDATALEN - 1
 
@@ -57,59 +57,141 @@ def copy_name(slot: str) -> str:
     return f"{name[: _NAME_LIMIT - len(digest) - 1]}_{digest}"
 
 
-def snapshot_into_copy(conninfo: str, slot: str, schema: str, table: str) -> tuple[int, int]:
+def row_filter(
+    connection: psycopg.Connection[Any], publication: str, schema: str, table: str
+) -> str | None:
+    """The publication's row filter of the table (``FOR TABLE t WHERE (...)``), if any.
+
+    Its changes are those of the rows the filter keeps (an update that moves a row out
+    of it is sent as a delete, into it as an insert), so the snapshot holds those rows.
+    """
+    if connection.info.server_version < 150000:  # row filters came with PostgreSQL 15
+        return None
+    row = connection.execute(
+        "SELECT rowfilter FROM pg_publication_tables WHERE pubname = %s AND schemaname = %s "
+        "AND tablename = %s",
+        (publication, schema, table),
+    ).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def snapshot_into_copy(
+    conninfo: str, slot: str, schema: str, table: str, *, where: str | None = None
+) -> tuple[int, int]:
     """Create ``slot`` exporting its snapshot, and copy the table in that snapshot.
+
+    ``where``: the publication's row filter (`row_filter`): only the rows it keeps.
 
     Returns:
         The slot's consistent point, and how many rows the copy holds.
 
     Raises:
-        SinkConfigurationError: The server refused to create the slot.
+        SinkConfigurationError: The server refused to create the slot, or the copy
+            could not be made (the role cannot create a table in its current schema,
+            or cannot read the table, ...): then the slot is dropped again, so that
+            nothing is left behind holding WAL.
     """
     import psycopg  # noqa: PLC0415  # optional extra
     from psycopg import pq, sql  # noqa: PLC0415
 
-    with psycopg.connect(
-        conninfo, autocommit=True, replication="database", application_name="sinkv2-cdc"
-    ) as replication:
-        command = f"CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL {PLUGIN} (SNAPSHOT 'export')"
-        result = replication.pgconn.exec_(command.encode())
-        if result.status != pq.ExecStatus.TUPLES_OK:
-            message = (result.error_message or b"").decode(errors="replace").strip()
-            raise SinkConfigurationError(
-                f"creating replication slot {slot!r} failed: {message}. Free a slot "
-                "(max_replication_slots) or name another one"
-            )
-        point, snapshot = result.get_value(0, 1), result.get_value(0, 2)
-        assert point is not None
-        assert snapshot is not None
-        # the snapshot lives while the replication connection stays idle: copy now
-        with psycopg.connect(conninfo, application_name="sinkv2-cdc") as connection:
-            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            connection.execute(
-                sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot.decode()))
-            )
-            # durable before the enumerator hands out a chunk: a crash keeps it
-            connection.execute("SET LOCAL synchronous_commit = on")
-            connection.execute(
-                sql.SQL(
-                    "CREATE TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* FROM {} t"
-                ).format(sql.Identifier(copy_name(slot)), sql.Identifier(schema, table))
-            )
-            row = connection.execute(
-                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(copy_name(slot)))
-            ).fetchone()
-            connection.commit()
+    copy = copy_name(slot)
+    with psycopg.connect(conninfo, application_name="sinkv2-cdc") as connection:
+        _check_can_copy(connection, copy, f"{schema}.{table}")
+        connection.rollback()
+        with psycopg.connect(
+            conninfo, autocommit=True, replication="database", application_name="sinkv2-cdc"
+        ) as replication:
+            command = f"CREATE_REPLICATION_SLOT \"{slot}\" LOGICAL {PLUGIN} (SNAPSHOT 'export')"
+            result = replication.pgconn.exec_(command.encode())
+            if result.status != pq.ExecStatus.TUPLES_OK:
+                message = (result.error_message or b"").decode(errors="replace").strip()
+                raise SinkConfigurationError(
+                    f"creating replication slot {slot!r} failed: {message}. Free a slot "
+                    "(max_replication_slots) or name another one"
+                )
+            point, snapshot = result.get_value(0, 1), result.get_value(0, 2)
+            assert point is not None
+            assert snapshot is not None
+            # the snapshot lives while the replication connection stays idle: copy now
+            try:
+                connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                connection.execute(
+                    sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot.decode()))
+                )
+                # durable before the enumerator hands out a chunk: a crash keeps it
+                connection.execute("SET LOCAL synchronous_commit = on")
+                filtered = sql.SQL("") if where is None else sql.SQL(" WHERE " + where)
+                connection.execute(
+                    sql.SQL(
+                        "CREATE TABLE {} AS SELECT row_number() OVER () AS sinkv2_row, t.* "
+                        "FROM {} t{}"
+                    ).format(sql.Identifier(copy), sql.Identifier(schema, table), filtered)
+                )
+                row = connection.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(copy))
+                ).fetchone()
+                connection.commit()
+            except psycopg.Error as error:
+                connection.rollback()
+                dropped = replication.pgconn.exec_(f'DROP_REPLICATION_SLOT "{slot}"'.encode())
+                left = (
+                    "The slot was dropped again"
+                    if dropped.status == pq.ExecStatus.COMMAND_OK
+                    else f"Drop the slot (SELECT pg_drop_replication_slot('{slot}'))"
+                )
+                raise SinkConfigurationError(
+                    f"snapshot=True copies table {schema}.{table} into a table {copy!r} in "
+                    f"the connection's current schema, as of slot {slot!r}'s snapshot, and "
+                    f"that failed: {str(error).strip()}. {left}; fix the cause and start "
+                    "the query again"
+                ) from error
     return parse_lsn(point.decode()), int(row[0] if row else 0)
 
 
+def _check_can_copy(connection: psycopg.Connection[Any], copy: str, table: str) -> None:
+    """The role can create the copy in its current schema: else a clear error, before a slot.
+
+    Raises:
+        SinkConfigurationError: There is no current schema, or the role may not
+            create tables in it.
+    """
+    row = connection.execute(
+        "SELECT current_schema(), current_user, has_schema_privilege(current_schema(), 'CREATE')"
+    ).fetchone()
+    assert row is not None
+    schema, role, allowed = row
+    if schema is None:
+        raise SinkConfigurationError(
+            f"snapshot=True copies table {table} into a table {copy!r} in the connection's "
+            "current schema, but its search_path names no schema that exists; set one "
+            "(ALTER ROLE ... SET search_path = ...) or read without a snapshot"
+        )
+    if not allowed:
+        raise SinkConfigurationError(
+            f"snapshot=True copies table {table} into a table {copy!r} in the connection's "
+            f"current schema {schema!r}, where role {role!r} may not create tables; grant it "
+            f'(GRANT CREATE ON SCHEMA "{schema}" TO "{role}"), set a search_path whose first '
+            "schema it may create in, or read without a snapshot"
+        )
+
+
 def read_chunk(
-    connection: psycopg.Connection[Any], slot: str, names: Sequence[str], low: int, high: int
+    connection: psycopg.Connection[Any],
+    slot: str,
+    names: Sequence[str],
+    low: int,
+    high: int,
+    *,
+    oids: Sequence[int] = (),
 ) -> list[tuple[int, tuple[bytes | None, ...]]]:
     """Rows ``(low, high]`` of the copy: ``(row number, each column's text)``.
 
-    The copy's rows are numbered 1..N without gaps, so the range holds exactly
-    ``high - low`` rows; fewer means the copy lost rows.
+    Each value is its type's output text, as pgoutput writes the stream's (a cast to
+    ``text`` is not always that: ``char(n)`` loses its padding, ``inet`` gains a
+    ``/32``); ``oids`` are the types the columns come as (any other is read as
+    psycopg loads it, then as its ``str``). The copy's rows are numbered 1..N
+    without gaps, so the range holds exactly ``high - low`` rows; fewer means the copy
+    lost rows.
 
     Raises:
         SinkConfigurationError: The copy is gone (dropped by hand before its epochs
@@ -118,14 +200,22 @@ def read_chunk(
             by hand (or an older version's UNLOGGED copy was emptied by a crash).
     """
     from psycopg import sql  # noqa: PLC0415  # optional extra
+    from psycopg.adapt import Loader  # noqa: PLC0415
 
-    columns = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(n)) for n in names)
+    class _Text(Loader):
+        def load(self, data: Any) -> bytes:
+            return bytes(data)
+
+    columns = sql.SQL(", ").join(sql.Identifier(n) for n in names)
     query = sql.SQL(
         "SELECT sinkv2_row, {} FROM {} WHERE sinkv2_row > %s AND sinkv2_row <= %s "
         "ORDER BY sinkv2_row"
     ).format(columns, sql.Identifier(copy_name(slot)))
+    cursor = connection.cursor()
+    for oid in set(oids):
+        cursor.adapters.register_loader(oid, _Text)
     try:
-        rows = connection.execute(query, (low, high)).fetchall()
+        rows = cursor.execute(query, (low, high)).fetchall()
     except Exception as error:
         if getattr(error, "sqlstate", None) == "42P01":  # undefined_table
             raise SinkConfigurationError(
@@ -142,7 +232,10 @@ def read_chunk(
             "reload the target"
         )
     return [
-        (int(row[0]), tuple(None if v is None else str(v).encode() for v in row[1:]))
+        (
+            int(row[0]),
+            tuple(v if v is None or isinstance(v, bytes) else str(v).encode() for v in row[1:]),
+        )
         for row in rows
     ]
 

@@ -44,9 +44,10 @@ from reference_sinks.postgres._cdc_server import (
     qualified_table,
     unpublished_columns,
 )
+from reference_sinks.postgres._cdc_snapshot import row_filter
 from reference_sinks.postgres._cdc_split import CdcEnumeratorState, CdcSplit
 from reference_sinks.postgres._chunks import SESSION_OPTIONS
-from reference_sinks.postgres._table import TableName, describe_table
+from reference_sinks.postgres._table import Column, TableName, describe_table
 from sinkv2 import AttrsMsgpackSerializer
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import (
@@ -71,12 +72,65 @@ LSN: Final = "_lsn"
 SEQ: Final = "_seq"
 _META: Final = (OP, LSN, SEQ, BEFORE)
 _ROW: Final = "sinkv2_row"  # the snapshot copy's row number (``_cdc_snapshot``)
+_DOMAIN_BASES: Final = """
+WITH RECURSIVE d(name, oid, mod) AS (
+    SELECT a.attname, a.atttypid, a.atttypmod FROM pg_attribute a JOIN pg_type t
+    ON t.oid = a.atttypid WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
+    AND t.typtype = 'd'
+  UNION ALL
+    SELECT d.name, t.typbasetype, t.typtypmod FROM d JOIN pg_type t ON t.oid = d.oid
+    WHERE t.typtype = 'd'
+)
+SELECT d.name, d.oid::int8, format_type(d.oid, d.mod), b.typcategory, b.typname, e.typcategory
+FROM d JOIN pg_type b ON b.oid = d.oid
+LEFT JOIN pg_type e ON e.oid = b.typelem AND b.typcategory = 'A'
+WHERE b.typtype <> 'd'
+"""
+"""Per domain column, its (innermost) base type as ``_table.describe_table`` describes one."""
 IDLE_ADVANCE_BYTES: Final = 16 << 20
 """A range with no change of the table is read (empty) only once it spans this much WAL,
 so that the slot still moves on, and frees WAL, while the table is idle."""
 
 
 # --- the source ------------------------------------------------------------------------------
+
+
+def _as_base_types(
+    columns: tuple[Column, ...], oids: tuple[int, ...], bases: list[tuple[Any, ...]]
+) -> tuple[tuple[int, ...], tuple[Column, ...]]:
+    """The columns of domains as their base types (`_DOMAIN_BASES`'s rows).
+
+    A domain's values are its base type's text. Returns the type oids values are read
+    as, and the columns.
+    """
+    base = {name: row for name, *row in bases}
+    value_oids = tuple(
+        int(base[c.name][0]) if c.name in base else o for c, o in zip(columns, oids, strict=True)
+    )
+    described = tuple(
+        attrs.evolve(
+            c,
+            type_name=base[c.name][1],
+            category=base[c.name][2],
+            base_type=base[c.name][3],
+            element_category=base[c.name][4],
+        )
+        if c.name in base
+        else c
+        for c in columns
+    )
+    return value_oids, described
+
+
+def _publication_exists(connection: psycopg.Connection[Any], publication: str) -> bool:
+    found = connection.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (publication,))
+    return found.fetchone() is not None
+
+
+def _drop_publication(connection: psycopg.Connection[Any], publication: str) -> None:
+    from psycopg import sql  # noqa: PLC0415  # optional extra
+
+    connection.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(publication)))
 
 
 def _name(what: str, value: object) -> str:
@@ -177,23 +231,46 @@ class PostgresCdcSource:
         self.idle_advance_bytes = IDLE_ADVANCE_BYTES
         self._cuts: dict[tuple[str, int], int] = {}
         with self._connect_checked() as conn:
+            made = self.create_publication and not _publication_exists(conn, self.publication)
             self.check_server(conn)
-            self.schema_name, self.table_name, oid = qualified_table(conn, self.table)
-            described = describe_table(conn, self.table)
-            oids = dict(
-                conn.execute(
-                    "SELECT attname, atttypid::int8 FROM pg_attribute WHERE attrelid = %s "
-                    "AND attnum > 0 AND NOT attisdropped",
-                    (oid,),
-                ).fetchall()
-            )
-            unsent = unpublished_columns(conn, oid, self.publication)
+            try:
+                self._describe(conn, columns)
+            except BaseException:
+                if made:  # a bad option: the publication made for it goes again
+                    _drop_publication(conn, self.publication)
+                raise
+
+    def _describe(self, connection: psycopg.Connection[Any], columns: Sequence[str] | None) -> None:
+        """The table's columns as the WAL carries them, the wanted ones checked, the schema.
+
+        Raises:
+            SinkConfigurationError: The table is missing, ``columns`` is bad, or a
+                column cannot be read.
+        """
+        self.schema_name, self.table_name, oid = qualified_table(connection, self.table)
+        described = describe_table(connection, self.table)
+        oids = dict(
+            connection.execute(
+                "SELECT attname, (atttypid::int8, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s "
+                "AND attnum > 0 AND NOT attisdropped",
+                (oid,),
+            ).fetchall()
+        )
+        bases = connection.execute(_DOMAIN_BASES, (oid,)).fetchall()
+        unsent = unpublished_columns(connection, oid, self.publication)
+        # what the publication sends of the table: checked again while the query runs
+        self.published = self._published(connection)
         self.table_oid = oid
         # The columns the WAL carries: pgoutput leaves out generated columns and those
         # outside the publication's column list, and its relation messages must match.
         every = tuple(c for c in described.columns if c.name not in unsent)
         self.all_names = tuple(c.name for c in every)
-        self.all_oids = tuple(int(oids[c.name]) for c in every)
+        # the type oids and modifiers relation messages must match
+        self.all_oids, self.all_typmods = (
+            tuple(int(oids[c.name][i]) for c in every) for i in (0, 1)
+        )
+        self.value_oids, every = _as_base_types(every, self.all_oids, bases)
         if columns is not None and (
             isinstance(columns, str)
             or not isinstance(columns, Sequence)
@@ -293,7 +370,7 @@ class PostgresCdcSource:
         self, connection: psycopg.Connection[Any], slot: str, upto: int, *, values: bool = True
     ) -> Iterator[Transaction]:
         """The slot's committed transactions up to ``upto`` (peeked: the slot stays)."""
-        columns = list(zip(self.all_names, self.all_oids, strict=True))
+        columns = list(zip(self.all_names, self.all_oids, self.all_typmods, strict=True))
         return transactions(
             peek_changes(connection, slot, upto, self.publication),
             self.schema_name,
@@ -301,6 +378,7 @@ class PostgresCdcSource:
             columns,
             values=values,
             oid=self.table_oid,
+            full_identity=self.before,
         )
 
     def chunks_left(self, slot: str, left: tuple[int, ...]) -> tuple[int, ...]:
@@ -436,22 +514,60 @@ class PostgresCdcSource:
         self._cuts[(split.slot, split.start)] = stop
         return SplitCut(CdcSplit(split.slot, split.start, stop), CdcSplit(split.slot, stop), count)
 
+    def _published(self, connection: psycopg.Connection[Any]) -> tuple[str, ...]:
+        """The row changes the publication sends of the table (none: it does not cover it).
+
+        Its row filter too (``WHERE ...``). Truncates are left out: a publication that
+        stops sending them ignores them on purpose (see `transactions`).
+        """
+        row = connection.execute(
+            "SELECT p.pubinsert, p.pubupdate, p.pubdelete FROM pg_publication p "
+            "JOIN pg_publication_tables t ON t.pubname = p.pubname WHERE p.pubname = %s "
+            "AND t.schemaname = %s AND t.tablename = %s",
+            (self.publication, self.schema_name, self.table_name),
+        ).fetchone()
+        if row is None:
+            return ()
+        where = row_filter(connection, self.publication, self.schema_name, self.table_name)
+        filtered = () if where is None else (f"WHERE {where}",)
+        return (
+            *(o for o, on in zip(("insert", "update", "delete"), row, strict=True) if on),
+            *filtered,
+        )
+
     def _check_table(self, connection: psycopg.Connection[Any]) -> None:
-        """Once no change of the table is left to read, it must still exist.
+        """Once no change of the table is left to read, it must still exist and be published.
 
         Raises:
             SinkConfigurationError: The table was dropped (its changes up to the drop
-                were all read).
+                were all read), or the publication no longer sends what it sent when
+                the source was made (its changes since were not decoded).
         """
+        table = f"{self.schema_name}.{self.table_name}"
         row = connection.execute(
             "SELECT 1 FROM pg_class WHERE oid = %s", (self.table_oid,)
         ).fetchone()
         if row is None:
             raise SinkConfigurationError(
-                f"table {self.schema_name}.{self.table_name} was dropped while the query "
-                "read its changes (all of them up to the drop were read); PostgresCdcSource "
-                "does not follow DDL: stop the query, and start a new one (new source_id) on "
-                "the table made again"
+                f"table {table} was dropped while the query read its changes (all of them "
+                "up to the drop were read); PostgresCdcSource does not follow DDL: stop the "
+                "query, and start a new one (new source_id) on the table made again"
+            )
+        now = self._published(connection)
+        lost = [o for o in self.published if o not in now]
+        lost += [o for o in now if o.startswith("WHERE") and o not in self.published]
+        if lost:
+            what = (
+                f"no longer covers table {table}"
+                if not now
+                else f"no longer publishes {list(self.published)} of table {table} (now "
+                f"{list(now)})"
+            )
+            raise SinkConfigurationError(
+                f"publication {self.publication!r} {what}: it was altered while the query "
+                "ran, and the changes made since are not decoded, so this query cannot read "
+                "them. Restore the publication and start a new query (new source_id, "
+                "snapshot=True) to read the table afresh"
             )
 
     def _cut_chunk(

@@ -58,6 +58,11 @@ class CdcEnumeratorState:
             checkpoint (not handed out yet, or handed back by a failed reader): a
             restored enumerator hands it out from there. ``None`` when a reader holds
             it (its position is in that reader's state).
+        table: The table the slot was taken for, ``schema.table`` (``None`` in a
+            checkpoint written before it was recorded): a restored source of another
+            table is refused.
+        snapshot: Whether the query started with a snapshot (``None``: not recorded);
+            one restored with ``snapshot=True`` from a checkpoint without is refused.
     """
 
     replication_slot: str
@@ -71,3 +76,5 @@ class CdcEnumeratorState:
     checkpoint: int = -1
     unassigned: tuple[tuple[int, int], ...] = ()
     pending_stream: int | None = None
+    table: str | None = None
+    snapshot: bool | None = None

@@ -114,6 +114,17 @@ class Relation:
         # The newline ends a trailing -- comment of the query.
         return sql.SQL("({}\n) AS {}").format(sql.SQL(self.query), sql.Identifier(ALIAS))
 
+    def identity(self, connection: psycopg.Connection[Any]) -> str:
+        """The relation as a checkpoint names it: a table by its schema-qualified name."""
+        if self.table is None:
+            return str(self)
+        row = connection.execute(
+            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.oid = to_regclass(%s)",
+            (self.table.sql().as_string(connection),),
+        ).fetchone()
+        return str(self) if row is None else f"table {row[0]}.{row[1]}"
+
     def __str__(self) -> str:
         return f"table {str(self.table)!r}" if self.table is not None else f"query {self.query!r}"
 

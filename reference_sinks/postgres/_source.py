@@ -299,6 +299,7 @@ class PostgresSource:
             if split_key is not None:
                 split_key_type(connection, self.relation, split_key)
             self.split_key = split_key
+            self.reads = f"{self.relation.identity(connection)}, split on {split_key!r}"
             connection.rollback()
         self.order_by = self._order(described)
         # Declared NOT NULL: read without NULLS FIRST and NULL tests, so an index can serve them.
@@ -375,7 +376,7 @@ class PostgresSource:
     ) -> PostgresSplitEnumerator:
         """Plan the chunks now and hand them out on request."""
         return self.restore_enumerator(
-            enum_context, PostgresEnumeratorState(remaining=tuple(self.plan()))
+            enum_context, PostgresEnumeratorState(remaining=tuple(self.plan()), reads=self.reads)
         )
 
     def restore_enumerator(
@@ -383,8 +384,8 @@ class PostgresSource:
         enum_context: SplitEnumeratorContext[PostgresSourceSplit],
         checkpoint: PostgresEnumeratorState,
     ) -> PostgresSplitEnumerator:
-        """Go on handing out the chunks ``checkpoint`` had not assigned."""
-        return PostgresSplitEnumerator(enum_context, checkpoint)
+        """Go on handing out the chunks ``checkpoint`` had not assigned (if it is ours)."""
+        return PostgresSplitEnumerator(enum_context, checkpoint, self.reads)
 
     def create_reader(self, reader_context: SourceReaderContext) -> PostgresSourceReader:
         """A reader that reads one chunk after another on its own connection."""

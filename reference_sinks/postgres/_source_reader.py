@@ -23,6 +23,7 @@ import pyarrow as pa
 from reference_sinks._split_queue import SplitQueue
 from reference_sinks._split_reader import BatchSplitReader, PullingBatchReader
 from reference_sinks.postgres._source_split import PostgresEnumeratorState, PostgresSourceSplit
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceReaderContext, SplitEnumeratorContext
 
 if TYPE_CHECKING:
@@ -40,8 +41,26 @@ class PostgresSplitEnumerator:
     """Hands out the planned chunks, one per split request; see the module docstring."""
 
     def __init__(
-        self, context: SplitEnumeratorContext[PostgresSourceSplit], state: PostgresEnumeratorState
+        self,
+        context: SplitEnumeratorContext[PostgresSourceSplit],
+        state: PostgresEnumeratorState,
+        reads: str,
     ) -> None:
+        """Go on from ``state``, which must have been written by a source that ``reads``.
+
+        Raises:
+            SinkConfigurationError: ``state`` was written for another relation or split
+                key: its key ranges and positions are not this source's.
+        """
+        if state.reads is not None and state.reads != reads:
+            raise SinkConfigurationError(
+                f"the checkpoint PostgresSource is restored from was written for "
+                f"{state.reads}, not {reads}: its key ranges and positions are not this "
+                "source's (its rows would be skipped or read twice). Start a new query for "
+                "it (a new source_id and checkpoint location), or restore this one with the "
+                "source it was started with"
+            )
+        self._reads = reads
         self._splits = SplitQueue(context, state.remaining, continuous=False)
 
     def start(self) -> None:
@@ -64,7 +83,7 @@ class PostgresSplitEnumerator:
 
     def snapshot_state(self, checkpoint_id: int) -> PostgresEnumeratorState:
         """The chunks not assigned yet."""
-        return PostgresEnumeratorState(remaining=self._splits.remaining)
+        return PostgresEnumeratorState(remaining=self._splits.remaining, reads=self._reads)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Nothing: a snapshot acknowledges nothing upstream."""

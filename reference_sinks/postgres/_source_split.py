@@ -66,9 +66,17 @@ class PostgresSourceSplit:
 @final
 @attrs.frozen
 class PostgresEnumeratorState:
-    """The enumerator's checkpoint: the splits not assigned yet, with their positions."""
+    """The enumerator's checkpoint: the splits not assigned yet, with their positions.
+
+    Attributes:
+        remaining: The splits not assigned yet.
+        reads: What the splits cut (``table schema.name, split on 'id'``; ``None`` in a
+            checkpoint written before it was recorded): a source restored from it must
+            read the same, else its ranges and positions mean nothing.
+    """
 
     remaining: tuple[PostgresSourceSplit, ...] = ()
+    reads: str | None = None
 
 
 def split_serializer() -> AttrsMsgpackSerializer[PostgresSourceSplit]:
