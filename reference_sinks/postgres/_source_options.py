@@ -40,12 +40,13 @@ def postgres_source_from_options(
     chunks: str | None = None,
     columns: str | None = None,
     sample_rows: str | None = None,
+    batch_rows: str | None = None,
 ) -> PostgresSource:
     """A `PostgresSource` from Spark's string options.
 
     ``url`` and one of ``table`` (or Spark's ``dbtable``) and ``query`` are required;
-    ``columns`` is a comma-separated list. The door's own ``batch_rows`` sets the
-    rows per batch.
+    ``columns`` is a comma-separated list. ``batch_rows`` (the door's own option,
+    passed on here) sets the rows per Arrow batch.
 
     Raises:
         SinkConfigurationError: A missing or bad option, named.
@@ -66,7 +67,8 @@ def postgres_source_from_options(
             f"table={table!r}, query={query!r}); e.g. .option('table', 'public.orders')"
         )
     kwargs: dict[str, object] = {}
-    for option, value in (("chunks", chunks), ("sample_rows", sample_rows)):
+    numbers = (("chunks", chunks), ("sample_rows", sample_rows), ("batch_rows", batch_rows))
+    for option, value in numbers:
         count = _count(option, value)
         if count is not None:
             kwargs[option] = count

@@ -333,6 +333,12 @@ def test_string_options_make_the_source_and_bad_ones_are_named(orders):
         url=orders, dbtable="orders", chunks="3", columns="id, total", split_key="total"
     )
     assert (source.split_key, source.chunks, source.columns) == ("total", 3, ("id", "total"))
+    from sinkv2_spark._doors.source_options import door_source
+
+    by_door = door_source(
+        {"source": "postgres", "url": orders, "dbtable": "orders", "batch_rows": "7"}
+    )
+    assert by_door.batch_rows == 7  # the door's own option reaches the source's batches
     cases = [
         (dict(table="orders"), r"needs the 'url' option"),
         (dict(url=orders), r"exactly one of the options 'table' and 'query'"),
