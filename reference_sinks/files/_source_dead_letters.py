@@ -17,8 +17,9 @@ file, the line and the column. With one (``dead_letter_dir=``):
 
 Writes are atomic (a hidden temporary name, then a rename) and the same on every
 attempt, so a retried task or a replayed micro-batch writes the same dead letters
-again and nothing twice. A record is never dropped silently: it is read, or it is in
-the dead-letter directory with its reason.
+again and nothing twice, removing the temporaries a killed attempt left. A record is
+never dropped silently: it is read, or it is in the dead-letter directory with its
+reason.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ import csv
 import io
 import json
 import re
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Final, final
 
 import attrs
 import pyarrow as pa
 import pyarrow.fs as pafs
+
+from reference_sinks.files._atomic import write_atomically
 
 __all__ = [
     "BadRecord",
@@ -110,12 +112,13 @@ class DeadLetters:
         self._write(target + SIDECAR, json.dumps(why, indent=1).encode())
 
     def _write(self, target: str, data: bytes) -> None:
-        parent, _, name = target.rpartition("/")
-        self._fs.create_dir(parent, recursive=True)
-        temporary = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
-        with self._fs.open_output_stream(temporary) as out:
-            out.write(data)
-        self._fs.move(temporary, target)
+        self._fs.create_dir(target.rpartition("/")[0], recursive=True)
+
+        def write(temporary: str) -> None:
+            with self._fs.open_output_stream(temporary) as out:
+                out.write(data)
+
+        write_atomically(self._fs, target, write)
 
 
 # --- finding the bad records of a file ------------------------------------------------------

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import errno
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import final
 
 import pyarrow.fs as pafs
 
 from reference_sinks._split_queue import SplitQueue
+from reference_sinks.files._atomic import write_atomically
 from reference_sinks.files._source_listing import FileStatus
 from reference_sinks.files._source_split import (
     FileEnumeratorState,
@@ -246,7 +246,8 @@ def _move(fs: pafs.FileSystem, path: str, target: str) -> None:
 
     A rename cannot cross devices (an archive on another mount of the local
     filesystem); the copy goes to a hidden name first, so a crash mid-copy leaves no
-    partial file under the archive's name, only the original in place.
+    partial file under the archive's name, only the original in place (and the
+    hidden copy, which the clean-up of the same file after the restart removes).
     """
     try:
         fs.move(path, target)
@@ -255,10 +256,7 @@ def _move(fs: pafs.FileSystem, path: str, target: str) -> None:
     except OSError as error:
         if error.errno != errno.EXDEV and "cross-device" not in str(error).lower():
             raise
-        directory, _, name = target.rpartition("/")
-        temporary = f"{directory}/.{name}.{uuid.uuid4().hex}.tmp"
-        fs.copy_file(path, temporary)
-        fs.move(temporary, target)
+        write_atomically(fs, target, lambda temporary: fs.copy_file(path, temporary))
         fs.delete_file(path)
 
 

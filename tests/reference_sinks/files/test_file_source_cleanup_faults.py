@@ -89,6 +89,9 @@ def test_an_archive_on_another_mount_is_copied_then_the_file_deleted(tmp_path: P
     path = write_parquet(tmp_path / "in" / "k=1" / "a.parquet", rows(0, 3))
     touch_old(path, 60)
     with tempfile.TemporaryDirectory(dir=shm) as archive:
+        # the hidden copy of an earlier run killed mid-copy: removed by this run's copy
+        (Path(archive) / "k=1").mkdir()
+        (Path(archive) / "k=1" / f".a.parquet.{'a' * 32}.tmp").write_bytes(b"PAR1 half")
         source = FileSource(tmp_path / "in").monitor_continuously(
             1, clean_source="archive", archive_dir=archive
         )

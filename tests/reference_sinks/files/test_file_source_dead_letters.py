@@ -84,6 +84,27 @@ def test_bad_csv_rows_go_to_the_dead_letter_directory_and_the_rest_is_read(tmp_p
     assert "Expected 3 columns, got 4" in why["records"][0]["error"]
 
 
+def test_the_temporaries_a_killed_attempt_left_are_removed_when_the_split_is_read_again(
+    tmp_path: Path,
+):
+    """A task killed between writing a dead letter's temporary and renaming it leaves
+    ``.<name>.<hex>.tmp``; the next read of the split writes the same dead letters and
+    removes it (another target's temporary is not touched)."""
+    bad_csv(tmp_path / "in" / "day=1" / "a.csv")
+    dead = tmp_path / "dead" / "day=1"
+    dead.mkdir(parents=True)
+    left = [dead / f".a.csv.bad.{'0' * 32}.tmp", dead / f".a.csv.bad.json.{'f' * 32}.tmp"]
+    for orphan in left:
+        orphan.write_text("half")
+    other = dead / f".b.csv.bad.{'1' * 32}.tmp"
+    other.write_text("another file's")
+    source = FileSource(tmp_path / "in", "csv", schema=SCHEMA, dead_letter_dir=dead.parent)
+    assert [r["id"] for r in read_all(source)] == [1, 3, 5]
+    assert sorted(p.name for p in dead.iterdir()) == sorted(
+        [other.name, "a.csv.bad", "a.csv.bad.json"]
+    )
+
+
 def test_a_bad_json_line_fails_naming_its_line_and_column(tmp_path: Path):
     path = tmp_path / "a.jsonl"
     path.write_text('{"id": 1, "day": "2024-01-01"}\n{"id": 2, "day": "2024-02-30"}\n')
