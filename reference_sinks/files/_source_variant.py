@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import functools
 import itertools
 import math
 import struct
+from collections.abc import Callable
 from typing import Any, Final
 
 import pyarrow as pa
@@ -164,6 +166,7 @@ def _column(column: pa.Array) -> pa.Array:
         return pa.StructArray.from_arrays(
             [value.cast(pa.binary()), metadata.cast(pa.binary())], fields=list(VARIANT), mask=mask
         )
+    shape = _Shape(kind)
     values, dictionaries = [], []
     for row in column.to_pylist():
         if row is None:
@@ -173,7 +176,7 @@ def _column(column: pa.Array) -> pa.Array:
         if row["metadata"] is None:
             raise MalformedVariant("a shredded variant has no metadata")
         keys = _Keys()
-        values.append(_rebuild(kind, row, _Stored(row["metadata"]), keys))
+        values.append(_rebuild(shape, row, _Stored(row["metadata"]), keys))
         dictionaries.append(keys.metadata())
     return pa.StructArray.from_arrays(
         [pa.array(values, pa.binary()), pa.array(dictionaries, pa.binary())],
@@ -378,74 +381,106 @@ def _array_layout(value: bytes, pos: int) -> tuple[int, int, int, int]:
 # --- rebuilding shredded groups ----------------------------------------------------------------
 
 
-def _rebuild(kind: pa.StructType, row: dict[str, Any], stored: _Stored, keys: _Keys) -> bytes:
+class _Shape:
+    """A ``{value, typed_value}`` group's type, compiled once per column.
+
+    Exactly one of ``fields`` (a shredded object's), ``element`` (an array's) and
+    ``scalar`` (a primitive's encoder) is set when the group has a ``typed_value``.
+    """
+
+    def __init__(self, kind: pa.DataType) -> None:
+        if not pa.types.is_struct(kind):
+            raise MalformedVariant(f"a shredded group is {kind}, not a struct")
+        self.fields: list[tuple[str, _Shape]] | None = None
+        self.element: _Shape | None = None
+        self.scalar: Callable[[Any], bytes] | None = None
+        index = kind.get_field_index("typed_value")
+        typed = kind.field(index).type if index >= 0 else None
+        if typed is None:
+            return
+        if pa.types.is_struct(typed):
+            self.fields = [(field.name, _Shape(field.type)) for field in typed]
+        elif pa.types.is_list(typed) or pa.types.is_large_list(typed):
+            self.element = _Shape(typed.value_type)
+        else:
+            self.scalar = _scalar(typed)
+
+
+def _rebuild(shape: _Shape, row: dict[str, Any], stored: _Stored, keys: _Keys) -> bytes:
     """A ``{value, typed_value}`` group's variant, as Spark's ``ShreddingUtils.rebuild``."""
     typed, value = row.get("typed_value"), row.get("value")
     if typed is None:
         if value is None:
             raise MalformedVariant("a variant value is missing where one must be")
         return _copy(value, 0, stored, keys)
-    typed_kind = kind.field("typed_value").type
-    if pa.types.is_struct(typed_kind):
-        fields = []
-        for field in typed_kind:
-            group = typed[field.name]
-            if group is None:
-                raise MalformedVariant(f"the shredded field group {field.name!r} is null")
-            if group.get("typed_value") is not None or group.get("value") is not None:
-                key_id = keys.add(field.name)
-                fields.append((field.name, key_id, _rebuild(field.type, group, stored, keys)))
-        if value is not None:  # a partially shredded object: the fields left in value
-            if not value or value[0] & 3 != _OBJECT:
-                raise MalformedVariant("a shredded object's leftover value is not an object")
-            for key, at in _object_fields(value, 0, stored):
-                if typed_kind.get_field_index(key) >= 0:
-                    raise MalformedVariant(f"the shredded field {key!r} is also in value")
-                fields.append((key, keys.add(key), _copy(value, at, stored, keys)))
-        return _object(fields)
-    if pa.types.is_list(typed_kind) or pa.types.is_large_list(typed_kind):
-        element = typed_kind.value_type
+    if shape.scalar is not None:
+        return shape.scalar(typed)
+    if shape.element is not None:
         if any(group is None for group in typed):
             raise MalformedVariant("a shredded array holds a null element group")
-        return _array([_rebuild(element, group, stored, keys) for group in typed])
-    return _scalar(typed_kind, typed)
+        return _array([_rebuild(shape.element, group, stored, keys) for group in typed])
+    fields = []
+    for name, inner in shape.fields or ():
+        group = typed[name]
+        if group is None:
+            raise MalformedVariant(f"the shredded field group {name!r} is null")
+        if group.get("typed_value") is not None or group.get("value") is not None:
+            key_id = keys.add(name)
+            fields.append((name, key_id, _rebuild(inner, group, stored, keys)))
+    if value is not None:  # a partially shredded object: the fields left in value
+        if not value or value[0] & 3 != _OBJECT:
+            raise MalformedVariant("a shredded object's leftover value is not an object")
+        shredded = {name for name, _ in shape.fields or ()}
+        for key, at in _object_fields(value, 0, stored):
+            if key in shredded:
+                raise MalformedVariant(f"the shredded field {key!r} is also in value")
+            fields.append((key, keys.add(key), _copy(value, at, stored, keys)))
+    return _object(fields)
 
 
-def _scalar(kind: pa.DataType, typed: Any) -> bytes:  # noqa: PLR0911  # one return per kind
-    """A shredded primitive ``typed_value`` in the Variant encoding, as Spark appends it."""
+def _scalar(kind: pa.DataType) -> Callable[[Any], bytes]:  # noqa: PLR0911  # one per kind
+    """The encoder of a shredded primitive ``typed_value``, as Spark appends it."""
     if pa.types.is_boolean(kind):
-        return _primitive(_TRUE if typed else _FALSE)
+        return lambda typed: _primitive(_TRUE if typed else _FALSE)
     if pa.types.is_signed_integer(kind):
-        return _integer(int(typed))
+        return _integer
     if pa.types.is_float32(kind) or pa.types.is_float64(kind):
-        return _float(float(typed), double=pa.types.is_float64(kind))
+        return functools.partial(_float, double=pa.types.is_float64(kind))
     if pa.types.is_decimal(kind):
-        return _decimal(typed, kind.scale)
+        return functools.partial(_decimal, scale=kind.scale)
     if pa.types.is_date32(kind):
-        days: int = (typed - _EPOCH_DAY).days
-        return _primitive(_DATE) + days.to_bytes(4, "little", signed=True)
+        return _date
     if pa.types.is_timestamp(kind) and kind.unit == "us":
-        zoned = kind.tz is not None
-        micros = _micros(typed - (_EPOCH_UTC if zoned else _EPOCH))
-        return _primitive(_TIMESTAMP if zoned else _TIMESTAMP_NTZ) + micros.to_bytes(
-            8, "little", signed=True
-        )
-    return _bytes(kind, typed)
+        return functools.partial(_timestamp, zoned=kind.tz is not None)
+    return _bytes(kind)
 
 
-def _bytes(kind: pa.DataType, typed: Any) -> bytes:
-    """A shredded binary, string or UUID ``typed_value`` in the Variant encoding."""
+def _bytes(kind: pa.DataType) -> Callable[[Any], bytes]:
+    """The encoder of a shredded binary, string or UUID ``typed_value``."""
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-        data = bytes(typed)
-        return _primitive(_BINARY) + len(data).to_bytes(4, "little") + data
+        return lambda typed: _primitive(_BINARY) + len(typed).to_bytes(4, "little") + typed
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        text = str(typed).encode("utf-8")
-        if len(text) <= _MAX_SHORT_STRING:
-            return bytes([len(text) << 2 | _SHORT_STRING]) + text
-        return _primitive(_STRING) + len(text).to_bytes(4, "little") + text
+        return _string
     if pa.types.is_fixed_size_binary(kind) and kind.byte_width == _UUID_BYTES:
-        return _primitive(_UUID) + bytes(typed)
+        return lambda typed: _primitive(_UUID) + bytes(typed)
     raise MalformedVariant(f"a shredded typed_value of type {kind}, which Spark does not read")
+
+
+def _string(typed: str) -> bytes:
+    text = typed.encode("utf-8")
+    if len(text) <= _MAX_SHORT_STRING:
+        return bytes([len(text) << 2 | _SHORT_STRING]) + text
+    return _primitive(_STRING) + len(text).to_bytes(4, "little") + text
+
+
+def _date(typed: datetime.date) -> bytes:
+    return _primitive(_DATE) + (typed - _EPOCH_DAY).days.to_bytes(4, "little", signed=True)
+
+
+def _timestamp(typed: datetime.datetime, *, zoned: bool) -> bytes:
+    micros = _micros(typed - (_EPOCH_UTC if zoned else _EPOCH))
+    kind = _TIMESTAMP if zoned else _TIMESTAMP_NTZ
+    return _primitive(kind) + micros.to_bytes(8, "little", signed=True)
 
 
 def _integer(number: int) -> bytes:
@@ -469,7 +504,7 @@ def _micros(delta: datetime.timedelta) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _decimal(typed: decimal.Decimal, scale: int) -> bytes:
+def _decimal(typed: decimal.Decimal, *, scale: int) -> bytes:
     """A decimal of the column's ``scale``, in the smallest encoding its digits fit."""
     sign, digits, exponent = typed.as_tuple()
     shift = scale + int(exponent)  # pyarrow's decimals have at most the column's scale
