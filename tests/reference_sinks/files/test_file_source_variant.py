@@ -3,7 +3,8 @@
 Spark 4 writes a variant column to Parquet shredded by default: per file, the shape
 it infers from the values moves into a ``typed_value`` group, the rest stays in
 ``value``. Spark writes files of several shapes (objects, arrays, scalars, primitives of
-every kind, a partially shredded object, an unshredded file) into one directory;
+every kind, a partially shredded object, an unshredded file; variants inside a struct,
+an array and a map too) into one directory;
 FileSource reads them on both paths (its readers, and Spark's reader given its
 declared schema), and each variant must be Spark's own, byte for byte: the same
 ``value`` and ``metadata`` as ``spark.read.parquet`` gives.
@@ -80,6 +81,7 @@ def frame(spark: Any, variant: str) -> Any:
             f"{variant} as v",
             """named_struct('inner', parse_json(concat('{"n": ', id, '}'))) as s""",
             "array(parse_json(cast(id as string)), null) as arr",
+            """map('m', parse_json(concat('[', id, ']')), 'n', null) as m""",
         )
         .coalesce(1)
     )
@@ -101,7 +103,7 @@ def variants(spark: Any, tmp_path_factory: Any) -> Path:
 
 
 def plain(value: Any) -> Any:
-    """A collected value with each variant as its (value, metadata) bytes."""
+    """A collected value with each variant as its (value, metadata) bytes, maps as lists."""
     from pyspark.sql import Row
     from pyspark.sql.types import VariantVal
 
@@ -111,6 +113,8 @@ def plain(value: Any) -> Any:
         return tuple(plain(item) for item in value)
     if isinstance(value, list):
         return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return sorted(((key, plain(item)) for key, item in value.items()), key=lambda kv: kv[0])
     return value
 
 
