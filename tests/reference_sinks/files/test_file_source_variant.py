@@ -40,10 +40,10 @@ PRIMITIVES = (
     "'nul', cast(null as string)))"
 )
 SHAPES = {  # one file each, in one directory: shapes Spark infers from 40 rows, and unshredded
-    "objects": (  # a SQL null, a variant null, and a partially shredded object (z, b.e)
+    "objects": (  # a SQL null, a variant null, a partially shredded object (ab, b.cz left)
         "case when id = 0 then null when id = 1 then parse_json('null') "
-        """when id = 7 then parse_json('{"a": 7, "z": {"deep": [1, "x", null]}, """
-        """"b": {"c": "t", "d": [], "e": 1}}') """
+        """when id = 7 then parse_json('{"a": 7, "ab": {"deep": [1, "x", null]}, """
+        """"b": {"c": "t", "d": [], "cz": 1}}') """
         "else to_variant_object(named_struct('a', id, 'b', named_struct('c', cast(id as string), "
         "'d', array(id, id * 1.5)))) end"
     ),
