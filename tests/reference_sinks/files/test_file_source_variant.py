@@ -58,6 +58,11 @@ SHAPES = {  # one file each, in one directory: shapes Spark infers from 40 rows,
         "else cast(id * 1000 as variant) end"
     ),
     "decimals": "cast(cast(id as decimal(10, 3)) / 8 as variant)",
+    "wide": (  # over 255 fields (Spark shreds some), and an array of over 255 elements
+        "parse_json(concat('{', concat_ws(',', transform(sequence(0, 299), "
+        """i -> format_string('"k%03d": %d', i, id + i))), ', "arr": ', """
+        "to_json(sequence(0, 299 + cast(id as int))), '}'))"
+    ),
 }
 UNSHREDDED = SHAPES["objects"]
 ROWS = 40
