@@ -57,7 +57,6 @@ SHAPES = {  # one file each, in one directory: shapes Spark infers from 40 rows,
         "case when id = 5 then parse_json('null') when id = 6 then null "
         "else cast(id * 1000 as variant) end"
     ),
-    "decimals": "cast(cast(id as decimal(10, 3)) / 8 as variant)",
     "wide": (  # over 255 fields (Spark shreds some), and an array of over 255 elements
         "parse_json(concat('{', concat_ws(',', transform(sequence(0, 299), "
         """i -> format_string('"k%03d": %d', i, id + i))), ', "arr": ', """
@@ -95,7 +94,7 @@ def frame(spark: Any, variant: str) -> Any:
 @pytest.fixture(scope="module")
 def variants(spark: Any, tmp_path_factory: Any) -> Path:
     root = str(tmp_path_factory.mktemp("variants") / "data")
-    for variant in SHAPES.values():  # one write each: Spark shreds no union of them
+    for variant in SHAPES.values():  # one write each (a union in one write came out unshredded)
         frame(spark, variant).write.mode("append").parquet(root)
     key = "spark.sql.variant.writeShredding.enabled"
     before = spark.conf.get(key)
@@ -143,8 +142,9 @@ def test_variants_read_as_spark_reads_them_byte_for_byte(
     found = from_source(spark, FileSource(str(variants)), native_read=native_read)
     assert found.schema.simpleString() == expected.schema.simpleString()
     assert "v:variant" in found.schema.simpleString()
-    assert rows(found) == rows(expected)
-    assert len(rows(found)) == ROWS * (len(SHAPES) + 1)
+    read = rows(found)
+    assert read == rows(expected)
+    assert len(read) == ROWS * (len(SHAPES) + 1)
 
 
 @pytest.mark.spark
@@ -232,7 +232,7 @@ def documents(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 @pytest.mark.spark
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(documents=documents())
 def test_random_json_shredded_by_spark_reads_back_as_spark_reads_it(
     spark: Any, tmp_path_factory: Any, documents: list[Any]
