@@ -68,6 +68,12 @@ from reference_sinks.files._source_json_nonfinite import (
     text_schema,
 )
 from reference_sinks.files._source_split import FileSourceSplit
+from reference_sinks.files._source_variant import (
+    VARIANT,
+    MalformedVariant,
+    spark_variants,
+    stored_variant,
+)
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.text import describe
 
@@ -214,8 +220,10 @@ def _spark_type(kind: pa.DataType, spark: object) -> pa.DataType:  # noqa: PLR09
 
     A ``timestamp`` (stored as INT96, no zone) is in UTC; a day-time interval (stored as
     INT64 microseconds, no Parquet annotation) is a duration, which Spark reads as
-    ``interval day to second``.
+    ``interval day to second``; a ``variant`` group (shredded or not) is a variant.
     """
+    if spark == "variant" and stored_variant(kind):
+        return VARIANT
     if spark == "timestamp" and pa.types.is_timestamp(kind) and kind.tz is None:
         return pa.timestamp("us", "UTC")
     if _day_time_interval(spark) and pa.types.is_int64(kind):
@@ -254,13 +262,9 @@ def _with_spark_types(schema: pa.Schema) -> pa.Schema:
     columns are ``timestamp`` (with a zone) rather than ``timestamp_ntz``, and which
     INT64 columns are day-time intervals.
     """
-    stored = (schema.metadata or {}).get(_SPARK_SCHEMA_KEY)
+    spark = _spark_schema(schema)
     schema = schema.remove_metadata()
-    if stored is None:
-        return schema
-    try:
-        spark = json.loads(stored)
-    except ValueError:  # not Spark's: the file's own types
+    if spark is None:
         return schema
     return pa.schema([f.with_type(_spark_type(f.type, _field_type(spark, f.name))) for f in schema])
 
@@ -294,6 +298,35 @@ def _signed_type(kind: pa.DataType) -> pa.DataType:
             key.with_type(_signed_type(key.type)), item.with_type(_signed_type(item.type))
         )
     return kind
+
+
+def _spark_schema(schema: pa.Schema) -> object:
+    """Spark's own schema (JSON) kept in a Parquet file's metadata, or ``None``."""
+    stored = (schema.metadata or {}).get(_SPARK_SCHEMA_KEY)
+    if stored is None:
+        return None
+    try:
+        return json.loads(stored)
+    except ValueError:  # not Spark's: the file's own types
+        return None
+
+
+def _spark_values(batch: pa.RecordBatch, spark: object, path: str) -> pa.RecordBatch:
+    """``batch`` (columns named as in the file) with Spark's variants rebuilt."""
+    for index, name in enumerate(batch.schema.names):
+        column = batch.column(index)
+        try:
+            rebuilt = spark_variants(column, _field_type(spark, name))
+        except MalformedVariant as error:
+            raise FileReadError(
+                f"FileSource cannot read {path!r}: column {name!r} holds a malformed variant "
+                f"({error}), which Spark's reader refuses too. Fix or move the file",
+                path=path,
+                column=name,
+            ) from error
+        if rebuilt is not column:
+            batch = batch.set_column(index, pa.field(name, rebuilt.type), rebuilt)
+    return batch
 
 
 def parquet_file(handle: pa.NativeFile) -> pq.ParquetFile:
@@ -487,8 +520,11 @@ def _parquet(
             batch_size=batch_rows, row_groups=groups, columns=list(read_as)
         )
         renamed = any(name != read_as[name] for name in read_as)
+        spark = _spark_schema(parquet.schema_arrow)
         try:
             for read in _after(batches, skip):
+                if spark is not None:
+                    read = _spark_values(read, spark, split.path)  # noqa: PLW2901  # rebuilt
                 names = [read_as[name] for name in read.schema.names]
                 yield _conform(read.rename_columns(names) if renamed else read, schema, split.path)
         except (pa.ArrowInvalid, OSError) as error:  # a row group that does not decode

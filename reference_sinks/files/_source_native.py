@@ -17,8 +17,9 @@ gives exactly the rows and values `FileSource`'s readers give, and only then:
   data column it has with the declared type, up to nullability and the names of
   list and map items, in a type both readers read alike (booleans, integers,
   floats, decimals, strings, binaries, dates, millisecond or microsecond
-  timestamps, and lists, maps and structs of them); a column whose name differs
-  only in case is refused (Spark's reader would match it, FileSource's would not);
+  timestamps, Spark's variants, and lists, maps and structs of them); a column
+  whose name differs only in case is refused (Spark's reader would match it,
+  FileSource's would not);
 - no path holds a glob character (Spark would expand it) or a hidden name.
 
 Otherwise the answer is `NativeReadUnavailable`, with the first reason found. A
@@ -37,6 +38,7 @@ import pyarrow.parquet as pq
 
 from reference_sinks.files._source_formats import CsvOptions, infer_schema
 from reference_sinks.files._source_split import FileSourceSplit
+from reference_sinks.files._source_variant import VARIANT_MARK, is_variant
 from sinkv2.source import NativeRead, NativeReadUnavailable
 
 __all__ = ["NATIVE_PARQUET_OPTIONS", "plan_native_read"]
@@ -87,7 +89,13 @@ def _leaf(kind: pa.DataType) -> pa.DataType | None:
 
 
 def _comparable(kind: pa.DataType) -> pa.DataType | None:
-    """``kind`` with nullability and item names dropped, or ``None`` for a type not allowed."""
+    """``kind`` with nullability and item names dropped, or ``None`` for a type not allowed.
+
+    A variant (pyspark's Arrow form) is `VARIANT_MARK`: Spark's reader rebuilds a
+    shredded variant as `FileSource`'s does, and reads a variant group as nothing else.
+    """
+    if is_variant(kind):
+        return VARIANT_MARK
     if pa.types.is_struct(kind):
         fields = []
         for field in kind:
