@@ -104,7 +104,8 @@ def test_what_spark_would_read_otherwise_is_refused_with_a_reason(tmp_path: Path
     unsigned = tmp_path / "unsigned"
     unsigned.mkdir()
     pq.write_table(pa.table({"n": pa.array([1], pa.uint32())}), unsigned / "a.parquet")
-    assert "column 'n' is uint32" in reason(FileSource(unsigned))
+    # widened as Spark's reader widens it (uint32 to long): both readers read it alike
+    assert isinstance(answer(FileSource(unsigned)), NativeRead)
 
     assert "dead_letter_dir" in reason(FileSource(data, dead_letter_dir=tmp_path / "dead"))
 
