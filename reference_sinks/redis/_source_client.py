@@ -130,6 +130,16 @@ def _check(key: str, reply: Any, command: str) -> Any:
                 "them in keys=, or narrow the pattern), or delete or rename that key",
                 key=key,
             ) from reply
+        exceptions = _redis().exceptions
+        if isinstance(reply, exceptions.MovedError | exceptions.AskError):
+            raise SinkConfigurationError(
+                f"the key {key!r} lives on another node of a Redis Cluster ({command} was "
+                f"answered {'MOVED' if isinstance(reply, exceptions.MovedError) else 'ASK'} "
+                f"{text}): RedisStreamSource reads the one server of its url. List only keys "
+                "that node serves (give them one hash tag, e.g. 'orders:{eu}:1' and "
+                "'orders:{eu}:2', to keep them in one slot), or read each node's keys with a "
+                "source of its own"
+            ) from reply
         raise reply
     return reply
 

@@ -17,18 +17,26 @@ Spark's stream reader asks for them, a "restart" is a new coordinator on the sam
   says was committed, instead of holding those entries until more data comes.
 - Connections dropped by the server between epochs: redis-py reconnects, every entry
   once.
+- A key that lives on another node of a Redis Cluster (``MOVED``): an error that says
+  so and what to do (a two-node cluster of real servers).
 """
 
 from __future__ import annotations
 
 import itertools
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 import redis
 
-from reference_sinks.redis import RedisStreamSource
+from reference_sinks.redis import RedisStreamSource, RedisStreamSplit
 from reference_sinks.redis._source_enumerator import RedisStreamEnumerator
 from sinkv2.errors import CommitStateError, SinkConfigurationError
 from sinkv2.runtime import ReadLimit, SqliteCommitStateStore
@@ -191,3 +199,76 @@ def test_connections_dropped_by_the_server_between_epochs_are_made_again(
     assert ids_of(run.rows[first] + run.rows[second]) == ids
     assert redis_client.xlen("a") == 0
     assert rows_of(redis_client, "a") == []
+
+
+# --- Redis Cluster: a key on another node --------------------------------------------------
+
+
+def _free_ports(count: int) -> list[int]:
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:  # all bound at once: distinct ports
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+@pytest.fixture
+def two_node_cluster(tmp_path: Path) -> Iterator[list[int]]:
+    """Two cluster-enabled redis-servers sharing the slots half and half; their ports."""
+    binary = shutil.which("redis-server")
+    assert binary is not None, "redis-server is not on PATH"
+    processes: list[subprocess.Popen[bytes]] = []
+    ports, buses = _free_ports(2), _free_ports(2)  # the bus: not port + 10000 (> 65535?)
+    try:
+        for index, port in enumerate(ports):
+            folder = tmp_path / f"node{index}"
+            folder.mkdir()
+            command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+            command += ["--appendonly", "no", "--cluster-enabled", "yes", "--dir", str(folder)]
+            command += ["--cluster-port", str(buses[index])]
+            processes.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+        clients = [redis.Redis(port=port) for port in ports]
+        deadline = time.monotonic() + 60
+        for client in clients:
+            while True:
+                try:
+                    client.ping()
+                    break
+                except redis.exceptions.ConnectionError:
+                    assert time.monotonic() < deadline, "a cluster node did not start"
+                    time.sleep(0.05)
+        clients[0].execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 8191)
+        clients[1].execute_command("CLUSTER", "ADDSLOTSRANGE", 8192, 16383)
+        clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", ports[1], buses[1])
+        while not all(b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO") for c in clients):
+            assert time.monotonic() < deadline, "the two-node cluster did not settle"
+            time.sleep(0.05)
+        for client in clients:
+            client.close()
+        yield ports
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
+
+
+def test_a_key_on_another_cluster_node_is_a_clear_error(two_node_cluster):
+    here, there = two_node_cluster
+    with redis.Redis(port=here) as client:
+        assert client.execute_command("CLUSTER", "KEYSLOT", "b") < 8192  # served here
+        assert client.execute_command("CLUSTER", "KEYSLOT", "a") >= 8192  # served there
+        client.xadd("b", {"s": "here"})
+    source = RedisStreamSource(f"redis://127.0.0.1:{here}/0", FIELDS, keys=["b", "a"])
+    moved = (
+        rf"the key 'a' lives on another node of a Redis Cluster \(.* MOVED \d+ 127.0.0.1:{there}"
+    )
+    with pytest.raises(SinkConfigurationError, match=moved):  # XREVRANGE when it starts
+        LocalSourceEngine(source, 1).run()
+    with pytest.raises(SinkConfigurationError, match=moved):  # XINFO STREAM at each cut
+        source.end_positions([RedisStreamSplit("b"), RedisStreamSplit("a")])
