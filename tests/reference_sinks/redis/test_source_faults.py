@@ -93,9 +93,12 @@ def test_the_largest_stream_id_is_read_and_trimmed(redis_server, redis_client, t
     redis_client.xadd("a", {"n": "1", "amount": "1"}, id="5-18446744073709551615")
     redis_client.xadd("a", {"n": "2", "amount": "1"}, id=MAX_ID)
     run = Run(redis_server, SqliteCommitStateStore(tmp_path / "s.sqlite"), keys=["a"], trim=True)
-    first = run.step(run.coordinator.initial_epoch())
-    assert ids_of(run.rows[first]) == ["5-18446744073709551615", MAX_ID]
-    assert run.step(first) == first  # commits `first`: trims it all
+    first = run.step(run.coordinator.initial_epoch(), ReadLimit(max_records=1))
+    assert ids_of(run.rows[first]) == ["5-18446744073709551615"]
+    second = run.step(first)  # commits `first`: XTRIM MINID 6-0
+    assert ids_of(run.rows[second]) == [MAX_ID]
+    assert ids_of(rows_of(redis_client, "a")) == [MAX_ID]
+    assert run.step(second) == second  # commits `second`: nothing can follow, all goes
     run.close()
     assert redis_client.xlen("a") == 0
 
