@@ -20,12 +20,17 @@ from typing import Any, Final, final
 import attrs
 import pyarrow as pa
 
-from reference_sinks.redis._source_client import StreamHead, connect, read_ranges, stream_heads
+from reference_sinks.redis._source_client import (
+    connect,
+    read_ranges,
+    redacted,
+    stream_heads,
+)
 from reference_sinks.redis._source_enumerator import RedisStreamEnumerator
+from reference_sinks.redis._source_heads import check_not_trimmed
 from reference_sinks.redis._source_reader import RedisStreamReader
 from reference_sinks.redis._source_rows import produced_schema
 from reference_sinks.redis._source_split import (
-    FIRST_ID,
     RedisStreamEnumeratorState,
     RedisStreamSplit,
     check_id,
@@ -34,7 +39,7 @@ from reference_sinks.redis._source_split import (
     split_serializer,
 )
 from sinkv2 import AttrsMsgpackSerializer
-from sinkv2.errors import CommitStateError, SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import Boundedness, SourceReaderContext, SplitCut, SplitEnumeratorContext
 
 __all__ = ["RedisStreamSource"]
@@ -72,7 +77,7 @@ def _check_url(url: str) -> None:
         problem = f"its database {database!r} is not a number"
     if problem is not None:
         raise SinkConfigurationError(
-            f"RedisStreamSource url {_without_password(url)!r} is not a Redis URL: {problem}; "
+            f"RedisStreamSource url {redacted(url)!r} is not a Redis URL: {problem}; "
             "e.g. 'redis://127.0.0.1:6379/0' (host, port, database number)"
         )
 
@@ -286,7 +291,7 @@ class RedisStreamSource:
                 ends.append(split.stop)
                 continue
             head = next(heads)
-            known, verified = _check_not_trimmed(split, head)
+            known, verified = check_not_trimmed(split, head)
             last = None if head is None else head.last
             ahead = last is not None and id_key(last) > id_key(split.after)
             end = last if ahead and last is not None else split.after
@@ -349,7 +354,7 @@ class RedisStreamSource:
         if self.pattern is not None:
             where.append(f"pattern={self.pattern!r}")
         return (
-            f"RedisStreamSource({_without_password(self.url)!r}, {', '.join(where)}, "
+            f"RedisStreamSource({redacted(self.url)!r}, {', '.join(where)}, "
             f"bounded={self.bounded}, trim={self.trim})"
         )
 
@@ -368,54 +373,3 @@ class _Counts:
     known: int | None
     at_end: int | None
     verified: bool
-
-
-def _check_not_trimmed(split: RedisStreamSplit, head: StreamHead | None) -> tuple[int | None, bool]:
-    """Refuse a split whose next entries were deleted before they were read.
-
-    The split knows how many entries the stream had been given up to its position
-    (``added``; for a key not read yet: the entries given so far less the ones it
-    holds, so what was deleted before the source first saw the key was never its
-    to read). When the stream's first entry lies past the position, every entry it
-    holds is after the position, and each entry given since that it does not hold
-    was deleted unread: the stream was trimmed past the position (``XTRIM``,
-    ``MAXLEN``, or ``XDEL`` at its head). This query's own trims (``trim=True``)
-    delete only what committed micro-batches read, at or below every position it
-    goes on from. Needs Redis 7.0 (``entries-added``); older servers are not checked.
-
-    Returns:
-        The split's count at its position (``None``: not known), and whether no
-        entry after the position was deleted (so a range read from it is whole).
-
-    Raises:
-        CommitStateError: Entries after the position were deleted unread.
-    """
-    if head is None or head.added is None:
-        return None, False
-    known = split.added
-    if known is None and split.after == FIRST_ID:
-        known = head.added - head.length
-    if head.first is not None and id_key(head.first) <= id_key(split.after):
-        # Nothing was trimmed past the position; XDEL after it breaks the count.
-        deleted = head.max_deleted
-        return known, deleted is not None and id_key(deleted) <= id_key(split.after)
-    if known is None:
-        return None, False
-    lost = head.added - known - head.length
-    if lost <= 0:
-        return known, lost == 0
-    raise CommitStateError(
-        f"stream {split.key!r} lost {lost} entries this query had not read: it is read after "
-        f"id {split.after}, and they were deleted (XTRIM, MAXLEN or XDEL by someone else); "
-        f"its first entry is now {head.first or 'none'}. Refusing to skip them silently. Trim "
-        "a stream only below what its readers have committed (RedisStreamSource(trim=True) "
-        "trims so), or start over under a new source_id and reload the target"
-    )
-
-
-def _without_password(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()

@@ -4,19 +4,23 @@ Synchronous redis-py (the enumerator and the readers each own a client; redis-py
 makes the connections from the URL and ``client_options``). Every call here takes
 many keys and sends one pipeline (no ``MULTI``), so asking the last id of a
 thousand streams is one round trip. An error reply for one key is turned into an
-error naming that key: ``WRONGTYPE`` into `NotAStreamError`.
+error naming that key: ``WRONGTYPE`` into `NotAStreamError`. `connect` asks
+``PING`` first, so that a wrong password, database number or scheme is told as
+such, naming the URL (`redacted`).
 """
 
 from __future__ import annotations
 
 import types
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, final
 
 import attrs
 
 from reference_sinks.redis._source_rows import Entry
-from sinkv2.errors import SinkV2Error
+from reference_sinks.redis._source_split import MAX_ID, id_after
+from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.text import missing_extra
 
 __all__ = [
@@ -25,6 +29,7 @@ __all__ = [
     "connect",
     "last_ids",
     "read_ranges",
+    "redacted",
     "scan_streams",
     "stream_heads",
     "trim",
@@ -54,14 +59,65 @@ def _redis() -> types.ModuleType:
     return redis
 
 
+def redacted(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
+
+
 def connect(url: str, client_options: Mapping[str, Any]) -> Any:
-    """A redis-py client (sync, raw bytes replies) for ``url``.
+    """A redis-py client (sync, raw bytes replies) for ``url``, which answered ``PING``.
 
     Raises:
         ImportError: redis-py is not installed (the message has the install line).
+        SinkConfigurationError: The server cannot be reached, or refuses the URL's
+            password or database number; the message names the URL (password masked)
+            and what to check.
     """
     redis = _redis()
-    return redis.Redis.from_url(url, **{**client_options, "decode_responses": False})
+    client = redis.Redis.from_url(url, **{**client_options, "decode_responses": False})
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as error:
+        client.close()
+        raise SinkConfigurationError(
+            f"RedisStreamSource could not connect to {redacted(url)}: {_why(url, error)} "
+            f"({type(error).__name__}: {error})"
+        ) from error
+    return client
+
+
+def _why(url: str, error: Exception) -> str:
+    """What a failed ``PING`` means, and what to do."""
+    exceptions = _redis().exceptions
+    parts = urllib.parse.urlsplit(url)
+    text = str(error)
+    if isinstance(error, exceptions.AuthenticationError) or "NOAUTH" in text:
+        if parts.password is None:
+            return (
+                "the server needs a password; put it in the url, "
+                "'redis://:password@host:port/db' (or 'redis://user:password@...' for an "
+                "ACL user)"
+            )
+        return "the server refused the password (or user name) in the url; correct it"
+    if "DB index is out of range" in text:
+        return (
+            f"its database number {parts.path.strip('/')} is out of range for the server "
+            "(it has 'databases' of them, 16 unless configured); use a lower number"
+        )
+    if parts.scheme == "rediss":
+        return (
+            "the TLS connection failed: is the server listening with TLS on that port? "
+            "Use redis:// for a server without TLS, or pass the certificates it needs "
+            "in client_options (ssl_ca_certs, ssl_certfile, ssl_keyfile)"
+        )
+    return (
+        "check the host and port (or socket path) in the url, that the server is up, "
+        "and that it does not need TLS (then the url is rediss://)"
+    )
 
 
 def _check(key: str, reply: Any, command: str) -> Any:
@@ -73,6 +129,16 @@ def _check(key: str, reply: Any, command: str) -> Any:
                 f"cannot read it ({command} answered {text!r}); read only stream keys (list "
                 "them in keys=, or narrow the pattern), or delete or rename that key",
                 key=key,
+            ) from reply
+        exceptions = _redis().exceptions
+        if isinstance(reply, exceptions.MovedError | exceptions.AskError):
+            raise SinkConfigurationError(
+                f"the key {key!r} lives on another node of a Redis Cluster ({command} was "
+                f"answered {'MOVED' if isinstance(reply, exceptions.MovedError) else 'ASK'} "
+                f"{text}): RedisStreamSource reads the one server of its url. List only keys "
+                "that node serves (give them one hash tag, e.g. 'orders:{eu}:1' and "
+                "'orders:{eu}:2', to keep them in one slot), or read each node's keys with a "
+                "source of its own"
             ) from reply
         raise reply
     return reply
@@ -165,21 +231,28 @@ def read_ranges(
 ) -> list[list[Entry]]:
     """The entries of each ``(key, after, stop, count)``: ``XRANGE key (after stop COUNT count``.
 
-    ``stop`` ``None`` reads to the stream's end (``+``). A missing key has none.
+    ``stop`` ``None`` reads to the stream's end (``+``). A missing key has none, and
+    nothing follows the largest id (`MAX_ID`; Redis refuses a range after it).
 
     Raises:
         NotAStreamError: A key holds another type.
     """
-    if not ranges:
-        return []
-    pipe = client.pipeline(transaction=False)
-    for key, after, stop, count in ranges:
-        pipe.xrange(key, f"({after}", "+" if stop is None else stop, count=count)
-    replies = pipe.execute(raise_on_error=False)
-    return [
-        list(_check(key, reply, "XRANGE"))
-        for (key, _, _, _), reply in zip(ranges, replies, strict=True)
-    ]
+    asked = [(key, after, stop, count) for key, after, stop, count in ranges if after != MAX_ID]
+    replies: list[Any] = []
+    if asked:
+        pipe = client.pipeline(transaction=False)
+        for key, after, stop, count in asked:
+            pipe.xrange(key, f"({after}", "+" if stop is None else stop, count=count)
+        replies = pipe.execute(raise_on_error=False)
+    answers = iter(zip(asked, replies, strict=True))
+    entries: list[list[Entry]] = []
+    for _, after, _, _ in ranges:
+        if after == MAX_ID:
+            entries.append([])
+            continue
+        (key, _, _, _), reply = next(answers)
+        entries.append(list(_check(key, reply, "XRANGE")))
+    return entries
 
 
 def scan_streams(client: Any, pattern: str) -> list[str]:
@@ -196,18 +269,23 @@ def scan_streams(client: Any, pattern: str) -> list[str]:
     return sorted(found)
 
 
-def trim(client: Any, min_ids: Mapping[str, str]) -> list[int]:
-    """``XTRIM key MINID min_id`` (exact) for each key: entries below ``min_id`` are deleted.
+def trim(client: Any, read_to: Mapping[str, str]) -> list[int]:
+    """Delete each key's entries up to and including an id: ``XTRIM key MINID <next id>``.
 
-    Returns how many entries each trim deleted. A key that no longer exists is left.
+    Exact (``=``, not ``~``). At the largest id (`MAX_ID`) nothing can follow, so the
+    whole stream goes (``XTRIM key MAXLEN 0``). Returns how many entries each trim
+    deleted. A key that no longer exists is left.
 
     Raises:
         NotAStreamError: A key holds another type now.
     """
-    if not min_ids:
+    if not read_to:
         return []
     pipe = client.pipeline(transaction=False)
-    for key, min_id in min_ids.items():
-        pipe.xtrim(key, minid=min_id, approximate=False)
+    for key, last in read_to.items():
+        if last == MAX_ID:
+            pipe.xtrim(key, maxlen=0, approximate=False)
+        else:
+            pipe.xtrim(key, minid=id_after(last), approximate=False)
     replies = pipe.execute(raise_on_error=False)
-    return [int(_check(key, r, "XTRIM")) for key, r in zip(min_ids, replies, strict=True)]
+    return [int(_check(key, r, "XTRIM")) for key, r in zip(read_to, replies, strict=True)]

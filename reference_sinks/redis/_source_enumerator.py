@@ -18,6 +18,12 @@ checkpoint ``c`` is part of checkpoint ``c``'s state; only when ``c`` is complet
 send ``XTRIM key MINID <stop + 1>``: the entries up to the stop are gone, never
 one that was not committed. An engine that never cuts (Flink's model: readers
 read open splits on their own) tells nothing, and nothing is trimmed.
+
+A restored enumerator trims what its checkpoint read as soon as it starts: an
+engine restores only from a completed checkpoint (as Flink does), and the
+notification of that checkpoint can be lost in the crash that made the restore
+(the engine records the completion, then notifies; the trim itself can fail).
+Without this, committed entries would stay in Redis until more data came.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ from reference_sinks.redis._source_client import connect, last_ids, scan_streams
 from reference_sinks.redis._source_split import (
     RedisStreamEnumeratorState,
     RedisStreamSplit,
-    id_after,
     id_key,
 )
 from sinkv2.source import SourceEvent, SplitEnumeratorContext
@@ -91,8 +96,10 @@ class RedisStreamEnumerator:
         self._stops_fixed = state.stops_fixed
         self._read_to: dict[str, str] = dict(state.read_to)
         self._snapshots: dict[int, dict[str, str]] = {}
+        self._restored: int | None = None
         if state.checkpoint_id >= 0 and state.read_to:
             self._snapshots[state.checkpoint_id] = dict(state.read_to)
+            self._restored = state.checkpoint_id
         self._trimmed: dict[str, str] = {}
         self._client: Any = None
 
@@ -107,6 +114,8 @@ class RedisStreamEnumerator:
         source = self._source
         self._client = connect(source.url, source.client_options)
         source.attach(self)
+        if self._restored is not None:  # complete, but its notification may have been lost
+            self.notify_checkpoint_complete(self._restored)
         if source.bounded:
             if not self._stops_fixed:
                 self._fix_stops()
@@ -211,7 +220,7 @@ class RedisStreamEnumerator:
             return
         todo = {key: last for key, last in read_to.items() if self._trimmed.get(key) != last}
         if todo:
-            trim(self._client, {key: id_after(last) for key, last in todo.items()})
+            trim(self._client, todo)
             self._trimmed.update(todo)
 
     def note_read(self, key: str, stop: str) -> None:

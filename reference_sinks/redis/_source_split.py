@@ -25,6 +25,7 @@ from sinkv2 import AttrsMsgpackSerializer
 
 __all__ = [
     "FIRST_ID",
+    "MAX_ID",
     "RedisStreamEnumeratorState",
     "RedisStreamSplit",
     "check_id",
@@ -39,6 +40,9 @@ FIRST_ID: Final = "0-0"
 
 _ID: Final = re.compile(r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)")
 _MAX: Final = 2**64 - 1
+
+MAX_ID: Final = f"{_MAX}-{_MAX}"
+"""The largest stream id: no entry can follow it (Redis refuses an ``XADD`` after it)."""
 
 
 def id_key(entry_id: str) -> tuple[int, int]:
@@ -67,7 +71,13 @@ def check_id(entry_id: object, what: str) -> str:
 
 
 def id_after(entry_id: str) -> str:
-    """The smallest stream id above ``entry_id`` (``XTRIM MINID`` of it keeps what follows)."""
+    """The smallest stream id above ``entry_id`` (``XTRIM MINID`` of it keeps what follows).
+
+    Raises:
+        ValueError: ``entry_id`` is `MAX_ID`: no id follows it.
+    """
+    if entry_id == MAX_ID:
+        raise ValueError(f"no stream id follows the largest one, {MAX_ID}")
     ms, seq = id_key(entry_id)
     if seq < _MAX:
         return f"{ms}-{seq + 1}"
