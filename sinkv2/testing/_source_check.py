@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -50,15 +49,13 @@ from sinkv2.testing._source_plans import (
     schedules,
 )
 from sinkv2.testing._source_verify import verify_bounded, verify_unbounded
+from sinkv2.testing._source_watch import Blocked, Stall, run_watched
 
 __all__ = ["check_source"]
 
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
 _LOG_BEFORE: Final = 20
-_STALL_S: Final = 30.0
-"""An unbounded run that emits no record for this long (its readers busy, or waking with
-nothing) has stopped too: the run ends and reports what it read."""
 
 
 @attrs.define
@@ -69,20 +66,6 @@ class _Expectation:
     records_to_read: int
     guarantee: DeliveryGuarantee
     idle_timeout: float = 2.0
-
-
-class _Progress:
-    """Whether an unbounded run has emitted nothing new for `_STALL_S` seconds."""
-
-    def __init__(self) -> None:
-        self._seen = -1
-        self._since = time.monotonic()
-
-    def stalled(self, emitted: int) -> bool:
-        now = time.monotonic()
-        if emitted != self._seen:
-            self._seen, self._since = emitted, now
-        return now - self._since > _STALL_S
 
 
 class _Run:
@@ -144,14 +127,28 @@ class _Run:
             return
         waiting = engine.waiting()
         if waiting:
+            never = [s for s in waiting if not engine.readers[s].no_more_delivered]
+            idle = [s for s in never if not engine.readers[s].given]
             raise SourceContractError(
                 f"a bounded source went idle before every reader reached END_OF_INPUT: "
                 f"reader(s) {waiting} returned NOTHING_AVAILABLE and their is_available() "
                 f"future did not complete within {engine.idle_timeout} s, and nothing else "
-                "could happen; complete the future when data arrives (or when the reader "
-                "gets splits or notify_no_more_splits()), and if the reader's data takes "
-                "longer to arrive, pass check_source(..., idle_timeout=<seconds>)",
-                method="is_available",
+                "could happen; "
+                + (
+                    f"reader(s) {never} never got notify_no_more_splits()"
+                    + (f" (reader(s) {idle} got no split at all)" if idle else "")
+                    + ": once a bounded source's enumerator has no more splits for a "
+                    "reader it must call signal_no_more_splits(subtask) for it, also for a "
+                    "reader it assigns nothing (more readers than splits, Flink's "
+                    "testIdleReader) and for a reader that registers again after a failure "
+                    "or a restore. If the reader waits for data instead, "
+                    if never
+                    else ""
+                )
+                + "complete the future when data arrives (or when the reader gets splits or "
+                "notify_no_more_splits()), and if the reader's data takes longer to arrive, "
+                "pass check_source(..., idle_timeout=<seconds>)",
+                method="signal_no_more_splits" if never else "is_available",
             )
         raise SourceContractError(
             "a bounded source went idle before every reader reached END_OF_INPUT: no "
@@ -169,10 +166,15 @@ class _Run:
             engine.finish()
         else:
             target = self.want.records_to_read
-            progress = _Progress()
+            progress = Stall()
             engine.run(
+                # Emitted records count: the checkpoint below commits them, so a source
+                # holding just ``target`` records does not wait idle for the next one.
                 until=lambda e: (
-                    len(self.committed) + len(e.committed) >= target
+                    len(self.committed)
+                    + len(e.committed)
+                    + sum(len(slot.pending) for slot in e.readers)
+                    >= target
                     or progress.stalled(sum(seen for seen, _ in e.records_in().values()))
                 ),
                 checkpoint_every=FINAL_CHECKPOINT_EVERY,
@@ -237,8 +239,36 @@ def _shipped(source: Any) -> Any:
     return cloudpickle.loads(cloudpickle.dumps(source))
 
 
-def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> None:
+def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> frozenset[str]:
+    """Run ``plan``; the ids of the splits it saw, or AssertionError naming the problem.
+
+    The case runs in a task thread of its own (`run_watched`): a call into the source
+    that blocks fails the case after ``10 * idle_timeout`` seconds without a step.
+    """
+    runs: list[_Run] = []
+
+    def progress() -> object:  # the engine, and its last log line (numbered by step)
+        return (
+            (id(runs[0].engine), *itertools.islice(reversed(runs[0].engine.log), 1))
+            if runs
+            else None
+        )
+
+    try:
+        return run_watched(
+            lambda: _carry_out_here(factory, plan, want, runs), progress, 10 * want.idle_timeout
+        )
+    except Blocked as blocked:
+        if not runs:
+            raise AssertionError(f"check_source: case {plan} failed:\n{blocked}") from None
+        raise AssertionError(_report(plan, str(blocked), runs[0])) from None
+
+
+def _carry_out_here(
+    factory: Callable[[], Any], plan: Plan, want: _Expectation, runs: list[_Run]
+) -> frozenset[str]:
     run = _Run(factory, plan, want)
+    runs.append(run)
     try:
         for index, op in enumerate(plan.ops):
             run.apply(op, index)
@@ -256,6 +286,7 @@ def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> No
         run.engine.close()
     if problem is not None:
         raise AssertionError(_report(plan, problem, run))
+    return frozenset(run.split_ids)
 
 
 def _report(plan: Plan, problem: str, run: _Run) -> str:
@@ -383,7 +414,9 @@ def check_source(
         guarantee,
         float(idle_timeout),
     )
-    for plan in fixed_plans(max_parallelism):
+    first = fixed_plans(max_parallelism)[0]
+    splits = len(_carry_out(source_factory, first, want))
+    for plan in fixed_plans(max_parallelism, splits=splits)[1:]:
         _carry_out(source_factory, plan, want)
     check_end_positions(source_factory, split_records)
 
