@@ -37,6 +37,7 @@ from sinkv2.testing._source_engine import (
     LocalSourceEngine,
     SourceCheckpoint,
 )
+from sinkv2.testing._source_golden import check_source_golden_samples
 from sinkv2.testing._source_plans import (
     FINAL_CHECKPOINT_EVERY,
     MAX_IDLE_STEPS,
@@ -336,6 +337,7 @@ def check_source(
     max_parallelism: int = 4,
     max_examples: int = 40,
     idle_timeout: float = 2.0,
+    golden_samples: Mapping[str, Mapping[int, tuple[bytes, object]]] | None = None,
 ) -> None:
     """Check that a FLIP-27 source reads every record once (or at least once) through anything.
 
@@ -368,13 +370,19 @@ def check_source(
             when nothing else can happen, before it calls the source idle (a bounded
             source idle before its end fails; an unbounded one has stopped). Raise it for
             a reader whose fetches take longer (a slow query); an unbounded run waits up
-            to 14 such periods for more data.
+            to 14 such periods for more data. A call into the source that does not
+            return for 10 times this long fails the case (a reader blocking in
+            ``poll_next``), showing where it is stuck.
+        golden_samples: Bytes older versions of the serializers wrote, which must
+            still read: ``{"split" | "enumerator_checkpoint": {version: (payload bytes
+            serialize() wrote, the object they stand for)}}``, as ``check_sink``'s.
 
     Raises:
         SourceDefinitionError: The source is half implemented.
         AssertionError: A case failed; the message names it, the problem, and the
-            engine's last steps.
+            engine's last steps. Or a golden sample no longer reads as its object.
         TypeError: A bad argument.
+        ValueError: A golden sample under an unknown name, or not ``(bytes, object)``.
     """
     if guarantee not in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
         raise TypeError(
@@ -393,6 +401,8 @@ def check_source(
             f"idle_timeout must be a positive number of seconds (got {describe(idle_timeout)})"
         )
     bounded = _check_definition(source_factory)
+    if golden_samples:
+        check_source_golden_samples(source_factory(), golden_samples)
     if bounded and expected is None:
         raise TypeError("a bounded source needs expected=[...]: every record it holds")
     if not bounded and split_records is None:

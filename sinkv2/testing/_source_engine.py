@@ -67,7 +67,13 @@ from sinkv2.testing._source_wiring import (
     split_id_of,
 )
 
-__all__ = ["EmittedRecord", "EngineStep", "LocalSourceEngine", "SourceCheckpoint"]
+__all__ = [
+    "EmittedRecord",
+    "EngineStep",
+    "LocalSourceEngine",
+    "SourceCheckpoint",
+    "value_difference",
+]
 
 _HOST: Final = "localhost"
 
@@ -731,7 +737,7 @@ def _where_different(a: object, b: object, path: str = "") -> object:
     return _UNKNOWN if unknown else None
 
 
-def _difference(original: object, back: object) -> str | None:
+def value_difference(original: object, back: object) -> str | None:
     """How a value read back differs from the one written, or None if it does not."""
     plain = type(original).__eq__ is object.__eq__
     if not plain and back == original:
@@ -764,7 +770,7 @@ def _check_same_id(split_id: str, back: object) -> None:
 def _check_round_trip(
     original: object, back: object, what: str, getter: str, split_id: str | None
 ) -> None:
-    difference = _difference(original, back)
+    difference = value_difference(original, back)
     if difference is not None:
         about = f"split {split_id!r}" if split_id is not None else "the enumerator checkpoint"
         raise SourceContractError(

@@ -393,3 +393,60 @@ def test_a_split_id_that_is_not_stable(files: Any) -> None:
 
 def test_the_module_path() -> None:
     assert Path(nf.__file__).parent == Path(__file__).parent
+
+
+# --- older versions of the serializers --------------------------------------------
+
+V1_SPLIT = b'{"n": 4, "p": "/data/part-4.txt", "l": 3}'
+
+
+class VersionTwo(nf.FileSplitSerializer):
+    """Version 2 writes the position first; it reads version 1 too."""
+
+    def get_version(self) -> int:
+        return 2
+
+    def serialize(self, obj: nf.FileSplit) -> bytes:
+        return f"{obj.lines_read},{obj.number},{obj.path}".encode()
+
+    def deserialize(self, version: int, serialized: bytes) -> nf.FileSplit:
+        if version == 1:
+            return super().deserialize(1, serialized)
+        lines_read, number, path = serialized.decode().split(",", 2)
+        return nf.FileSplit(int(number), path, int(lines_read))
+
+
+class VersionTwoOnly(VersionTwo):
+    """BUG: bumped to version 2, and reads every version as version 2."""
+
+    def deserialize(self, version: int, serialized: bytes) -> nf.FileSplit:
+        return super().deserialize(2, serialized)
+
+
+class VersionTwoMisreadsOne(VersionTwo):
+    """BUG: reads version 1 but drops its position."""
+
+    def deserialize(self, version: int, serialized: bytes) -> nf.FileSplit:
+        split = super().deserialize(version, serialized)
+        return attrs.evolve(split, lines_read=0) if version == 1 else split
+
+
+def test_golden_samples_of_older_versions_must_still_read(files: Any) -> None:
+    samples = {
+        "split": {
+            1: (V1_SPLIT, nf.FileSplit(4, "/data/part-4.txt", 3)),
+            2: (b"3,4,/data/part-4.txt", nf.FileSplit(4, "/data/part-4.txt", 3)),
+        },
+        "enumerator_checkpoint": {1: (b"[]", nf.EnumState(()))},
+    }
+    check(files, source_with(serializer=VersionTwo), golden_samples=samples, max_examples=3)
+    with pytest.raises(AssertionError) as info:
+        check(files, source_with(serializer=VersionTwoOnly), golden_samples=samples)
+    assert "cannot read its version 1 golden sample any more" in str(info.value)
+    with pytest.raises(AssertionError) as info:
+        check(files, source_with(serializer=VersionTwoMisreadsOne), golden_samples=samples)
+    message = str(info.value)
+    assert "reads its version 1 golden sample as" in message, message
+    assert "(.lines_read: 3 != 0)" in message, message
+    with pytest.raises(ValueError, match="unknown serializer name 'splits'"):
+        check(files, source_with(serializer=VersionTwo), golden_samples={"splits": {}})
