@@ -93,9 +93,9 @@ def hints(plan: Plan, problem: str) -> list[str]:
         )
     if "extra or repeated:" in problem and restarted:
         hints.append(
-            "This case restarted readers from a checkpoint. A record committed twice means a "
-            "snapshot held a split behind the records emitted before it (snapshot_state must "
-            "hold the position after the last record emitted, moved in the same poll_next "
+            "This case restarted readers from a checkpoint. A record committed twice usually "
+            "means a snapshot held a split behind the records emitted before it (snapshot_state "
+            "must hold the position after the last record emitted, moved in the same poll_next "
             "call that emitted it), or a restored reader started before the position its "
             "split carries."
         )

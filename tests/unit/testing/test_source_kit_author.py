@@ -450,3 +450,54 @@ def test_golden_samples_of_older_versions_must_still_read(files: Any) -> None:
     assert "(.lines_read: 3 != 0)" in message, message
     with pytest.raises(ValueError, match="unknown serializer name 'splits'"):
         check(files, source_with(serializer=VersionTwo), golden_samples={"splits": {}})
+
+
+# --- split ids that change across a restore ------------------------------------------
+
+LISTINGS = iter(range(1_000_000))
+
+
+@attrs.frozen
+class ListedSplit(nf.FileSplit):
+    """A split whose id carries the number of the listing that found it."""
+
+    listing: int = 0
+
+    def split_id(self) -> str:
+        return f"part-{self.number}#{self.listing}"
+
+
+class ListedSplitSerializer(nf.FileSplitSerializer):
+    def serialize(self, obj: nf.FileSplit) -> bytes:
+        assert isinstance(obj, ListedSplit)
+        return f"{super().serialize(obj).decode()}|{obj.listing}".encode()
+
+    def deserialize(self, version: int, serialized: bytes) -> nf.FileSplit:
+        body, listing = serialized.decode().rsplit("|", 1)
+        split = super().deserialize(version, body.encode())
+        return ListedSplit(split.number, split.path, split.lines_read, int(listing))
+
+
+class RelistsOnRestore(nf.NumberedFilesSource):
+    """BUG: split ids come from the listing, and a restore lists the files again.
+
+    The enumerator's checkpoint holds only the numbers of files not assigned yet; a
+    restored enumerator lists the directory anew, so files the readers hold come back
+    under new ids and are read twice.
+    """
+
+    def get_split_serializer(self) -> Any:
+        return ListedSplitSerializer()
+
+    def list_splits(self) -> list[nf.FileSplit]:
+        listing = next(LISTINGS)
+        return [ListedSplit(s.number, s.path, 0, listing) for s in super().list_splits()]
+
+    def restore_enumerator(self, enum_context: Any, checkpoint: nf.EnumState) -> Any:
+        return self.create_enumerator(enum_context)
+
+
+def test_a_split_id_that_changes_across_a_restore_is_named(files: Any) -> None:
+    message = fails(files, RelistsOnRestore, "extra or repeated: ")
+    assert re.search(r"was committed through splits \['part-\d#\d+', 'part-\d#\d+'\]", message)
+    assert "its split_id() is not stable across restarts" in message
