@@ -101,8 +101,14 @@ def _where(thread: threading.Thread, limit: float) -> str:
     owner = callee.f_locals.get("self")
     name = callee.f_code.co_name
     qualified = f"{type(owner).__qualname__}.{name}" if owner is not None else name
+    engine = caller.f_locals.get("self") if caller is not None else None
     subtask = caller.f_locals.get("subtask") if caller is not None else None
-    who = f"reader {subtask}'s " if isinstance(subtask, int) and "reader" not in name else ""
+    if owner is not None and owner is getattr(engine, "enumerator", None):
+        who = "the enumerator's "
+    elif isinstance(subtask, int) and "reader" not in name:
+        who = f"reader {subtask}'s "
+    else:
+        who = ""
     stack = traceback.format_list(traceback.extract_stack(inner[-1])[-_SHOWN_FRAMES:])
     return (
         f"{who}{name}() ({qualified}) has not returned for {limit:g} s: it blocks. The "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +261,33 @@ def test_a_reader_blocking_in_poll_next_fails_instead_of_hanging(files: Any) -> 
 
 
 # --- enumerators ------------------------------------------------------------------
+
+
+class WaitsForEveryReader(nf.PushEnumerator):
+    """BUG: add_reader waits until every reader registered, which the same thread delivers."""
+
+    released = False  # set by the test, so that the thread the kit left behind ends
+
+    def add_reader(self, subtask_id: int) -> None:
+        while len(self.context.registered_readers()) < self.context.current_parallelism():
+            if WaitsForEveryReader.released:
+                raise RuntimeError("released by the test")
+            time.sleep(0.01)
+        super().add_reader(subtask_id)
+
+
+def test_an_enumerator_blocking_in_a_call_is_named(files: Any) -> None:
+    try:
+        fails(
+            files,
+            source_with(enumerator=WaitsForEveryReader),
+            "the enumerator's add_reader() (WaitsForEveryReader.add_reader) has not returned "
+            "for 1 s",
+            "in add_reader\n    time.sleep(0.01)",
+            idle_timeout=0.1,
+        )
+    finally:
+        WaitsForEveryReader.released = True
 
 
 class ForgetsSplitsGivenBack(nf.PushEnumerator):
