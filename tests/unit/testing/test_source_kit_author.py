@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import numbered_files_source as nf
 import pytest
+from hypothesis import Phase, settings
 
 from sinkv2.errors import CorruptDataError
 from sinkv2.source import InputStatus
@@ -529,3 +530,22 @@ def test_a_split_id_that_changes_across_a_restore_is_named(files: Any) -> None:
     message = fails(files, RelistsOnRestore, "extra or repeated: ")
     assert re.search(r"was committed through splits \['part-\d#\d+', 'part-\d#\d+'\]", message)
     assert "its split_id() is not stable across restarts" in message
+
+
+# --- the hypothesis profile ---------------------------------------------------------
+
+
+def test_the_loaded_profiles_phases_decide_which_schedules_run(files: Any) -> None:
+    """As check_sink: a profile without Phase.generate runs the fixed cases only.
+
+    The enumerator that drops splits given back passes Flink's fixed cases with this
+    push source (it assigns every split before the first checkpoint, so no reader
+    has splits to give back there); only random schedules catch it.
+    """
+    previous = settings.get_current_profile_name()
+    settings.register_profile("sinkv2-fixed-cases-only", phases=[Phase.explicit])
+    settings.load_profile("sinkv2-fixed-cases-only")
+    try:
+        check(files, source_with(enumerator=ForgetsSplitsGivenBack))
+    finally:
+        settings.load_profile(previous)
