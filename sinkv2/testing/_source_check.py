@@ -2,8 +2,9 @@
 
 Fixed cases first, with Flink's names (one reader; several readers; more readers
 than splits; stop and restart from a checkpoint; scale up; scale down; a reader
-failure; the readers' ``numRecordsIn``), and two of sinkv2's (a late checkpoint
-notification; an aborted checkpoint), then random schedules chosen by hypothesis:
+failure; the readers' ``numRecordsIn``), and three of sinkv2's (a late checkpoint
+notification; a checkpoint before every reader registered; an aborted checkpoint),
+then random schedules chosen by hypothesis:
 checkpoints (notified at once or late), aborted checkpoints, reader failures and
 restores with another parallelism at random points. After each, the committed
 records are checked as Flink's ``CollectIteratorAssert`` checks them. A failure
@@ -11,7 +12,8 @@ names the case, its schedule, the problem (with a hint when late or aborted
 checkpoints were in it), the engine's last steps, and Python that runs the case
 alone. A source with `SupportsEndPositions` also has its cuts checked
 (``_source_end_check``): deterministic, counted, and covering exactly up to the end
-position.
+position. Each case runs in a thread of its own (``_source_watch``), so that a call
+into the source that never returns fails the case instead of hanging it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from sinkv2.testing._source_plans import (
     schedules,
 )
 from sinkv2.testing._source_verify import verify_bounded, verify_unbounded
-from sinkv2.testing._source_watch import Blocked, Stall, run_watched
+from sinkv2.testing._source_watch import Blocked, Stall, last_step, run_watched
 
 __all__ = ["check_source"]
 
@@ -247,17 +249,11 @@ def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> fr
     that blocks fails the case after ``10 * idle_timeout`` seconds without a step.
     """
     runs: list[_Run] = []
-
-    def progress() -> object:  # the engine, and its last log line (numbered by step)
-        return (
-            (id(runs[0].engine), *itertools.islice(reversed(runs[0].engine.log), 1))
-            if runs
-            else None
-        )
-
     try:
         return run_watched(
-            lambda: _carry_out_here(factory, plan, want, runs), progress, 10 * want.idle_timeout
+            lambda: _carry_out_here(factory, plan, want, runs),
+            lambda: last_step(runs[0].engine) if runs else None,
+            10 * want.idle_timeout,
         )
     except Blocked as blocked:
         if not runs:

@@ -12,6 +12,7 @@ for `STALL_S` seconds (`Stall`) has stopped too.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -19,9 +20,9 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
-__all__ = ["STALL_S", "Blocked", "Stall", "run_watched"]
+__all__ = ["STALL_S", "Blocked", "Stall", "last_step", "run_watched"]
 
 T = TypeVar("T")
 _KIT: Final = str(Path(__file__).resolve().parent)
@@ -47,6 +48,11 @@ class Stall:
         if emitted != self._seen:
             self._seen, self._since = emitted, now
         return now - self._since > STALL_S
+
+
+def last_step(engine: Any) -> object:
+    """A progress token of a `LocalSourceEngine`: which one, and its last log line."""
+    return (id(engine), *itertools.islice(reversed(engine.log), 1))
 
 
 def run_watched(case: Callable[[], T], progress: Callable[[], object], limit: float) -> T:
