@@ -2,8 +2,9 @@
 
 Fixed cases first, with Flink's names (one reader; several readers; more readers
 than splits; stop and restart from a checkpoint; scale up; scale down; a reader
-failure; the readers' ``numRecordsIn``), and two of sinkv2's (a late checkpoint
-notification; an aborted checkpoint), then random schedules chosen by hypothesis:
+failure; the readers' ``numRecordsIn``), and three of sinkv2's (a late checkpoint
+notification; a checkpoint before every reader registered; an aborted checkpoint),
+then random schedules chosen by hypothesis:
 checkpoints (notified at once or late), aborted checkpoints, reader failures and
 restores with another parallelism at random points. After each, the committed
 records are checked as Flink's ``CollectIteratorAssert`` checks them. A failure
@@ -11,14 +12,14 @@ names the case, its schedule, the problem (with a hint when late or aborted
 checkpoints were in it), the engine's last steps, and Python that runs the case
 alone. A source with `SupportsEndPositions` also has its cuts checked
 (``_source_end_check``): deterministic, counted, and covering exactly up to the end
-position.
+position. Each case runs in a thread of its own (``_source_watch``), so that a call
+into the source that never returns fails the case instead of hanging it.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -38,6 +39,7 @@ from sinkv2.testing._source_engine import (
     LocalSourceEngine,
     SourceCheckpoint,
 )
+from sinkv2.testing._source_golden import check_source_golden_samples
 from sinkv2.testing._source_plans import (
     FINAL_CHECKPOINT_EVERY,
     MAX_IDLE_STEPS,
@@ -50,15 +52,13 @@ from sinkv2.testing._source_plans import (
     schedules,
 )
 from sinkv2.testing._source_verify import verify_bounded, verify_unbounded
+from sinkv2.testing._source_watch import Blocked, Stall, last_step, run_watched
 
 __all__ = ["check_source"]
 
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
 _LOG_BEFORE: Final = 20
-_STALL_S: Final = 30.0
-"""An unbounded run that emits no record for this long (its readers busy, or waking with
-nothing) has stopped too: the run ends and reports what it read."""
 
 
 @attrs.define
@@ -69,20 +69,6 @@ class _Expectation:
     records_to_read: int
     guarantee: DeliveryGuarantee
     idle_timeout: float = 2.0
-
-
-class _Progress:
-    """Whether an unbounded run has emitted nothing new for `_STALL_S` seconds."""
-
-    def __init__(self) -> None:
-        self._seen = -1
-        self._since = time.monotonic()
-
-    def stalled(self, emitted: int) -> bool:
-        now = time.monotonic()
-        if emitted != self._seen:
-            self._seen, self._since = emitted, now
-        return now - self._since > _STALL_S
 
 
 class _Run:
@@ -144,14 +130,28 @@ class _Run:
             return
         waiting = engine.waiting()
         if waiting:
+            never = [s for s in waiting if not engine.readers[s].no_more_delivered]
+            idle = [s for s in never if not engine.readers[s].given]
             raise SourceContractError(
                 f"a bounded source went idle before every reader reached END_OF_INPUT: "
                 f"reader(s) {waiting} returned NOTHING_AVAILABLE and their is_available() "
                 f"future did not complete within {engine.idle_timeout} s, and nothing else "
-                "could happen; complete the future when data arrives (or when the reader "
-                "gets splits or notify_no_more_splits()), and if the reader's data takes "
-                "longer to arrive, pass check_source(..., idle_timeout=<seconds>)",
-                method="is_available",
+                "could happen; "
+                + (
+                    f"reader(s) {never} never got notify_no_more_splits()"
+                    + (f" (reader(s) {idle} got no split at all)" if idle else "")
+                    + ": once a bounded source's enumerator has no more splits for a "
+                    "reader it must call signal_no_more_splits(subtask) for it, also for a "
+                    "reader it assigns nothing (more readers than splits, Flink's "
+                    "testIdleReader) and for a reader that registers again after a failure "
+                    "or a restore. If the reader waits for data instead, "
+                    if never
+                    else ""
+                )
+                + "complete the future when data arrives (or when the reader gets splits or "
+                "notify_no_more_splits()), and if the reader's data takes longer to arrive, "
+                "pass check_source(..., idle_timeout=<seconds>)",
+                method="signal_no_more_splits" if never else "is_available",
             )
         raise SourceContractError(
             "a bounded source went idle before every reader reached END_OF_INPUT: no "
@@ -169,10 +169,15 @@ class _Run:
             engine.finish()
         else:
             target = self.want.records_to_read
-            progress = _Progress()
+            progress = Stall()
             engine.run(
+                # Emitted records count: the checkpoint below commits them, so a source
+                # holding just ``target`` records does not wait idle for the next one.
                 until=lambda e: (
-                    len(self.committed) + len(e.committed) >= target
+                    len(self.committed)
+                    + len(e.committed)
+                    + sum(len(slot.pending) for slot in e.readers)
+                    >= target
                     or progress.stalled(sum(seen for seen, _ in e.records_in().values()))
                 ),
                 checkpoint_every=FINAL_CHECKPOINT_EVERY,
@@ -237,8 +242,30 @@ def _shipped(source: Any) -> Any:
     return cloudpickle.loads(cloudpickle.dumps(source))
 
 
-def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> None:
+def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> frozenset[str]:
+    """Run ``plan``; the ids of the splits it saw, or AssertionError naming the problem.
+
+    The case runs in a task thread of its own (`run_watched`): a call into the source
+    that blocks fails the case after ``10 * idle_timeout`` seconds without a step.
+    """
+    runs: list[_Run] = []
+    try:
+        return run_watched(
+            lambda: _carry_out_here(factory, plan, want, runs),
+            lambda: last_step(runs[0].engine) if runs else None,
+            10 * want.idle_timeout,
+        )
+    except Blocked as blocked:
+        if not runs:
+            raise AssertionError(f"check_source: case {plan} failed:\n{blocked}") from None
+        raise AssertionError(_report(plan, str(blocked), runs[0])) from None
+
+
+def _carry_out_here(
+    factory: Callable[[], Any], plan: Plan, want: _Expectation, runs: list[_Run]
+) -> frozenset[str]:
     run = _Run(factory, plan, want)
+    runs.append(run)
     try:
         for index, op in enumerate(plan.ops):
             run.apply(op, index)
@@ -256,6 +283,7 @@ def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> No
         run.engine.close()
     if problem is not None:
         raise AssertionError(_report(plan, problem, run))
+    return frozenset(run.split_ids)
 
 
 def _report(plan: Plan, problem: str, run: _Run) -> str:
@@ -305,6 +333,7 @@ def check_source(
     max_parallelism: int = 4,
     max_examples: int = 40,
     idle_timeout: float = 2.0,
+    golden_samples: Mapping[str, Mapping[int, tuple[bytes, object]]] | None = None,
 ) -> None:
     """Check that a FLIP-27 source reads every record once (or at least once) through anything.
 
@@ -332,18 +361,25 @@ def check_source(
         records_to_read: How many records an unbounded run reads.
         guarantee: ``EXACTLY_ONCE`` (each record committed once) or ``AT_LEAST_ONCE``.
         max_parallelism: The most readers a case uses.
-        max_examples: Random schedules to try (see `resolve_examples`).
+        max_examples: Random schedules to try (see `resolve_examples`), in the loaded
+            hypothesis profile's phases (without ``Phase.generate``: none).
         idle_timeout: Seconds the engine waits for a reader's ``is_available()`` future
             when nothing else can happen, before it calls the source idle (a bounded
             source idle before its end fails; an unbounded one has stopped). Raise it for
             a reader whose fetches take longer (a slow query); an unbounded run waits up
-            to 14 such periods for more data.
+            to 14 such periods for more data. A call into the source that does not
+            return for 10 times this long fails the case (a reader blocking in
+            ``poll_next``), showing where it is stuck.
+        golden_samples: Bytes older versions of the serializers wrote, which must
+            still read: ``{"split" | "enumerator_checkpoint": {version: (payload bytes
+            serialize() wrote, the object they stand for)}}``, as ``check_sink``'s.
 
     Raises:
         SourceDefinitionError: The source is half implemented.
         AssertionError: A case failed; the message names it, the problem, and the
-            engine's last steps.
+            engine's last steps. Or a golden sample no longer reads as its object.
         TypeError: A bad argument.
+        ValueError: A golden sample under an unknown name, or not ``(bytes, object)``.
     """
     if guarantee not in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
         raise TypeError(
@@ -362,6 +398,8 @@ def check_source(
             f"idle_timeout must be a positive number of seconds (got {describe(idle_timeout)})"
         )
     bounded = _check_definition(source_factory)
+    if golden_samples:
+        check_source_golden_samples(source_factory(), golden_samples)
     if bounded and expected is None:
         raise TypeError("a bounded source needs expected=[...]: every record it holds")
     if not bounded and split_records is None:
@@ -383,9 +421,15 @@ def check_source(
         guarantee,
         float(idle_timeout),
     )
-    for plan in fixed_plans(max_parallelism):
+    first = fixed_plans(max_parallelism)[0]
+    splits = len(_carry_out(source_factory, first, want))
+    for plan in fixed_plans(max_parallelism, splits=splits)[1:]:
         _carry_out(source_factory, plan, want)
     check_end_positions(source_factory, split_records)
+    # As check_sink's: a profile without Phase.shrink reports the first failing schedule.
+    phases = [p for p in (settings.default or settings()).phases if p is not Phase.explain]
+    if Phase.generate not in phases:
+        return
 
     @settings(
         max_examples=resolve_examples(max_examples),
@@ -393,7 +437,7 @@ def check_source(
         database=None,
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+        phases=phases,
     )
     @given(plan=schedules(max_parallelism))
     def random_schedules(plan: Plan) -> None:

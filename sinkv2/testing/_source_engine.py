@@ -67,7 +67,13 @@ from sinkv2.testing._source_wiring import (
     split_id_of,
 )
 
-__all__ = ["EmittedRecord", "EngineStep", "LocalSourceEngine", "SourceCheckpoint"]
+__all__ = [
+    "EmittedRecord",
+    "EngineStep",
+    "LocalSourceEngine",
+    "SourceCheckpoint",
+    "value_difference",
+]
 
 _HOST: Final = "localhost"
 
@@ -258,7 +264,9 @@ class LocalSourceEngine:
         back = self._wiring.since_checkpoint[subtask]
         self._wiring.since_checkpoint[subtask] = []
         for split in back:
-            self._wiring.owner.pop(split_id_of(split, "add_splits_back"), None)
+            split_id = split_id_of(split, "add_splits_back")
+            self._wiring.owner.pop(split_id, None)
+            self._wiring.given_back[split_id] = subtask
         for split_id in [sid for sid, owner in self._wiring.owner.items() if owner == subtask]:
             del self._wiring.owner[split_id]
         if back:
@@ -281,9 +289,12 @@ class LocalSourceEngine:
                 _check_round_trip(
                     split, copy, "the split serializer", "get_split_serializer", split_id
                 )
+                _check_same_id(split_id, copy)
                 copies.append(copy)
             self._log(f"reader {subtask} add_splits({ids})")
             slot.given.update(ids)
+            for split_id in ids:
+                slot.left_out.pop(split_id, None)
             slot.reader.add_splits(copies)
         elif kind == "no_more":
             self._log(f"reader {subtask} notify_no_more_splits()")
@@ -585,6 +596,8 @@ class LocalSourceEngine:
             )
         ids = [split_id_of(split, "snapshot_state") for split in splits]
         slot.snapshot_ids = ids
+        for split_id in slot.given.difference(ids, slot.left_out):
+            slot.left_out[split_id] = checkpoint_id  # finished, as far as a restore knows
         for split_id in ids:
             if split_id not in slot.given:
                 raise SourceContractError(
@@ -615,6 +628,7 @@ class LocalSourceEngine:
             )
             back = self._read_split(data)
             _check_round_trip(split, back, "the split serializer", "get_split_serializer", split_id)
+            _check_same_id(split_id, back)
             framed.append(data)
         return tuple(framed)
 
@@ -631,6 +645,18 @@ class LocalSourceEngine:
                 "reader ends once its splits are read and the enumerator called "
                 "signal_no_more_splits for its subtask: did it?)",
                 method="poll_next",
+            )
+        if self._wiring.given_back:
+            lost = sorted(self._wiring.given_back.items())
+            raise SourceContractError(
+                "every reader reached END_OF_INPUT, but the enumerator never assigned again "
+                "the splits it got back through add_splits_back() when a reader failed: "
+                + ", ".join(f"{split_id!r} (from reader {subtask})" for split_id, subtask in lost)
+                + "; the failed reader had them after the last checkpoint, so no checkpoint "
+                "holds them and their records are lost: keep splits given back and assign "
+                "them again (to the restarted reader when it registers, or to any reader)",
+                method="add_splits_back",
+                split_id=lost[0][0],
             )
         checkpoint = self.checkpoint()
         self.close()
@@ -711,7 +737,7 @@ def _where_different(a: object, b: object, path: str = "") -> object:
     return _UNKNOWN if unknown else None
 
 
-def _difference(original: object, back: object) -> str | None:
+def value_difference(original: object, back: object) -> str | None:
     """How a value read back differs from the one written, or None if it does not."""
     plain = type(original).__eq__ is object.__eq__
     if not plain and back == original:
@@ -726,10 +752,25 @@ def _difference(original: object, back: object) -> str | None:
     return described
 
 
+def _check_same_id(split_id: str, back: object) -> None:
+    """A split read back through the split serializer must keep its id."""
+    again = split_id_of(back, "get_split_serializer")
+    if again != split_id:
+        raise SourceContractError(
+            f"split {split_id!r} read back through the split serializer says its split_id() "
+            f"is {again!r}: a split's id must be the same in every copy, in every process "
+            "and after every restart (a restore finds splits by id); derive it from the "
+            "split's own fields, never from id(), hash() of a str (salted per process), "
+            "a random number or the clock",
+            method="split_id",
+            split_id=split_id,
+        )
+
+
 def _check_round_trip(
     original: object, back: object, what: str, getter: str, split_id: str | None
 ) -> None:
-    difference = _difference(original, back)
+    difference = value_difference(original, back)
     if difference is not None:
         about = f"split {split_id!r}" if split_id is not None else "the enumerator checkpoint"
         raise SourceContractError(

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 __all__ = [
     "FINAL_CHECKPOINT_EVERY",
     "MAX_IDLE_STEPS",
+    "MOST_READERS",
     "WAIT_FOR_AN_ASSIGNMENT",
     "Op",
     "Plan",
@@ -31,6 +32,8 @@ MAX_IDLE_STEPS: Final = 2 * FINAL_CHECKPOINT_EVERY
 """An unbounded source idle this many steps in a row (two checkpoints among them) has
 stopped: the run ends and reports what it read, instead of waiting for ever."""
 WAIT_FOR_AN_ASSIGNMENT: Final = 300  # steps; a source may assign every split up front
+MOST_READERS: Final = 17
+"""The most readers ``testIdleReader`` runs (one more than splits, up to this)."""
 
 
 @attrs.frozen
@@ -77,6 +80,24 @@ def hints(plan: Plan, problem: str) -> list[str]:
             "notify_checkpoint_complete(checkpoint_id) must do so up to the positions of "
             "that checkpoint's snapshot (keep them by checkpoint id, as Flink's "
             "KafkaSourceReader keeps its offsets to commit), not up to where it is now."
+        )
+    restarted = bool(kinds & {"restore", "fail", "fail-assigned"})
+    if lost and restarted:
+        hints.append(
+            "This case restarted readers from a checkpoint. At a checkpoint every unfinished "
+            "split must be in exactly one snapshot: the enumerator's (not assigned yet, or set "
+            "aside for a reader whose registration has not arrived: a split is assigned only "
+            "once assign_split() was called for it) or one reader's (with the position after "
+            "its last emitted record). A split in neither is lost on restore, and a restored "
+            "reader that starts past the position its split carries skips records."
+        )
+    if "extra or repeated:" in problem and restarted:
+        hints.append(
+            "This case restarted readers from a checkpoint. A record committed twice usually "
+            "means a snapshot held a split behind the records emitted before it (snapshot_state "
+            "must hold the position after the last record emitted, moved in the same poll_next "
+            "call that emitted it), or a restored reader started before the position its "
+            "split carries."
         )
     if lost and "abort" in kinds:
         hints.append(
@@ -134,14 +155,20 @@ def reproduction(plan: Plan, *, bounded: bool, records_to_read: int) -> str:
     return "\n".join(lines)
 
 
-def fixed_plans(max_parallelism: int) -> list[Plan]:
+def fixed_plans(max_parallelism: int, *, splits: int = 0) -> list[Plan]:
+    """Flink's fixed cases, then sinkv2's.
+
+    ``splits`` (as many as the first case saw) sizes ``testIdleReader``: one reader
+    more than splits, so that a reader gets none.
+    """
     several = min(4, max_parallelism)
     fewer = max(1, several // 2)
     middle = [Op("steps", 25), Op("checkpoint"), Op("steps", 25)]
+    idle = max(max_parallelism, min(splits, MOST_READERS - 1)) + 1
     return [
         Plan("testSourceSingleSplit", 1, 0),
         Plan("testMultipleSplits", several, 1),
-        Plan("testIdleReader", max_parallelism + 1, 2),
+        Plan("testIdleReader", idle, 2),
         Plan("testSavepoint", several, 3, (*middle, Op("restore", several))),
         Plan("testScaleUp", fewer, 4, (*middle, Op("restore", several))),
         Plan("testScaleDown", several, 5, (*middle, Op("restore", fewer))),
@@ -166,6 +193,14 @@ def fixed_plans(max_parallelism: int) -> list[Plan]:
                 Op("steps", 10),
                 Op("restore", fewer),
             ),
+        ),
+        # A checkpoint while some readers' registrations are still on their way to the
+        # enumerator: splits it planned for them must be in its checkpoint.
+        Plan(
+            "checkpoint before every reader registered",
+            several,
+            10,
+            (Op("steps", 2), Op("checkpoint"), Op("steps", 20), Op("restore", several)),
         ),
         Plan(
             "aborted checkpoint",

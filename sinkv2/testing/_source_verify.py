@@ -37,6 +37,7 @@ def verify_bounded(
             f"{len(want)} expected):\n"
             + (f"  missing: {lost}\n" if lost else "")
             + (f"  extra or repeated: {extra}\n" if extra else "")
+            + (_under_two_ids(committed, want) if extra else "")
         )
     if guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
         missing = set(map(freeze, expected)) - set(map(freeze, got))
@@ -49,6 +50,27 @@ def verify_bounded(
             )
         return None
     return _order_problem(committed, expected)
+
+
+def _under_two_ids(committed: Sequence[EmittedRecord], want: Multiset) -> str:
+    """A line naming a record repeated under two split ids (an id unstable across restarts)."""
+    ids: dict[Any, set[str]] = collections.defaultdict(set)
+    counts: collections.Counter[Any] = collections.Counter()
+    for record in committed:
+        key = freeze(record.record)
+        counts[key] += 1
+        if record.split_id is not None:
+            ids[key].add(record.split_id)
+    for record in committed:
+        key = freeze(record.record)
+        if counts[key] > want.count(record.record) and len(ids[key]) > 1:
+            return (
+                f"  {short_repr(record.record)} was committed through splits "
+                f"{sorted(ids[key])}: if these are one split under two ids, its split_id() is "
+                "not stable across restarts (a restored enumerator or reader made it anew "
+                "from something that changes: a counter, a random token, the listing order)\n"
+            )
+    return ""
 
 
 def _order_problem(committed: Sequence[EmittedRecord], expected: Sequence[Row]) -> str | None:

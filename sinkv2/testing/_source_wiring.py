@@ -178,6 +178,9 @@ class ReaderSlot:
         self.future: concurrent.futures.Future[None] | None = None
         self.emitted = 0
         self.snapshot_ids: list[str] = []
+        self.left_out: dict[str, int] = {}
+        """Splits given to this reader that a snapshot left out (finished, to a restore):
+        split id -> that checkpoint's id."""
         self.empty_polls = 0  # poll_next calls in a row that emitted nothing
         self.last_status: str | None = None
 
@@ -219,6 +222,17 @@ class ReaderSlot:
                 method="create_output_for_split",
                 split_id=split_id,
             )
+        if split_id is not None and split_id in self.left_out:
+            raise SourceContractError(
+                f"reader {self.subtask} emitted a record of split {split_id!r} after its "
+                f"snapshot_state({self.left_out[split_id]}) left that split out, as if it "
+                "were finished: a restore from that checkpoint would never read the split's "
+                "remaining records again; snapshot_state must hold every split with records "
+                "still to emit (the split in progress too, and one whose last records are "
+                "fetched but not yet emitted), and a finished split emits nothing more",
+                method="snapshot_state",
+                split_id=split_id,
+            )
 
 
 class Wiring:
@@ -256,6 +270,8 @@ class Wiring:
         self.since_checkpoint: list[list[Any]] = [[] for _ in range(parallelism)]
         self.readers: list[ReaderSlot] = []
         self.seen: set[str] = set()  # every split id assigned or restored in this run
+        self.given_back: dict[str, int] = {}
+        """Splits handed to ``add_splits_back`` and not assigned since: id -> failed subtask."""
 
     def log_line(self, line: str) -> None:
         """Add a numbered line to the log."""
@@ -295,6 +311,7 @@ class Wiring:
                     split_id=split_id,
                 )
             self.owner[split_id] = subtask
+            self.given_back.pop(split_id, None)
             self.seen.add(split_id)
             self.since_checkpoint[subtask].append(split)
         self.log_line(

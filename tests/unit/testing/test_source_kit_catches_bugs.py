@@ -175,7 +175,11 @@ class LosesSplitsOfAFailedReader(ListSource):
 
 
 def test_splits_given_back_after_a_reader_failure_are_lost():
-    fails(LosesSplitsOfAFailedReader, "testTaskManagerFailure", "missing: ")
+    fails(
+        LosesSplitsOfAFailedReader,
+        "testTaskManagerFailure",
+        "the enumerator never assigned again the splits it got back through add_splits_back()",
+    )
 
 
 # 8. The reader ends as soon as it runs out of splits, before it was told no more will come.
