@@ -101,8 +101,8 @@ def _poll_until(reader: Any, output: _Collect, count: int, case: str) -> InputSt
         status = reader.poll_next(output)
         if status is InputStatus.END_OF_INPUT:
             break
-        if status is InputStatus.NOTHING_AVAILABLE:
-            _await(reader, deadline, case)
+        if status is InputStatus.NOTHING_AVAILABLE and len(output.values) < count:
+            _await(reader, deadline, case)  # as Flink's consumeRecords: wait only for more
         if time.monotonic() > deadline:
             break
     if len(output.values) < count:

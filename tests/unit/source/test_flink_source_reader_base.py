@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from flink_reader_mocks import (
+    UNBOUNDED,
     WAIT,
     MockSourceReader,
     MockSourceSplit,
@@ -37,8 +38,9 @@ from flink_reader_mocks import (
     get_split,
 )
 
-from sinkv2.source import InputStatus, SourceReaderError
+from sinkv2.source import Boundedness, InputStatus, SourceReaderError
 from sinkv2.source.reader import ElementQueue, SingleThreadFetcherManager
+from sinkv2.testing import check_source_reader
 
 NUM_RECORDS_PER_SPLIT = 10
 
@@ -347,9 +349,7 @@ def test_num_records_in_counts_every_emitted_record():
 
 # --- SourceReaderTestBase, which SourceReaderBaseTest extends ---------------------------------
 # Flink's createReader: a blocking mock split reader of 2 records per split per fetch, an
-# element queue of capacity 1. (`check_source_reader` runs these cases too, but waits on
-# is_available after a NOTHING_AVAILABLE that came with the last record it needed, which a
-# blocking fetch never completes; Flink's consumeRecords only polls.)
+# element queue of capacity 1; `check_source_reader` runs the same cases through the kit.
 
 NUM_SPLITS = 10
 TOTAL_NUM_RECORDS = NUM_SPLITS * NUM_RECORDS_PER_SPLIT
@@ -460,3 +460,23 @@ def test_a_fetch_error_while_polling_from_another_thread_stops_the_blocking_wait
         assert isinstance(raised.value.__cause__, OSError)
     finally:
         reader.close()
+
+
+def test_the_kit_runs_these_cases_on_the_blocking_mock_reader():
+    """The kit waits on ``is_available`` only while records are missing, as Flink's
+    ``consumeRecords`` does: a NOTHING_AVAILABLE that came with the last record needed is
+    not waited on (a blocking fetch of an unbounded split never completes it)."""
+
+    def split(index: int, records: int, boundedness: Boundedness) -> MockSourceSplit:
+        bounded = boundedness is Boundedness.BOUNDED
+        made = MockSourceSplit(index, 0, records if bounded else UNBOUNDED)
+        for j in range(records):
+            made.add_record(index * records + j)
+        return made
+
+    check_source_reader(
+        lambda _context: create_reader(),
+        split,
+        value_of=lambda value: value,
+        next_record_index=lambda s: s.index,
+    )
