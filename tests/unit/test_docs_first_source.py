@@ -134,5 +134,7 @@ def test_the_kit_fails_the_source_the_page_breaks(tmp_path: Path) -> None:
 
     assert result.returncode != 0
     assert "files NOT exactly once" in result.stdout, result.stdout
-    assert "AssertionError: check_source: case test" in result.stderr, result.stderr
+    # a Flink-named case (testSavepoint, as the page shows) or, when the reader's fetch
+    # thread happens to finish its files before their checkpoints, a random schedule
+    assert "AssertionError: check_source: case " in result.stderr, result.stderr
     assert "extra or repeated" in result.stderr, result.stderr

@@ -301,8 +301,8 @@ def test_a_sink_that_writes_a_decimal_as_a_float_gets_a_diff() -> None:
     assert "EXACTLY_ONCE violated" in message
     assert re.search(r"shows \d+ element\(s\) the kit never wrote, and \d+ written", message)
     assert re.search(r"written \(missing\) +\|  read back \(unexpected\)", message), message
-    assert re.search(
-        r"\{'id': \d+, 'amount': Decimal\('[-0-9.E+]+'\)\} +\|  \{'amount': [-0-9.eE+]+, 'id'",
+    assert re.search(  # either key order: a stored example may print them otherwise
+        r"\{[^}|]*'amount': Decimal\('[-0-9.E+]+'\)[^}|]*\} +\|  \{[^}|]*'amount': [-0-9.eE+]+[,}]",
         message,
     ), message
     assert "field 'amount': Decimal(" in message

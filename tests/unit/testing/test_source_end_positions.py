@@ -164,8 +164,12 @@ def test_the_reader_stops_exactly_at_the_stop_even_when_the_file_grew(tmp_path):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    lines=st.lists(st.text(st.characters(blacklist_characters="\n\r"), max_size=12), max_size=30),
-    tail=st.text(st.characters(blacklist_characters="\n"), max_size=5),
+    # no surrogates: a line is text a file can hold (UTF-8 cannot encode a lone one)
+    lines=st.lists(
+        st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\n\r"), max_size=12),
+        max_size=30,
+    ),
+    tail=st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\n"), max_size=5),
     caps=st.lists(st.one_of(st.none(), st.integers(0, 7)), min_size=1, max_size=8),
 )
 def test_cuts_cover_every_complete_line_once(tmp_path_factory, lines, tail, caps):
