@@ -226,6 +226,7 @@ class IcebergSource:
         )
         self._name_mapping = loaded.name_mapping()
         self._location = loaded.location()
+        self._table_uuid = str(loaded.metadata.table_uuid)
         self._plan_schema(loaded)
         self._resolve_snapshot(loaded)
 
@@ -399,13 +400,26 @@ class IcebergSource:
         from pyiceberg.exceptions import NoSuchTableError  # noqa: PLC0415  # optional extra
 
         try:
-            return self.catalog.load_table(self.table)
+            table = self.catalog.load_table(self.table)
         except NoSuchTableError as error:
             raise IcebergSourceError(
                 f"IcebergSource: the Iceberg table {self.table!r} no longer exists in its "
                 "catalog (dropped or renamed since the source was made); create it again, or "
                 "start a new source on the table's new name"
             ) from error
+        self._check_same_table(table, self._table_uuid, "the source was made")
+        return table
+
+    def _check_same_table(self, table: Table, table_uuid: str | None, since: str) -> None:
+        """Fail if ``table`` is not the table ``table_uuid`` names (dropped, created again)."""
+        found = str(table.metadata.table_uuid)
+        if table_uuid is not None and found != table_uuid:
+            raise IcebergSourceError(
+                f"IcebergSource: the Iceberg table {self.table!r} was dropped and created again "
+                f"since {since} (table-uuid {table_uuid}, now {found}): it is another table, "
+                "not read as a continuation of the first. Make a new source (a stream: with a "
+                "new source_id) to read it"
+            )
 
     def __repr__(self) -> str:
         mode = "" if self.monitor_interval is None else f", monitor={self.monitor_interval:g}s"
@@ -590,6 +604,7 @@ class IcebergSource:
         from pyiceberg.table.snapshots import Operation  # noqa: PLC0415  # optional extra
 
         table = self.load_table()
+        self._check_same_table(table, position.table_uuid, "the stream's last checkpoint")
         head = self._head(table)
         if head is None and self.ref is not None:
             raise IcebergSourceError(
@@ -626,6 +641,7 @@ class IcebergSource:
             position.last_snapshot_id,
             tuple(splits),
             last if head is None else head.snapshot_id,
+            str(table.metadata.table_uuid),
         )
 
     # --- FLIP-27 -----------------------------------------------------------------------------
@@ -653,6 +669,7 @@ class IcebergSource:
             remaining=tuple(splits),
             started=True,
             last_snapshot_id=None if snapshot is None else snapshot.snapshot_id,
+            table_uuid=str(table.metadata.table_uuid),
         )
         return self.restore_enumerator(enum_context, state)
 

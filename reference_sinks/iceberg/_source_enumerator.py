@@ -53,6 +53,7 @@ class Discovered:
     from_snapshot_id: int | None
     splits: tuple[IcebergSourceSplit, ...]
     to_snapshot_id: int | None
+    table_uuid: str | None = None
 
 
 Planner = Callable[[IcebergEnumeratorState], Discovered]
@@ -150,6 +151,7 @@ class IcebergSplitEnumerator:
         self._splits = SplitQueue(context, state.remaining, continuous=planner is not None)
         self._started = state.started
         self._last = state.last_snapshot_id
+        self._table_uuid = state.table_uuid
 
     def start(self) -> None:
         """Continuous: discover now and every interval."""
@@ -160,7 +162,9 @@ class IcebergSplitEnumerator:
         """Nothing to release."""
 
     def _position(self) -> IcebergEnumeratorState:
-        return IcebergEnumeratorState(started=self._started, last_snapshot_id=self._last)
+        return IcebergEnumeratorState(
+            started=self._started, last_snapshot_id=self._last, table_uuid=self._table_uuid
+        )
 
     def _discover(self) -> Discovered:
         assert self._planner is not None  # only scheduled when continuous
@@ -174,6 +178,7 @@ class IcebergSplitEnumerator:
             return  # planned from a position this enumerator has left (restored meanwhile)
         self._started = True
         self._last = found.to_snapshot_id
+        self._table_uuid = found.table_uuid
         self._splits.add(found.splits)
 
     def handle_split_request(self, subtask_id: int, requester_hostname: str | None) -> None:
@@ -191,7 +196,10 @@ class IcebergSplitEnumerator:
     def snapshot_state(self, checkpoint_id: int) -> IcebergEnumeratorState:
         """The splits not assigned and the last snapshot turned into splits."""
         return IcebergEnumeratorState(
-            remaining=self._splits.remaining, started=self._started, last_snapshot_id=self._last
+            remaining=self._splits.remaining,
+            started=self._started,
+            last_snapshot_id=self._last,
+            table_uuid=self._table_uuid,
         )
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:

@@ -86,11 +86,15 @@ class IcebergEnumeratorState:
             first discovery; a bounded source at planning).
         last_snapshot_id: The last snapshot whose added files became splits; ``None``
             before the first one (then every snapshot from the table's first on is read).
+        table_uuid: The ``table-uuid`` of the table the position belongs to (``None``
+            before the first discovery): a table dropped and created again under the
+            same name is another table, never read as the stream's continuation.
     """
 
     remaining: tuple[IcebergSourceSplit, ...] = ()
     started: bool = False
     last_snapshot_id: int | None = None
+    table_uuid: str | None = None
 
 
 def split_serializer() -> AttrsMsgpackSerializer[IcebergSourceSplit]:

@@ -1,0 +1,51 @@
+"""IcebergSource red team: cases hidden fault, data and peer tests would try (no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reference_sinks.iceberg import IcebergSource, IcebergSourceError, local_catalog
+from sinkv2.testing import LocalSourceEngine
+from tests.reference_sinks.iceberg.test_source import append, flat_rows, flat_table, read_all
+
+
+def run_for(engine: LocalSourceEngine, ms: int) -> None:
+    engine.run(until=lambda e: e.clock_ms >= ms, checkpoint_every=2, max_steps=500)
+
+
+@pytest.mark.parametrize("rows_before", [0, 3])
+def test_a_stream_on_a_table_dropped_and_created_again_fails_naming_it(
+    tmp_path: Path, rows_before: int
+) -> None:
+    table = flat_table(tmp_path)
+    if rows_before:
+        append(table, flat_rows(0, rows_before))
+    catalog = local_catalog(tmp_path)
+    stream = IcebergSource(catalog, "ns.t").monitor_continuously(1)
+    engine = LocalSourceEngine(stream, 1)
+    run_for(engine, 3000)
+    assert len(engine.committed) == rows_before
+    checkpoint = engine.checkpoint()
+    engine.close()
+    catalog.drop_table("ns.t")
+    append(flat_table(tmp_path), flat_rows(100, 3))  # the same name, another table
+    for source in (stream, IcebergSource(catalog, "ns.t").monitor_continuously(1)):
+        restored = LocalSourceEngine(source, 1, checkpoint=checkpoint)
+        with pytest.raises(IcebergSourceError, match=r"'ns.t'.*(dropped|created again)"):
+            run_for(restored, 3000)
+        assert not restored.committed  # never the new table's rows as a continuation
+        restored.close()
+
+
+def test_a_bounded_source_on_a_table_created_again_since_it_was_made_fails(
+    tmp_path: Path,
+) -> None:
+    append(flat_table(tmp_path), flat_rows(0, 3))
+    catalog = local_catalog(tmp_path)
+    source = IcebergSource(catalog, "ns.t")  # its columns are the first table's field ids
+    catalog.drop_table("ns.t")
+    append(flat_table(tmp_path), flat_rows(100, 3))
+    with pytest.raises(IcebergSourceError, match=r"'ns.t'.*created again"):
+        read_all(source)
