@@ -74,13 +74,23 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-def _millis(moment: dt.datetime, name: str) -> int:
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _millis(moment: dt.datetime, name: str, *, up: bool = False) -> int:
+    """``moment`` in epoch milliseconds, exactly: rounded down, or ``up`` (a sub-millisecond rest).
+
+    Snapshot times are whole milliseconds: "at or before" ``moment`` (``as_of``) is at
+    or before its floor, "at or after" it (a stream's ``start``) at or after its ceiling.
+    Integer arithmetic, not ``timestamp() * 1000`` (a float: off by one past 2038).
+    """
     if moment.tzinfo is None:
         raise SinkConfigurationError(
             f"IcebergSource {name} must be a timezone-aware datetime (got {moment!r}); e.g. "
             "datetime.datetime(2024, 3, 30, tzinfo=datetime.timezone.utc)"
         )
-    return int(moment.timestamp() * 1000)
+    micros = (moment - _EPOCH) // dt.timedelta(microseconds=1)
+    return -(-micros // 1000) if up else micros // 1000
 
 
 @functools.lru_cache(maxsize=16)
@@ -551,7 +561,7 @@ class IcebergSource:
         if self.start == "latest":
             return [], None if head is None else head.parent_snapshot_id
         if isinstance(self.start, dt.datetime):
-            after = _millis(self.start, "start")
+            after = _millis(self.start, "start", up=True)
             oldest = None
             kept = walk_new_snapshots(table, head, None, self.table)
             for snapshot in kept[::-1]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from tests.reference_sinks.iceberg.test_source import append, flat_rows, flat_ta
 
 
 def run_for(engine: LocalSourceEngine, ms: int) -> None:
-    engine.run(until=lambda e: e.clock_ms >= ms, checkpoint_every=2, max_steps=500)
+    engine.run(until=lambda e: e.clock_ms >= ms, checkpoint_every=2, max_steps=3000)
 
 
 @pytest.mark.parametrize("rows_before", [0, 3])
@@ -25,7 +26,7 @@ def test_a_stream_on_a_table_dropped_and_created_again_fails_naming_it(
     catalog = local_catalog(tmp_path)
     stream = IcebergSource(catalog, "ns.t").monitor_continuously(1)
     engine = LocalSourceEngine(stream, 1)
-    run_for(engine, 3000)
+    run_for(engine, 20000)
     assert len(engine.committed) == rows_before
     checkpoint = engine.checkpoint()
     engine.close()
@@ -34,7 +35,7 @@ def test_a_stream_on_a_table_dropped_and_created_again_fails_naming_it(
     for source in (stream, IcebergSource(catalog, "ns.t").monitor_continuously(1)):
         restored = LocalSourceEngine(source, 1, checkpoint=checkpoint)
         with pytest.raises(IcebergSourceError, match=r"'ns.t'.*(dropped|created again)"):
-            run_for(restored, 3000)
+            run_for(restored, 20000)
         assert not restored.committed  # never the new table's rows as a continuation
         restored.close()
 
@@ -49,3 +50,25 @@ def test_a_bounded_source_on_a_table_created_again_since_it_was_made_fails(
     append(flat_table(tmp_path), flat_rows(100, 3))
     with pytest.raises(IcebergSourceError, match=r"'ns.t'.*created again"):
         read_all(source)
+
+
+def test_a_stream_from_a_time_within_a_millisecond_after_a_snapshot_starts_after_it(
+    tmp_path: Path,
+) -> None:
+    """ "At or after" a time with microseconds: a snapshot 1 µs before it is not read."""
+    table = flat_table(tmp_path)
+    append(table, flat_rows(0, 3))
+    first = table.current_snapshot()
+    while True:  # the second snapshot in a later millisecond
+        append(table, flat_rows(3, 2))
+        if table.current_snapshot().timestamp_ms > first.timestamp_ms:
+            break
+        table.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+    moment = dt.datetime.fromtimestamp(first.timestamp_ms / 1000, dt.UTC)
+    stream = IcebergSource(local_catalog(tmp_path), "ns.t").monitor_continuously(
+        1, start=moment + dt.timedelta(microseconds=1)
+    )
+    engine = LocalSourceEngine(stream, 1)
+    run_for(engine, 20000)
+    assert sorted(r.record["id"] for r in engine.committed) == [3, 4]
+    engine.close()
