@@ -393,12 +393,32 @@ class IcebergSource:
             raise SinkConfigurationError(
                 f"IcebergSource skip_overwrites must be a bool (got {describe(skip_overwrites)})"
             )
+        self._check_stream(start)
         other = object.__new__(IcebergSource)
         other.__dict__.update(self.__dict__)
         other.monitor_interval = float(interval)
         other.start = start
         other.skip_overwrites = skip_overwrites
         return other
+
+    def _check_stream(self, start: StartingPoint) -> None:
+        """A stream's ref is a branch, its start snapshot one the table has."""
+        from pyiceberg.table.refs import SnapshotRefType  # noqa: PLC0415  # optional extra
+
+        table = self.load_table()
+        ref = None if self.ref is None else table.metadata.refs.get(self.ref)
+        if ref is not None and ref.snapshot_ref_type == SnapshotRefType.TAG:
+            raise SinkConfigurationError(
+                f"IcebergSource ref {self.ref!r} of {self.table!r} is a tag, and a tag never "
+                "moves: a stream follows a branch (Iceberg's Flink source refuses to stream a "
+                "tag too). Name a branch, or read the tag without monitor_continuously"
+            )
+        if isinstance(start, int) and table.snapshot_by_id(start) is None:
+            raise SinkConfigurationError(
+                f"IcebergSource start={start}: {self.table!r} has no snapshot {start} "
+                f"(expired, or of another table); its snapshots: "
+                f"{[s.snapshot_id for s in table.snapshots()][-10:]}"
+            )
 
     def load_table(self) -> Table:
         """The table at its current version, from a new catalog.

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reference_sinks.iceberg import IcebergSource, IcebergSourceError, local_catalog
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.iceberg.test_source import append, flat_rows, flat_table, read_all
 
@@ -72,3 +73,19 @@ def test_a_stream_from_a_time_within_a_millisecond_after_a_snapshot_starts_after
     run_for(engine, 20000)
     assert sorted(r.record["id"] for r in engine.committed) == [3, 4]
     engine.close()
+
+
+def test_a_stream_of_a_tag_or_from_a_snapshot_the_table_lacks_is_refused_when_made(
+    tmp_path: Path,
+) -> None:
+    """A tag never moves: Iceberg's Flink source refuses to stream one ("Cannot scan table
+    using ref ... configured for streaming reader"); a start snapshot is checked when made."""
+    table = flat_table(tmp_path)
+    first = append(table, flat_rows(0, 3))
+    table.manage_snapshots().create_tag(first, "v1").commit()
+    catalog = local_catalog(tmp_path)
+    assert len(read_all(IcebergSource(catalog, "ns.t", ref="v1"))) == 3  # bounded: fine
+    with pytest.raises(SinkConfigurationError, match=r"ref 'v1' of 'ns.t' is a tag.*branch"):
+        IcebergSource(catalog, "ns.t", ref="v1").monitor_continuously(1)
+    with pytest.raises(SinkConfigurationError, match=r"start=12345: 'ns.t' has no snapshot 12345"):
+        IcebergSource(catalog, "ns.t").monitor_continuously(1, start=12345)
