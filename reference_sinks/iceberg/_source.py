@@ -647,7 +647,19 @@ class IcebergSource:
         last = position.last_snapshot_id
         if not position.started:
             splits, last = self._start_position(table, head)
-        for snapshot in walk_new_snapshots(table, head, last, self.table):
+        new = walk_new_snapshots(table, head, last, self.table)
+        lost = new[0].parent_snapshot_id if new else None
+        if position.started and last is None and lost is not None:
+            # a stream that started on an empty table: every snapshot since is its to read
+            raise IcebergSourceError(
+                f"IcebergSource on {self.table!r}: the stream started when the table had no "
+                f"snapshot, and snapshot {lost}, an ancestor of the current one, was expired "
+                "before the stream read it: appends may have been expired unread. Keep "
+                "snapshots longer than a stream may lag (expire_snapshots older_than), and "
+                "start a new stream (a new source_id) to go on",
+                snapshot_id=lost,
+            )
+        for snapshot in new:
             operation = None if snapshot.summary is None else snapshot.summary.operation
             deletes = added_delete_files(snapshot) if operation == Operation.APPEND else 0
             if operation == Operation.APPEND and not deletes:

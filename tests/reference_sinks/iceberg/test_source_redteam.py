@@ -89,3 +89,31 @@ def test_a_stream_of_a_tag_or_from_a_snapshot_the_table_lacks_is_refused_when_ma
         IcebergSource(catalog, "ns.t", ref="v1").monitor_continuously(1)
     with pytest.raises(SinkConfigurationError, match=r"start=12345: 'ns.t' has no snapshot 12345"):
         IcebergSource(catalog, "ns.t").monitor_continuously(1, start=12345)
+
+
+def test_appends_expired_before_a_stream_on_an_empty_table_read_them_are_named(
+    tmp_path: Path,
+) -> None:
+    """A stream that started on an empty table has read nothing: every append since is its
+    to read, so one expired unread (Iceberg's Java expiry keeps the child's parent id) is an
+    error, not a silent start at the oldest snapshot kept."""
+    from tests.reference_sinks.iceberg.test_source_faults import java_expired
+
+    table = flat_table(tmp_path)
+    catalog = local_catalog(tmp_path)
+    stream = IcebergSource(catalog, "ns.t").monitor_continuously(1)
+    engine = LocalSourceEngine(stream, 1)
+    run_for(engine, 3000)
+    checkpoint = engine.checkpoint()
+    engine.close()
+    first = append(table, flat_rows(0, 3))
+    append(table, flat_rows(3, 2))
+    table = catalog.load_table("ns.t")
+    catalog.drop_table("ns.t")
+    java_expired(table, first, "ns.t")  # the same table (its uuid), snapshot `first` expired
+    restored = LocalSourceEngine(stream, 1, checkpoint=checkpoint)
+    with pytest.raises(IcebergSourceError, match=f"{first}.*expired") as error:
+        run_for(restored, 20000)
+    assert error.value.snapshot_id == first
+    assert not restored.committed
+    restored.close()
