@@ -24,6 +24,7 @@ from reference_sinks.iceberg._source_enumerator import (
     walk_new_snapshots,
 )
 from reference_sinks.iceberg._source_errors import IcebergSourceError
+from reference_sinks.iceberg._source_filter import inexact_literal
 from reference_sinks.iceberg._source_read import arrow_type, deleted_positions, read_data_file
 from reference_sinks.iceberg._source_reader import IcebergSourceReader
 from reference_sinks.iceberg._source_split import (
@@ -269,12 +270,27 @@ class IcebergSource:
             ) from error
         try:
             expression = _parse_row_filter(self.row_filter)
+        except ValueError as error:  # pyiceberg's expression classes refuse a parsed piece
+            raise SinkConfigurationError(
+                f"IcebergSource row_filter {short_repr(self.row_filter)} is not a filter "
+                f"pyiceberg can build: {str(error).splitlines()[0]}; write it in Iceberg's filter "
+                "syntax, e.g. \"id > 10 and key = 'a'\""
+            ) from None
         except ParseBaseException as error:
             raise SinkConfigurationError(
                 f"IcebergSource row_filter {short_repr(self.row_filter)} does not parse (at "
                 f"character {error.loc + 1}); write it in Iceberg's filter syntax, e.g. "
                 "\"id > 10 and key = 'a' and day >= '2024-03-01'\""
             ) from None
+        inexact = inexact_literal(expression, schema, case_sensitive=self.case_sensitive)
+        if inexact is not None:
+            column, value, kind = inexact
+            raise SinkConfigurationError(
+                f"IcebergSource row_filter {short_repr(self.row_filter)} compares the {kind} "
+                f"column {column!r} with {value}, which a {kind} cannot hold (pyiceberg would "
+                "round it and read other rows; Iceberg's Java library refuses it): compare with "
+                "a whole number"
+            )
         try:
             bound = bind(schema, expression, case_sensitive=self.case_sensitive)
         except (ValueError, KeyError) as error:

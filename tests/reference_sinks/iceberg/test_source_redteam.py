@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from pyiceberg.expressions import GreaterThanOrEqual
 
 from reference_sinks.iceberg import IcebergSource, IcebergSourceError, local_catalog
 from sinkv2.errors import SinkConfigurationError
@@ -117,3 +118,23 @@ def test_appends_expired_before_a_stream_on_an_empty_table_read_them_are_named(
     assert error.value.snapshot_id == first
     assert not restored.committed
     restored.close()
+
+
+@pytest.mark.parametrize(
+    "row_filter",
+    ["id >= 2.5", "id < 2.5", "id in (2.5, 3.5)", "not id != 2.5", GreaterThanOrEqual("id", 2.5)],
+)
+def test_a_fractional_number_compared_with_an_integer_column_is_refused_naming_it(
+    tmp_path: Path, row_filter: object
+) -> None:
+    """pyiceberg rounds 2.5 to 2 for a long column (``id >= 2.5`` would keep id 2, ``in (2.5,
+    3.5)`` would find 2 and 4); Iceberg's Java library refuses the conversion: so does this."""
+    append(flat_table(tmp_path), flat_rows(0, 6))
+    with pytest.raises(SinkConfigurationError, match=r"row_filter .*long column 'id' with 2\.5"):
+        IcebergSource(local_catalog(tmp_path), "ns.t", row_filter=row_filter)
+
+
+def test_a_filter_pyiceberg_cannot_build_is_a_configuration_error(tmp_path: Path) -> None:
+    append(flat_table(tmp_path), flat_rows(0, 2))
+    with pytest.raises(SinkConfigurationError, match=r"row_filter 'not true'"):
+        IcebergSource(local_catalog(tmp_path), "ns.t", row_filter="not true")
