@@ -24,7 +24,7 @@ from reference_sinks.iceberg._source_enumerator import (
     walk_new_snapshots,
 )
 from reference_sinks.iceberg._source_errors import IcebergSourceError
-from reference_sinks.iceberg._source_filter import inexact_literal
+from reference_sinks.iceberg._source_filter import as_iceberg_reads, inexact_literal
 from reference_sinks.iceberg._source_read import arrow_type, deleted_positions, read_data_file
 from reference_sinks.iceberg._source_reader import IcebergSourceReader
 from reference_sinks.iceberg._source_split import (
@@ -291,6 +291,8 @@ class IcebergSource:
                 "round it and read other rows; Iceberg's Java library refuses it): compare with "
                 "a whole number"
             )
+        expression = as_iceberg_reads(expression, schema, case_sensitive=self.case_sensitive)
+        self._scan_filter = expression  # what planning prunes files by, as rows are filtered
         try:
             bound = bind(schema, expression, case_sensitive=self.case_sensitive)
         except (ValueError, KeyError) as error:
@@ -536,7 +538,7 @@ class IcebergSource:
 
     def _scan_kwargs(self) -> dict[str, Any]:
         return {
-            "row_filter": self.row_filter,
+            "row_filter": self._scan_filter,
             "selected_fields": self.selected_fields or ("*",),
             "case_sensitive": self.case_sensitive,
         }

@@ -1,4 +1,4 @@
-"""Row filters pyiceberg would bind to another filter than the one written: found, to be named.
+"""Row filters pyiceberg would bind to another filter than the one written: named, or mended.
 
 pyiceberg converts a literal to its column's type when it binds a filter, and for an
 ``int`` or ``long`` column it rounds a fractional number (``id >= 2.5`` binds as
@@ -12,11 +12,13 @@ from __future__ import annotations
 import decimal
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
 
-__all__ = ["inexact_literal"]
+__all__ = ["as_iceberg_reads", "inexact_literal"]
 
 
 def inexact_literal(  # noqa: PLR0911  # one answer per kind of expression
@@ -55,3 +57,66 @@ def inexact_literal(  # noqa: PLR0911  # one answer per kind of expression
         if isinstance(value, float | decimal.Decimal) and value != int(value):
             return schema.find_column_name(field.field_id) or name, value, str(field.field_type)
     return None
+
+
+def _float32(value: object) -> object:
+    """``value`` rounded to a 32-bit float, as Iceberg's Java library converts a literal."""
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal):
+        return value
+    if not abs(float(value)) <= float(np.finfo(np.float32).max):
+        return value  # past a float's range (or NaN): pyiceberg's own bounds apply
+    return float(np.float32(float(value)))
+
+
+def as_iceberg_reads(
+    expression: BooleanExpression, schema: Schema, *, case_sensitive: bool
+) -> BooleanExpression:
+    """``expression`` rewritten so pyiceberg plans and applies it as Iceberg's Java library does.
+
+    - A literal compared with a ``float`` column is rounded to a 32-bit float (Java's
+      ``DoubleLiteral.to(FloatType)``): pyiceberg keeps the double, so ``f = 0.1``
+      finds no row holding the float ``0.1`` and prunes the files whose bounds are it.
+    - A comparison pyiceberg binds to "always true" (``i < 3000000000`` for an ``int``
+      column, past its range) is true for every value but not for null: it becomes
+      ``i is not null``, as ``i < 5`` leaves out nulls too. ``not`` is pushed into the
+      comparisons first (``not (i > 3000000000)`` is ``i <= 3000000000``).
+    """
+    from pyiceberg.expressions import (  # noqa: PLC0415  # optional extra
+        AlwaysTrue,
+        And,
+        LiteralPredicate,
+        NotNull,
+        Or,
+        SetPredicate,
+    )
+    from pyiceberg.expressions.visitors import bind, rewrite_not  # noqa: PLC0415
+    from pyiceberg.types import FloatType  # noqa: PLC0415  # optional extra
+
+    def rewrite(node: BooleanExpression) -> BooleanExpression:  # noqa: PLR0911  # per kind
+        if isinstance(node, And):
+            return And(rewrite(node.left), rewrite(node.right))
+        if isinstance(node, Or):
+            return Or(rewrite(node.left), rewrite(node.right))
+        if not isinstance(node, LiteralPredicate | SetPredicate):
+            return node
+        name = getattr(node.term, "name", None)
+        try:
+            field = schema.find_field(name, case_sensitive) if isinstance(name, str) else None
+        except ValueError:
+            return node  # binding names the missing column
+        if field is None:
+            return node
+        if isinstance(field.field_type, FloatType):
+            if isinstance(node, LiteralPredicate):
+                node = type(node)(node.term, _float32(node.literal.value))
+            else:
+                node = type(node)(node.term, {_float32(lit.value) for lit in node.literals})
+        try:
+            alone = bind(schema, node, case_sensitive=case_sensitive)
+        except (ValueError, TypeError):
+            return node  # binding the whole filter names the problem
+        if alone == AlwaysTrue():
+            return NotNull(term=node.term)
+        return node
+
+    return rewrite(rewrite_not(expression))

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyiceberg.expressions import GreaterThanOrEqual
+from pyiceberg.schema import Schema
+from pyiceberg.types import FloatType, IntegerType, LongType, NestedField
 
 from reference_sinks.iceberg import IcebergSource, IcebergSourceError, local_catalog
 from sinkv2.errors import SinkConfigurationError
@@ -138,3 +142,52 @@ def test_a_filter_pyiceberg_cannot_build_is_a_configuration_error(tmp_path: Path
     append(flat_table(tmp_path), flat_rows(0, 2))
     with pytest.raises(SinkConfigurationError, match=r"row_filter 'not true'"):
         IcebergSource(local_catalog(tmp_path), "ns.t", row_filter="not true")
+
+
+def typed_rows_table(tmp_path: Path) -> Any:
+    catalog = local_catalog(tmp_path)
+    catalog.create_namespace_if_not_exists("ns")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "f", FloatType()),
+        NestedField(3, "i", IntegerType()),
+    )
+    table = catalog.create_table("ns.typed", schema=schema)
+    table.append(
+        pa.table(
+            {
+                "id": pa.array([0, 1, 2], pa.int64()),
+                "f": pa.array([0.1, 0.5, None], pa.float32()),
+                "i": pa.array([1, 2, None], pa.int32()),
+            },
+            schema=pa.schema(
+                [pa.field("id", pa.int64(), False), ("f", pa.float32()), ("i", pa.int32())]
+            ),
+        )
+    )
+    return catalog
+
+
+@pytest.mark.parametrize(
+    ("row_filter", "ids"),
+    [
+        ("f = 0.1", [0]),  # the float 0.1 is in the file; pyiceberg prunes it (min 0.1f < 0.1)
+        ("f in (0.1, 0.7)", [0]),
+        ("f >= 0.1", [0, 1]),
+        ("f != 0.1", [1]),
+        ("i < 3000000000", [0, 1]),  # past int's range: true for every value, not for null
+        ("i != 3000000000", [0, 1]),
+        ("i not in (3000000000, 4000000000)", [0, 1]),
+        ("not (i > 3000000000)", [0, 1]),
+        ("i > -3000000000 and f > 0.2", [1]),
+        ("i > 3000000000", []),
+        ("i is null", [2]),
+    ],
+)
+def test_a_filter_keeps_what_iceberg_would_on_float_values_and_literals_past_int_range(
+    tmp_path: Path, row_filter: str, ids: list[int]
+) -> None:
+    """A float column compared as Iceberg's Java library does (the literal as a float), and a
+    comparison true for every int value still false for null (`x != 5` excludes nulls)."""
+    source = IcebergSource(typed_rows_table(tmp_path), "ns.typed", row_filter=row_filter)
+    assert sorted(r["id"] for r in read_all(source)) == ids
