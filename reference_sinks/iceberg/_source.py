@@ -295,10 +295,19 @@ class IcebergSource:
         self._scan_filter = expression  # what planning prunes files by, as rows are filtered
         try:
             bound = bind(schema, expression, case_sensitive=self.case_sensitive)
-        except (ValueError, KeyError) as error:
+        except (ValueError, KeyError, TypeError) as error:
+            why = str(error)
+            if "accessor" in why:  # pyiceberg's filters reach top-level and struct fields only
+                why = (
+                    "it names a column inside a list or map, which Iceberg's filters cannot "
+                    "reach (only top-level columns and fields of structs); filter the "
+                    "DataFrame after the read instead"
+                )
+            elif isinstance(error, TypeError):
+                why = f"{why} (compare a primitive column or a struct's field, not a struct)"
             raise SinkConfigurationError(
                 f"IcebergSource row_filter {short_repr(self.row_filter)} on {self.table!r}: "
-                f"{error} (columns: {schema.column_names})"
+                f"{why} (columns: {schema.column_names})"
             ) from error
         self._produced = arrow_type(self._projection)
         self._read_ids = frozenset(field.field_id for field in self._projection.fields)

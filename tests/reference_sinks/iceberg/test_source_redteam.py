@@ -191,3 +191,23 @@ def test_a_filter_keeps_what_iceberg_would_on_float_values_and_literals_past_int
     comparison true for every int value still false for null (`x != 5` excludes nulls)."""
     source = IcebergSource(typed_rows_table(tmp_path), "ns.typed", row_filter=row_filter)
     assert sorted(r["id"] for r in read_all(source)) == ids
+
+
+@pytest.mark.parametrize(
+    ("row_filter", "said"),
+    [
+        ("point > 0", r"'point > 0'.*struct"),
+        ("items.x > 0", r"'items.x > 0'.*inside a list or map"),
+        ("props.value > 0", r"'props.value > 0'.*inside a list or map"),
+    ],
+)
+def test_a_filter_on_a_nested_column_it_cannot_compare_is_a_configuration_error(
+    tmp_path: Path, row_filter: str, said: str
+) -> None:
+    from tests.reference_sinks.iceberg.test_source import NESTED
+
+    catalog = local_catalog(tmp_path)
+    catalog.create_namespace_if_not_exists("ns")
+    catalog.create_table("ns.n", schema=NESTED)
+    with pytest.raises(SinkConfigurationError, match=said):
+        IcebergSource(catalog, "ns.n", row_filter=row_filter)
