@@ -24,7 +24,12 @@ from reference_sinks.iceberg._source_enumerator import (
     walk_new_snapshots,
 )
 from reference_sinks.iceberg._source_errors import IcebergSourceError
-from reference_sinks.iceberg._source_filter import as_iceberg_reads, inexact_literal
+from reference_sinks.iceberg._source_filter import (
+    as_iceberg_reads,
+    inexact_literal,
+    references,
+    with_names,
+)
 from reference_sinks.iceberg._source_read import arrow_type, deleted_positions, read_data_file
 from reference_sinks.iceberg._source_reader import IcebergSourceReader
 from reference_sinks.iceberg._source_split import (
@@ -309,6 +314,11 @@ class IcebergSource:
                 f"IcebergSource row_filter {short_repr(self.row_filter)} on {self.table!r}: "
                 f"{why} (columns: {schema.column_names})"
             ) from error
+        # the filter's column names and their field ids: planning renames what was renamed
+        self._filter_columns = {
+            name: schema.find_field(name, self.case_sensitive).field_id
+            for name in references(expression)
+        }
         self._produced = arrow_type(self._projection)
         self._read_ids = frozenset(field.field_id for field in self._projection.fields)
         self._filter: tuple[Schema, pa.Schema, pc.Expression] | None = None
@@ -545,15 +555,35 @@ class IcebergSource:
             identity=() if table is None else self._identity(table, task),
         )
 
-    def _scan_kwargs(self) -> dict[str, Any]:
+    def _scan_kwargs(self, table: Table) -> dict[str, Any]:
         return {
-            "row_filter": self._scan_filter,
+            "row_filter": self._planned_filter(table),
             "selected_fields": self.selected_fields or ("*",),
             "case_sensitive": self.case_sensitive,
         }
 
+    def _planned_filter(self, table: Table) -> BooleanExpression:
+        """The row filter with the table's current names of its columns (by field id).
+
+        Raises:
+            IcebergSourceError: A column of the filter was dropped from the table.
+        """
+        schema = table.schema()
+        names = {}
+        for name, field_id in self._filter_columns.items():
+            current = schema.find_column_name(field_id)
+            if current is None:
+                raise IcebergSourceError(
+                    f"IcebergSource row_filter {short_repr(self.row_filter)}: the column "
+                    f"{name!r} (field id {field_id}) was dropped from {self.table!r} since the "
+                    "source was made; make a new source (a stream: with a new source_id) with "
+                    "a filter on the table's columns"
+                )
+            names[name] = current
+        return with_names(self._scan_filter, names)
+
     def _plan_snapshot(self, table: Table, snapshot_id: int) -> list[IcebergSourceSplit]:
-        scan = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs())
+        scan = table.scan(snapshot_id=snapshot_id, **self._scan_kwargs(table))
         tasks = self._plan_files(table, scan, snapshot_id, added_only=False)
         return sorted((self._split(t, snapshot_id, table) for t in tasks), key=lambda s: s.path)
 
@@ -561,7 +591,7 @@ class IcebergSource:
         scan = table.incremental_append_scan(
             from_snapshot_id_exclusive=snapshot.parent_snapshot_id,
             to_snapshot_id_inclusive=snapshot.snapshot_id,
-            **self._scan_kwargs(),
+            **self._scan_kwargs(table),
         )
         tasks = self._plan_files(table, scan, snapshot.snapshot_id, added_only=True)
         splits = (self._split(t, snapshot.snapshot_id, table) for t in tasks)

@@ -10,6 +10,7 @@ and `IcebergSource` refuses it too, when made, rather than read other rows than 
 from __future__ import annotations
 
 import decimal
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.schema import Schema
 
-__all__ = ["as_iceberg_reads", "inexact_literal"]
+__all__ = ["as_iceberg_reads", "inexact_literal", "references", "with_names"]
 
 
 def inexact_literal(  # noqa: PLR0911  # one answer per kind of expression
@@ -120,3 +121,45 @@ def as_iceberg_reads(
         return node
 
     return rewrite(rewrite_not(expression))
+
+
+def references(expression: BooleanExpression) -> set[str]:
+    """The column names ``expression`` (without ``not``: see `as_iceberg_reads`) refers to."""
+    from pyiceberg.expressions import And, Or, UnboundPredicate  # noqa: PLC0415
+
+    if isinstance(expression, And | Or):
+        return references(expression.left) | references(expression.right)
+    if isinstance(expression, UnboundPredicate):
+        name = getattr(expression.term, "name", None)
+        return {name} if isinstance(name, str) else set()
+    return set()
+
+
+def with_names(  # noqa: PLR0911  # one answer per kind of expression
+    expression: BooleanExpression, names: Mapping[str, str]
+) -> BooleanExpression:
+    """``expression`` with its columns renamed by ``names`` (a column renamed since it was made)."""
+    from pyiceberg.expressions import (  # noqa: PLC0415  # optional extra
+        And,
+        LiteralPredicate,
+        Or,
+        Reference,
+        SetPredicate,
+        UnaryPredicate,
+    )
+
+    if isinstance(expression, And):
+        return And(with_names(expression.left, names), with_names(expression.right, names))
+    if isinstance(expression, Or):
+        return Or(with_names(expression.left, names), with_names(expression.right, names))
+    name = getattr(getattr(expression, "term", None), "name", None)
+    if not isinstance(name, str) or names.get(name, name) == name:
+        return expression
+    term = Reference(names[name])
+    if isinstance(expression, LiteralPredicate):
+        return type(expression)(term, expression.literal)
+    if isinstance(expression, SetPredicate):
+        return type(expression)(term, expression.literals)
+    if isinstance(expression, UnaryPredicate):
+        return type(expression)(term)
+    return expression
