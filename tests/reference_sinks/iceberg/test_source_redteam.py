@@ -236,4 +236,11 @@ def test_a_stream_with_a_row_filter_goes_on_after_its_column_is_renamed(tmp_path
     )
     run_for(engine, 40000)
     assert sorted(r.record["id"] for r in engine.committed) == [1, 4, 11]
+    with table.update_schema() as update:
+        update.delete_column("tag")
+    table.append(
+        pa.Table.from_pylist([{"id": 20}], schema=pa.schema([pa.field("id", pa.int64(), False)]))
+    )
+    with pytest.raises(IcebergSourceError, match=r"column 'key' \(field id 2\) was dropped"):
+        run_for(engine, 60000)
     engine.close()
