@@ -803,6 +803,7 @@ class IcebergSource:
             batch_rows=self.batch_rows,
             name_mapping=self._name_mapping,
             identity=dict(split.identity),
+            current_name_mapping=lambda: self.load_table().name_mapping(),
         )
         return until_stop(split, batches)
 

@@ -18,7 +18,7 @@ counts rows emitted after both, so a restored read skips exactly those.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -325,6 +325,7 @@ def read_data_file(
     batch_rows: int,
     name_mapping: NameMapping | None = None,
     identity: Mapping[int, bytes | None] | None = None,
+    current_name_mapping: Callable[[], NameMapping | None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file as ``produced``, after deletes and the filter, past ``skip``.
 
@@ -341,6 +342,9 @@ def read_data_file(
         name_mapping: The table's name mapping, for files without field ids.
         identity: The file's identity-partition values by field id
             (`IcebergSourceSplit.identity`), for columns the file does not hold.
+        current_name_mapping: The table's name mapping now, for a file ``name_mapping``
+            (the one the source was made with) does not cover: a file without field
+            ids added after a rename holds the new name, which only a later mapping knows.
 
     Raises:
         DataFileReadError: The file is missing, is not Parquet, has no field ids, or
@@ -350,7 +354,12 @@ def read_data_file(
     parquet = open_data_file(io, path)
     file_schema = parquet.schema_arrow
     if all(_field_id(field) is None for field in file_schema):
-        file_schema = schema_with_field_ids(file_schema, name_mapping, path)
+        try:
+            file_schema = schema_with_field_ids(file_schema, name_mapping, path)
+        except DataFileReadError:
+            if current_name_mapping is None:
+                raise
+            file_schema = schema_with_field_ids(file_schema, current_name_mapping(), path)
     wanted = {f.field_id for f in projection.fields}
     if row_filter is not None:
         wanted |= {f.field_id for f in row_filter[0].fields}

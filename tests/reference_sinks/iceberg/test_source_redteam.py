@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import GreaterThanOrEqual
 from pyiceberg.schema import Schema
@@ -243,4 +244,34 @@ def test_a_stream_with_a_row_filter_goes_on_after_its_column_is_renamed(tmp_path
     )
     with pytest.raises(IcebergSourceError, match=r"column 'key' \(field id 2\) was dropped"):
         run_for(engine, 60000)
+    engine.close()
+
+
+def test_a_stream_reads_a_file_imported_after_a_rename_through_the_current_name_mapping(
+    tmp_path: Path,
+) -> None:
+    """A file without field ids written after a rename holds the new name, which only the
+    table's current name mapping knows (the stream was made with the older one)."""
+    from tests.reference_sinks.iceberg.test_source import FLAT_ARROW
+
+    table = flat_table(tmp_path)
+    first = tmp_path / "a.parquet"
+    pq.write_table(pa.Table.from_pylist(flat_rows(0, 3), schema=FLAT_ARROW), first)
+    table.add_files([str(first)])
+    engine = LocalSourceEngine(
+        IcebergSource(local_catalog(tmp_path), "ns.t").monitor_continuously(1), 1
+    )
+    run_for(engine, 20000)
+    with table.update_schema() as update:
+        update.rename_column("key", "tag")
+    second = tmp_path / "b.parquet"
+    renamed = pa.schema(
+        [pa.field("id", pa.int64(), False), ("tag", pa.string()), ("value", pa.float64())]
+    )
+    pq.write_table(
+        pa.Table.from_pylist([{"id": 10, "tag": "T", "value": 1.0}], schema=renamed), second
+    )
+    table.add_files([str(second)])
+    run_for(engine, 40000)
+    assert [dict(r.record) for r in engine.committed][3:] == [{"id": 10, "key": "T", "value": 1.0}]
     engine.close()
