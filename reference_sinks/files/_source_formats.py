@@ -396,11 +396,17 @@ def _csv_types(stream: pa.NativeFile, csv: CsvOptions) -> pa.Schema:
 def _jsonl_schema(stream: pa.NativeFile) -> pa.Schema:
     """One JSON lines file's types, from its first block; record by record if they differ."""
     first = stream.read(_BLOCK_BYTES)
+    if len(first) == _BLOCK_BYTES and b"\n" not in first:  # a first record longer than
+        more = [first]  # the block: read on to its end, or nothing would be inferred
+        while more[-1] and b"\n" not in more[-1]:
+            more.append(stream.read(_BLOCK_BYTES))
+        first = b"".join(more)
+    block = max(_BLOCK_BYTES, len(first))
     try:
-        read = pjson.open_json(pa.BufferReader(first), read_options=pjson.ReadOptions(_BLOCK_BYTES))
+        read = pjson.open_json(pa.BufferReader(first), read_options=pjson.ReadOptions(block))
         found = read.schema
     except pa.ArrowInvalid as error:
-        complete = first[: first.rfind(b"\n") + 1] if len(first) == _BLOCK_BYTES else first
+        complete = first[: first.rfind(b"\n") + 1] if len(first) >= _BLOCK_BYTES else first
         try:
             found = infer_records(complete)
         except ValueError:
