@@ -364,7 +364,7 @@ def infer_schema(
                 return _jsonl_schema(stream)
             if csv.infer_schema:  # one file's part of the merge spark_csv_schema does
                 return _csv_types(stream, csv)
-            found = pcsv.open_csv(stream, **_csv_arguments(csv, None)).schema
+            found = pcsv.open_csv(stream, **_csv_inference_arguments(csv, None)).schema
             return pa.schema([(name, pa.string()) for name in _csv_names(found, csv)])
     except (pa.ArrowInvalid, OSError) as error:
         raise _failed(path, file_format, error) from error
@@ -384,10 +384,10 @@ def _csv_types(stream: pa.NativeFile, csv: CsvOptions) -> pa.Schema:
     first = stream.read(_BLOCK_BYTES)
     if len(first) == _BLOCK_BYTES:  # whole lines only (a quoted line break may cut one)
         first = first[: first.rfind(b"\n") + 1] or first
-    found = pcsv.open_csv(pa.BufferReader(first), **_csv_arguments(csv, None)).schema
+    found = pcsv.open_csv(pa.BufferReader(first), **_csv_inference_arguments(csv, None)).schema
     names = _csv_names(found, csv)
     strings = pa.schema([(name, pa.string()) for name in names])
-    table = pcsv.read_csv(pa.BufferReader(first), **_csv_arguments(csv, strings))
+    table = pcsv.read_csv(pa.BufferReader(first), **_csv_inference_arguments(csv, strings))
     return pa.schema(
         [(name, infer_strings(column)) for name, column in zip(names, table.columns, strict=True)]
     )
@@ -412,6 +412,23 @@ def _jsonl_schema(stream: pa.NativeFile) -> pa.Schema:
         except ValueError:
             raise error from None
     return pa.schema([f.with_type(spark_json_types(f.type)) for f in found])
+
+
+def _skip(row: object) -> str:
+    return "skip"
+
+
+def _csv_inference_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, object]:
+    """`_csv_arguments` for inferring: records with a field too many or too few are skipped.
+
+    The read names such a record by its line, or sets it aside in the dead-letter
+    directory; failing the inference on it would refuse the source before either.
+    """
+    arguments = _csv_arguments(csv, schema)
+    arguments["parse_options"] = pcsv.ParseOptions(
+        delimiter=csv.delimiter, quote_char=csv.quote_char, invalid_row_handler=_skip
+    )
+    return arguments
 
 
 def _csv_arguments(

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pytest
 
-from reference_sinks.files import FileSource
+from reference_sinks.files import CsvOptions, FileReadError, FileSource
+from sinkv2.source import SourceReaderError
 from tests.reference_sinks.files.file_source_data import read_all
 
 
@@ -27,3 +30,25 @@ def test_a_json_first_record_longer_than_the_inference_block_is_inferred_not_dro
     source = FileSource(tmp_path, "jsonl")
     assert source.get_produced_type() == pa.schema([("id", pa.int64()), ("name", pa.string())])
     assert read_all(source) == [{"id": 1, "name": long}, {"id": 2, "name": "y"}]
+
+
+@pytest.mark.parametrize("infer", [False, True])
+def test_a_ragged_csv_record_in_the_first_block_goes_to_the_dead_letters_not_a_build_error(
+    tmp_path: Path, infer: bool
+):
+    # the header (or the types) came from a parse of the first block that failed on a
+    # record with a field too many: the source could not be built, dead_letter_dir= or not
+    # (the error said to give one), and the error named no line
+    source_dir, dead = tmp_path / "in", tmp_path / "dead"
+    source_dir.mkdir()
+    (source_dir / "a.csv").write_bytes(b'id,name\n1,a\n2,"b\nc",extra\n3,d\n')
+    csv = CsvOptions(infer_schema=infer)
+    source = FileSource(source_dir, "csv", csv=csv, dead_letter_dir=str(dead))
+    ids: list[Any] = [1, 3] if infer else ["1", "3"]
+    assert read_all(source) == [{"id": ids[0], "name": "a"}, {"id": ids[1], "name": "d"}]
+    assert (dead / "a.csv.bad").read_bytes() == b'2,"b\nc",extra\n'
+    with pytest.raises(SourceReaderError) as caught:  # without: the read names the line
+        read_all(FileSource(source_dir, "csv", csv=csv))
+    problem = caught.value.__cause__
+    assert isinstance(problem, FileReadError)
+    assert problem.line == 3
