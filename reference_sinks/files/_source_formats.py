@@ -33,6 +33,7 @@ Types, as Spark's readers give them for the same files:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -372,7 +373,21 @@ def infer_schema(
 
 def _csv_names(found: pa.Schema, csv: CsvOptions) -> list[str]:
     """The columns' names: the header's, or Spark's ``_c0``, ``_c1``, ... without one."""
-    return list(found.names) if csv.header else [f"_c{i}" for i in range(len(found))]
+    return spark_header(found.names) if csv.header else [f"_c{i}" for i in range(len(found))]
+
+
+def spark_header(names: Sequence[str]) -> list[str]:
+    """A CSV header's names as Spark's ``makeSafeHeader`` makes them unique.
+
+    An empty name is ``_c<index>``; a name that occurs more than once, in any case,
+    gets its index appended (``id,ID`` is ``id0,ID1``), so no column hides another.
+    """
+    lowered = [name.lower() for name in names]
+    repeated = {name for name in lowered if lowered.count(name) > 1}
+    return [
+        f"_c{index}" if not name else f"{name}{index}" if name.lower() in repeated else name
+        for index, name in enumerate(names)
+    ]
 
 
 def _zoned(kind: pa.DataType) -> bool:
@@ -387,7 +402,8 @@ def _csv_types(stream: pa.NativeFile, csv: CsvOptions) -> pa.Schema:
     found = pcsv.open_csv(pa.BufferReader(first), **_csv_inference_arguments(csv, None)).schema
     names = _csv_names(found, csv)
     strings = pa.schema([(name, pa.string()) for name in names])
-    table = pcsv.read_csv(pa.BufferReader(first), **_csv_inference_arguments(csv, strings))
+    header = names if csv.header else None
+    table = pcsv.read_csv(pa.BufferReader(first), **_csv_inference_arguments(csv, strings, header))
     return pa.schema(
         [(name, infer_strings(column)) for name, column in zip(names, table.columns, strict=True)]
     )
@@ -418,13 +434,15 @@ def _skip(row: object) -> str:
     return "skip"
 
 
-def _csv_inference_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[str, object]:
+def _csv_inference_arguments(
+    csv: CsvOptions, schema: pa.Schema | None, header: Sequence[str] | None = None
+) -> dict[str, object]:
     """`_csv_arguments` for inferring: records with a field too many or too few are skipped.
 
     The read names such a record by its line, or sets it aside in the dead-letter
     directory; failing the inference on it would refuse the source before either.
     """
-    arguments = _csv_arguments(csv, schema)
+    arguments = _csv_arguments(csv, schema, header=header)
     arguments["parse_options"] = pcsv.ParseOptions(
         delimiter=csv.delimiter, quote_char=csv.quote_char, invalid_row_handler=_skip
     )
@@ -432,18 +450,24 @@ def _csv_inference_arguments(csv: CsvOptions, schema: pa.Schema | None) -> dict[
 
 
 def _csv_arguments(
-    csv: CsvOptions, schema: pa.Schema | None, *, as_text: bool = False
+    csv: CsvOptions,
+    schema: pa.Schema | None,
+    *,
+    as_text: bool = False,
+    header: Sequence[str] | None = None,
 ) -> dict[str, object]:
     """Pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed.
 
     Timestamps with a zone are read as strings (`_typed` converts them: a value without
-    an offset is in UTC); with ``as_text`` every column is.
+    an offset is in UTC); with ``as_text`` every column is. ``header``: the names of
+    the file's header, made unique (`spark_header`), read in place of its own.
     """
     names = None if csv.header or schema is None else schema.names
     read = pcsv.ReadOptions(
         block_size=_BLOCK_BYTES,
-        column_names=names,
-        autogenerate_column_names=not csv.header and names is None,
+        column_names=names if header is None else list(header),
+        autogenerate_column_names=not csv.header and names is None and header is None,
+        skip_rows=1 if header is not None else 0,
     )
     parse = pcsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote_char)
     types = None
@@ -721,9 +745,17 @@ def _csv(
     dead_letters: DeadLetters | None,
 ) -> Iterator[pa.RecordBatch]:
     skip, emitted = split.records_read, 0
-    with fs.open_input_stream(split.path, compression="detect") as stream:
+    with contextlib.ExitStack() as closing:
+        stream = closing.enter_context(fs.open_input_stream(split.path, compression="detect"))
         try:
             reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
+            found = reader.schema.names
+            if csv.header and spark_header(found) != found:  # a name twice, or empty: read
+                again = fs.open_input_stream(split.path, compression="detect")  # it as Spark
+                closing.enter_context(again)  # names it
+                reader = pcsv.open_csv(
+                    again, **_csv_arguments(csv, schema, header=spark_header(found))
+                )
             for read in _after(reader, skip):
                 batch = _typed(read, schema)
                 for start in range(0, batch.num_rows, batch_rows):
@@ -743,14 +775,17 @@ def _csv(
     )
     header = records[:1] if csv.header else []
     body = records[1:] if csv.header else records
+    names = _csv_header_names(header[0][1], csv) if header else None
 
     def parse(group: Sequence[Record]) -> pa.Table:
         text = b"".join(t for _, t in [*header, *group])
         try:
-            read = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, schema, as_text=True))
+            read = pcsv.read_csv(
+                pa.BufferReader(text), **_csv_arguments(csv, schema, as_text=True, header=names)
+            )
             table = _typed(read, schema)
         except pa.ArrowInvalid as error:
-            found = _csv_culprit(text, schema, csv) if len(group) == 1 else None
+            found = _csv_culprit(text, schema, csv, names) if len(group) == 1 else None
             if found is None:
                 raise
             column, value = found
@@ -796,11 +831,21 @@ def _typed(read: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch
     return read
 
 
-def _csv_culprit(text: bytes, schema: pa.Schema, csv: CsvOptions) -> tuple[str, str] | None:
+def _csv_header_names(text: bytes, csv: CsvOptions) -> list[str]:
+    """The names of a header record, made unique (`spark_header`)."""
+    found = pcsv.read_csv(pa.BufferReader(text), **_csv_inference_arguments(csv, None))
+    return spark_header(found.schema.names)
+
+
+def _csv_culprit(
+    text: bytes, schema: pa.Schema, csv: CsvOptions, header: Sequence[str] | None
+) -> tuple[str, str] | None:
     """The first value of CSV ``text`` that does not convert: (column, value), if any."""
     text_schema = pa.schema([(name, pa.string()) for name in schema.names])
     try:
-        table = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, text_schema))
+        table = pcsv.read_csv(
+            pa.BufferReader(text), **_csv_arguments(csv, text_schema, header=header)
+        )
     except pa.ArrowInvalid:  # the text does not parse either: no single value to name
         return None
     for field in schema:

@@ -14,6 +14,7 @@ import pytest
 
 from reference_sinks.files import CsvOptions, FileReadError, FileSource
 from sinkv2.source import SourceReaderError
+from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import read_all
 
 
@@ -52,3 +53,35 @@ def test_a_ragged_csv_record_in_the_first_block_goes_to_the_dead_letters_not_a_b
     problem = caught.value.__cause__
     assert isinstance(problem, FileReadError)
     assert problem.line == 3
+
+
+@pytest.mark.parametrize("infer", [False, True])
+def test_csv_header_names_duplicated_or_empty_are_made_unique_as_spark_does(
+    tmp_path: Path, infer: bool
+):
+    # Spark's makeSafeHeader: a name repeated (in any case) gets its index, an empty one
+    # is _c<index>. The duplicate 'id' was read as one column (the first's values lost)
+    # and the empty one was a column named ''
+    (tmp_path / "a.csv").write_bytes(b"id,ID,,name\n1,2,3,x\n4,5,6,y\n")
+    source = FileSource(tmp_path, "csv", csv=CsvOptions(infer_schema=infer))
+    assert source.get_produced_type().names == ["id0", "ID1", "_c2", "name"]
+    got = read_all_unsorted(source)
+    values: list[Any] = [1, 2, 3, 4, 5, 6] if infer else ["1", "2", "3", "4", "5", "6"]
+    assert got == [
+        {"id0": values[0], "ID1": values[1], "_c2": values[2], "name": "x"},
+        {"id0": values[3], "ID1": values[4], "_c2": values[5], "name": "y"},
+    ]
+    # the record-by-record read (after a record that does not parse) names them alike
+    (tmp_path / "a.csv").write_bytes(b"id,ID,,name\n1,2,3,x\n7,8\n4,5,6,y\n")
+    dead = tmp_path.parent / f"{tmp_path.name}-dead"
+    source = FileSource(
+        tmp_path, "csv", csv=CsvOptions(infer_schema=infer), dead_letter_dir=str(dead)
+    )
+    assert read_all_unsorted(source) == got
+
+
+def read_all_unsorted(source: FileSource) -> list[dict[str, Any]]:
+    engine = LocalSourceEngine(source, 1)
+    engine.run()
+    engine.finish()
+    return [record.record for record in engine.committed]
