@@ -52,17 +52,28 @@ def _loads(line: bytes) -> Any:
 def infer_records(data: bytes) -> pa.Schema:
     """The merged types of the JSON records (one a line) in ``data``, as Spark infers them.
 
+    A line that does not parse, or is not an object, is left out: the read sets it
+    aside in the dead-letter directory, or fails naming its line.
+
     Raises:
-        ValueError: A line is not a JSON object.
+        ValueError: No line is a JSON object, and some line is not one.
     """
     merged: pa.DataType = pa.struct([])
+    bad = None
     for line in data.splitlines():
         if not line.strip():
             continue
-        kind = _type_of(_loads(line))
+        try:
+            kind = _type_of(_loads(line))
+        except ValueError as error:  # not JSON (or not UTF-8)
+            bad = bad or ValueError(f"a JSON lines record does not parse ({error}): {line[:80]!r}")
+            continue
         if not pa.types.is_struct(kind):
-            raise ValueError(f"a JSON lines record is not an object: {line[:80]!r}")
+            bad = bad or ValueError(f"a JSON lines record is not an object: {line[:80]!r}")
+            continue
         merged = _merge(merged, kind)
+    if bad is not None and not list(merged):
+        raise bad
     return pa.schema(list(merged))
 
 

@@ -85,3 +85,22 @@ def read_all_unsorted(source: FileSource) -> list[dict[str, Any]]:
     engine.run()
     engine.finish()
     return [record.record for record in engine.committed]
+
+
+def test_a_json_line_that_does_not_parse_goes_to_the_dead_letters_with_an_inferred_schema(
+    tmp_path: Path,
+):
+    # the inference failed on the line, so the source could not be built although
+    # dead_letter_dir= was given (the error said to give one), and it named no line
+    source_dir, dead = tmp_path / "in", tmp_path / "dead"
+    source_dir.mkdir()
+    (source_dir / "a.jsonl").write_bytes(b'{"id": 1}\n{"id": 2, "na\n[3]\n{"id": 4}\n')
+    source = FileSource(source_dir, "jsonl", dead_letter_dir=str(dead))
+    assert source.get_produced_type() == pa.schema([("id", pa.int64())])
+    assert read_all(source) == [{"id": 1}, {"id": 4}]
+    assert (dead / "a.jsonl.bad").read_bytes() == b'{"id": 2, "na\n[3]\n'
+    with pytest.raises(SourceReaderError) as caught:  # without: the read names the line
+        read_all(FileSource(source_dir, "jsonl"))
+    problem = caught.value.__cause__
+    assert isinstance(problem, FileReadError)
+    assert problem.line == 2
