@@ -162,10 +162,22 @@ class CsvOptions:
 
 
 def _failed(path: str, what: str, error: Exception) -> FileReadError:
+    if isinstance(error, FileNotFoundError):
+        return _gone(path, error)
     return FileReadError(
         f"FileSource cannot read {path!r} as {what}: {type(error).__name__}: {error}. Fix or "
         "move the file (a file that does not parse is never skipped silently), give a "
         "schema= that matches it, or a dead_letter_dir= to set such files aside",
+        path=path,
+    )
+
+
+def _gone(path: str, error: Exception) -> FileReadError:
+    return FileReadError(
+        f"FileSource cannot read {path!r}: it is gone: deleted or moved after it was listed "
+        f"({type(error).__name__}: {error}). Leave a file in place until the source has read "
+        "it (clean_source= removes files once their records are committed), or restart the "
+        "job without it",
         path=path,
     )
 
@@ -905,7 +917,17 @@ def read_split(
             the message names the file (and the line and column).
     """
     if file_format == "parquet":
-        return _parquet(fs, split, schema, batch_rows, dead_letters=dead_letters)
-    if file_format == "jsonl":
-        return _jsonl(fs, split, schema, batch_rows, dead_letters=dead_letters)
-    return _csv(fs, split, schema, csv, batch_rows, dead_letters=dead_letters)
+        batches = _parquet(fs, split, schema, batch_rows, dead_letters=dead_letters)
+    elif file_format == "jsonl":
+        batches = _jsonl(fs, split, schema, batch_rows, dead_letters=dead_letters)
+    else:
+        batches = _csv(fs, split, schema, csv, batch_rows, dead_letters=dead_letters)
+    return _named_when_gone(split.path, batches)
+
+
+def _named_when_gone(path: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, a file missing when opened named as such (`FileReadError`)."""
+    try:
+        yield from batches
+    except FileNotFoundError as error:
+        raise _gone(path, error) from error

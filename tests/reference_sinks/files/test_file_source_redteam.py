@@ -15,7 +15,14 @@ import pytest
 from reference_sinks.files import CsvOptions, FileReadError, FileSource
 from sinkv2.source import SourceReaderError
 from sinkv2.testing import LocalSourceEngine
-from tests.reference_sinks.files.file_source_data import read_all
+from tests.reference_sinks.files.file_source_data import (
+    SCHEMA,
+    read_all,
+    rows,
+    write_csv,
+    write_jsonl,
+    write_parquet,
+)
 
 
 def test_a_json_first_record_longer_than_the_inference_block_is_inferred_not_dropped(
@@ -104,3 +111,23 @@ def test_a_json_line_that_does_not_parse_goes_to_the_dead_letters_with_an_inferr
     problem = caught.value.__cause__
     assert isinstance(problem, FileReadError)
     assert problem.line == 2
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "jsonl", "csv"])
+def test_a_file_deleted_after_it_was_listed_fails_saying_so(tmp_path: Path, file_format: str):
+    # Parquet failed with the bare FileNotFoundError (no FileReadError, no advice), JSON
+    # lines and CSV told to fix a file that "does not parse"
+    write = {"parquet": write_parquet, "jsonl": write_jsonl, "csv": write_csv}[file_format]
+    path = write(tmp_path / "in" / f"a.{file_format}", rows(0, 3))
+    source = FileSource(
+        tmp_path / "in", file_format, schema=SCHEMA if file_format != "csv" else None
+    )
+    engine = LocalSourceEngine(source, 1)  # lists the file
+    path.unlink()
+    with pytest.raises(SourceReaderError) as caught:
+        engine.run()
+    engine.close()
+    problem = caught.value.__cause__
+    assert isinstance(problem, FileReadError)
+    assert problem.path == str(path)
+    assert "is gone: deleted or moved after it was listed" in str(problem)
