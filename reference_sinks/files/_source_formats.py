@@ -57,6 +57,7 @@ from reference_sinks.files._source_dead_letters import (
     sift,
 )
 from reference_sinks.files._source_json_infer import (
+    PAST_LONG,
     infer_records,
     spark_json_types,
     stringify_non_strings,
@@ -430,15 +431,21 @@ def _jsonl_schema(stream: pa.NativeFile) -> pa.Schema:
             more.append(stream.read(_BLOCK_BYTES))
         first = b"".join(more)
     block = max(_BLOCK_BYTES, len(first))
-    try:
-        read = pjson.open_json(pa.BufferReader(first), read_options=pjson.ReadOptions(block))
-        found = read.schema
-    except pa.ArrowInvalid as error:
-        complete = first[: first.rfind(b"\n") + 1] if len(first) >= _BLOCK_BYTES else first
-        try:
+    complete = first[: first.rfind(b"\n") + 1] if len(first) >= _BLOCK_BYTES else first
+    options = pjson.ReadOptions(block)
+    if PAST_LONG.search(first):  # pyarrow infers a double, Spark a decimal(n, 0): record by
+        try:  # record; if no record parses, pyarrow says why
             found = infer_records(complete)
         except ValueError:
-            raise error from None
+            found = pjson.open_json(pa.BufferReader(first), read_options=options).schema
+    else:
+        try:
+            found = pjson.open_json(pa.BufferReader(first), read_options=options).schema
+        except pa.ArrowInvalid as error:
+            try:
+                found = infer_records(complete)
+            except ValueError:
+                raise error from None
     return pa.schema([f.with_type(spark_json_types(f.type)) for f in found])
 
 

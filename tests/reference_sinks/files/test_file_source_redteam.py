@@ -5,6 +5,7 @@ No Spark: every case here is FileSource's own reading on the local engine.
 
 from __future__ import annotations
 
+import decimal
 import json
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,21 @@ def test_a_file_deleted_after_it_was_listed_fails_saying_so(tmp_path: Path, file
     assert isinstance(problem, FileReadError)
     assert problem.path == str(path)
     assert "is gone: deleted or moved after it was listed" in str(problem)
+
+
+def test_json_integers_past_a_long_are_inferred_as_decimals_as_spark_does(tmp_path: Path):
+    # Spark's JsonInferSchema: an integer that does not fit a long is a decimal(digits, 0),
+    # and merged with a long a decimal(20, 0) at least. They were doubles: the values
+    # silently rounded (9223372036854775807 read as 9.223372036854776e18)
+    (tmp_path / "a.jsonl").write_bytes(b'{"id": 9223372036854775807, "k": 1}\n')
+    (tmp_path / "b.jsonl").write_bytes(
+        b'{"id": 9223372036854775808, "k": 12345678901234567890123}\n'
+    )
+    source = FileSource(tmp_path, "jsonl")
+    assert source.get_produced_type() == pa.schema(
+        [("id", pa.decimal128(20, 0)), ("k", pa.decimal128(23, 0))]
+    )
+    assert sorted(read_all_unsorted(source), key=lambda r: r["id"]) == [
+        {"id": decimal.Decimal(2**63 - 1), "k": decimal.Decimal(1)},
+        {"id": decimal.Decimal(2**63), "k": decimal.Decimal(12345678901234567890123)},
+    ]
