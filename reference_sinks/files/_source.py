@@ -217,6 +217,7 @@ class FileSource:
                     f"(got {describe(dead_letter_dir)})"
                 )
             self._outside(dead_letter_dir, "dead_letter_dir", "dead letters would be listed")
+            self._not_above(dead_letter_dir, "dead_letter_dir", "a dead letter")
         self.dead_letter_dir: str | None = dead_letter_dir
         self.max_file_age: float | None = None
         self.clean_source: CleanSource = "off"
@@ -327,12 +328,23 @@ class FileSource:
                 f"filesystem and path {self.path!r} on {fs.type_name!r}: the clean-up moves "
                 "files within one filesystem; put the archive beside path"
             )
-        if archive == "/" or root.startswith(f"{archive}/"):
+        self._not_above(archive_dir, "archive_dir", "a file archived")
+
+    def _not_above(self, location: str, what: str, written: str) -> None:
+        """Refuse a ``location`` above ``path`` on its filesystem.
+
+        ``<location>/<rel>`` for a file ``<path>/<rel>`` lies inside ``path`` whenever
+        ``rel`` starts with ``path``'s place below ``location``.
+        """
+        fs, root = self.resolve()
+        other_fs, other = resolve_location(location, self.filesystem, what=f"FileSource {what}")
+        if other_fs.type_name != fs.type_name:
+            return
+        if other == "/" or root.startswith(f"{other}/"):
             raise SinkConfigurationError(
-                f"FileSource archive_dir {archive_dir!r} holds path {self.path!r}: a file "
-                "archived with its path below path kept could land inside path and be read "
-                "again; put the archive beside path, not above it (e.g. '/data/in' and "
-                "'/data/done')"
+                f"FileSource {what} {location!r} holds path {self.path!r}: {written} with its "
+                "path below path kept could land inside path and be read again; put it beside "
+                "path, not above it (e.g. '/data/in' and '/data/done')"
             )
 
     def _dead_letters(self) -> DeadLetters | None:

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from reference_sinks.files import CsvOptions, FileReadError, FileSource
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import SourceReaderError
 from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import (
@@ -150,3 +151,14 @@ def test_json_integers_past_a_long_are_inferred_as_decimals_as_spark_does(tmp_pa
         {"id": decimal.Decimal(2**63 - 1), "k": decimal.Decimal(1)},
         {"id": decimal.Decimal(2**63), "k": decimal.Decimal(12345678901234567890123)},
     ]
+
+
+def test_a_dead_letter_dir_above_path_is_refused_as_an_archive_dir_is(tmp_path: Path):
+    # dead letters go to <dead_letter_dir>/<path below path>: with dead_letter_dir the
+    # parent of path 'in', a file in/in/a.jsonl set its dead letters at in/a.jsonl.bad and
+    # in/a.jsonl.bad.json - inside path, where the reasons (.json) are read as data
+    write_jsonl(tmp_path / "in" / "in" / "a.jsonl", rows(0, 2))
+    with pytest.raises(SinkConfigurationError, match="dead_letter_dir .* holds path"):
+        FileSource(tmp_path / "in", "jsonl", schema=SCHEMA, dead_letter_dir=str(tmp_path))
+    with pytest.raises(SinkConfigurationError, match="dead_letter_dir .* holds path"):
+        FileSource(tmp_path / "in", "jsonl", schema=SCHEMA, dead_letter_dir="/")
