@@ -318,10 +318,10 @@ class FileSource:
         lies inside ``path`` whenever ``rel`` starts with ``path``'s place below
         ``archive_dir``, and would be read again as a new file.
         """
-        fs, root = self.resolve()
-        archive_fs, archive = resolve_location(
-            archive_dir, self.filesystem, what="FileSource archive_dir"
-        )
+        fs = self.resolve()[0]
+        archive_fs = resolve_location(archive_dir, self.filesystem, what="FileSource archive_dir")[
+            0
+        ]
         if archive_fs.type_name != fs.type_name:
             raise SinkConfigurationError(
                 f"FileSource archive_dir {archive_dir!r} is on the {archive_fs.type_name!r} "

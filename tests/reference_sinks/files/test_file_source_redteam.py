@@ -158,7 +158,7 @@ def test_a_dead_letter_dir_above_path_is_refused_as_an_archive_dir_is(tmp_path: 
     # parent of path 'in', a file in/in/a.jsonl set its dead letters at in/a.jsonl.bad and
     # in/a.jsonl.bad.json - inside path, where the reasons (.json) are read as data
     write_jsonl(tmp_path / "in" / "in" / "a.jsonl", rows(0, 2))
-    with pytest.raises(SinkConfigurationError, match="dead_letter_dir .* holds path"):
+    with pytest.raises(SinkConfigurationError, match=r"dead_letter_dir .* holds path"):
         FileSource(tmp_path / "in", "jsonl", schema=SCHEMA, dead_letter_dir=str(tmp_path))
-    with pytest.raises(SinkConfigurationError, match="dead_letter_dir .* holds path"):
+    with pytest.raises(SinkConfigurationError, match=r"dead_letter_dir .* holds path"):
         FileSource(tmp_path / "in", "jsonl", schema=SCHEMA, dead_letter_dir="/")
