@@ -25,6 +25,7 @@ from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumera
 from reference_sinks.files._source_formats import (
     SOURCE_FORMATS,
     CsvOptions,
+    FileReadError,
     SourceFormat,
     infer_schema,
     parquet_records,
@@ -390,19 +391,38 @@ class FileSource:
                 f"(names ending {list(self.extensions)}, hidden ones skipped) to infer the "
                 "schema from; pass schema=pyarrow.schema([...])"
             )
+        inferred = self._inferred(fs, [status for status in listed if status.size > 0])
         if self.format == "jsonl":  # Spark infers JSON from every record, and merges
-            return spark_json_schema(
-                infer_schema(fs, status.path, self.format, self.csv)
-                for status in listed
-                if status.size > 0
-            )
+            return spark_json_schema(inferred)
         if self.format == "csv" and self.csv.infer_schema:  # so does it CSV: by column name
-            return spark_csv_schema(
-                infer_schema(fs, status.path, self.format, self.csv)
-                for status in listed
-                if status.size > 0
-            )
-        return infer_schema(fs, first.path, self.format, self.csv)
+            return spark_csv_schema(inferred)
+        return next(iter(inferred))
+
+    def _inferred(self, fs: pafs.FileSystem, listed: list[FileStatus]) -> list[pa.Schema]:
+        """Each file's schema (only the first's for Parquet and CSV's header).
+
+        With a ``dead_letter_dir``, a file that does not parse is passed over (its read
+        sets it aside, or names it); when none parses, the first one's error is raised.
+
+        Raises:
+            FileReadError: A file does not parse (without a ``dead_letter_dir``), or none.
+        """
+        every = self.format == "jsonl" or (self.format == "csv" and self.csv.infer_schema)
+        found: list[pa.Schema] = []
+        failure: FileReadError | None = None
+        for status in listed:
+            try:
+                found.append(infer_schema(fs, status.path, self.format, self.csv))
+            except FileReadError as error:
+                if self.dead_letter_dir is None:
+                    raise
+                failure = failure or error
+                continue
+            if not every:
+                break
+        if not found and failure is not None:
+            raise failure
+        return found
 
     def _resolve_partitions(
         self, listed: list[FileStatus], given: Mapping[str, pa.DataType] | None

@@ -6,6 +6,7 @@ No Spark: every case here is FileSource's own reading on the local engine.
 from __future__ import annotations
 
 import decimal
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,32 @@ def test_a_dead_letter_dir_above_path_is_refused_as_an_archive_dir_is(tmp_path: 
         FileSource(tmp_path / "in", "jsonl", schema=SCHEMA, dead_letter_dir=str(tmp_path))
     with pytest.raises(SinkConfigurationError, match=r"dead_letter_dir .* holds path"):
         FileSource(tmp_path / "in", "jsonl", schema=SCHEMA, dead_letter_dir="/")
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "jsonl"])
+def test_an_unreadable_first_file_goes_to_the_dead_letters_not_a_build_error(
+    tmp_path: Path, file_format: str
+):
+    # the schema is inferred from the first file (Parquet) or every file (JSON lines):
+    # a truncated one failed the build, so dead_letter_dir= (which sets such files
+    # aside) could not help, though the error said to give one
+    source_dir = tmp_path / "in"
+    if file_format == "parquet":
+        good = write_parquet(source_dir / "b.parquet", rows(0, 3))
+        (source_dir / "a.parquet").write_bytes(good.read_bytes()[:100])
+        expected = rows(0, 3)
+    else:
+        source_dir.mkdir()
+        (source_dir / "a.jsonl.gz").write_bytes(gzip.compress(b'{"id": 1}\n')[:15])
+        (source_dir / "b.jsonl").write_bytes(b'{"id": 2}\n')
+        expected = [{"id": 2}]
+    # without: the build names the file
+    with pytest.raises(FileReadError, match=r"/a\.(parquet|jsonl)"):
+        FileSource(source_dir, file_format)
+    source = FileSource(source_dir, file_format, dead_letter_dir=str(tmp_path / "dead"))
+    if file_format == "parquet":
+        assert read_all(source) == expected
+        assert (tmp_path / "dead" / "a.parquet").exists()
+    else:  # a gzip stream cut short fails the read, naming the file (not one record)
+        with pytest.raises(SourceReaderError, match=r"a\.jsonl\.gz"):
+            read_all(source)
