@@ -41,6 +41,7 @@ from typing import Final, Literal, final
 
 import attrs
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
 import pyarrow.json as pjson
@@ -504,6 +505,22 @@ def _csv_arguments(
 # --- conforming a batch to the schema --------------------------------------------------------
 
 
+def _cast(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    """``column`` as ``kind``, never losing a timestamp's time of day to a date.
+
+    Raises:
+        pa.ArrowInvalid: A value does not convert, or only with a loss.
+    """
+    cast = column.cast(kind)
+    if pa.types.is_timestamp(column.type) and pa.types.is_date(kind):
+        back = cast.cast(column.type)
+        if pc.all(pc.equal(back, column)).as_py() not in (True, None):
+            raise pa.ArrowInvalid(
+                "a timestamp with a time of day does not convert to a date without losing it"
+            )
+    return cast
+
+
 def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBatch:
     """``batch`` with exactly ``schema``'s columns: missing ones null, others cast."""
     if batch.schema.equals(schema):
@@ -517,7 +534,7 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBa
         column = batch.column(index)
         if not column.type.equals(field.type):
             try:
-                column = column.cast(field.type)
+                column = _cast(column, field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
                 raise FileReadError(
                     f"FileSource: column {field.name!r} of {path!r} holds {column.type} values "

@@ -5,6 +5,7 @@ No Spark: every case here is FileSource's own reading on the local engine.
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import gzip
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from reference_sinks.files import CsvOptions, FileReadError, FileSource
@@ -192,3 +194,26 @@ def test_an_unreadable_first_file_goes_to_the_dead_letters_not_a_build_error(
     else:  # a gzip stream cut short fails the read, naming the file (not one record)
         with pytest.raises(SourceReaderError, match=r"a\.jsonl\.gz"):
             read_all(source)
+
+
+def test_a_parquet_timestamp_read_into_a_date_column_with_a_time_of_day_fails_not_truncates(
+    tmp_path: Path,
+):
+    # the cast to the source's date dropped 05:00 silently (Spark's reader refuses a
+    # timestamp for a date column); a midnight timestamp converts without loss
+    pq.write_table(pa.table({"day": pa.array([dt.date(2020, 1, 1)])}), tmp_path / "a.parquet")
+    midnight = pa.array([dt.datetime(2020, 1, 2), None], pa.timestamp("us"))
+    pq.write_table(pa.table({"day": midnight}), tmp_path / "b.parquet")
+    assert [r["day"] for r in read_all_unsorted(FileSource(tmp_path))] == [
+        dt.date(2020, 1, 1),
+        dt.date(2020, 1, 2),
+        None,
+    ]
+    late = pa.array([dt.datetime(2020, 1, 3, 5)], pa.timestamp("us"))
+    pq.write_table(pa.table({"day": late}), tmp_path / "c.parquet")
+    with pytest.raises(SourceReaderError) as caught:
+        read_all_unsorted(FileSource(tmp_path))
+    problem = caught.value.__cause__
+    assert isinstance(problem, FileReadError)
+    assert (Path(problem.path).name, problem.column) == ("c.parquet", "day")
+    assert "time of day" in str(problem)
