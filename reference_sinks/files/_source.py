@@ -35,6 +35,7 @@ from reference_sinks.files._source_json_infer import spark_json_schema
 from reference_sinks.files._source_listing import (
     DEFAULT_EXTENSIONS,
     FileStatus,
+    empty_partition_value,
     list_files,
     make_splits,
     partition_scalar,
@@ -427,6 +428,10 @@ class FileSource:
     def _resolve_partitions(
         self, listed: list[FileStatus], given: Mapping[str, pa.DataType] | None
     ) -> dict[str, pa.DataType]:
+        for status in listed:  # Spark refuses 'k=' (EMPTY_PARTITION_COLUMN_VALUE)
+            for key, value in status.partition:
+                if not value:
+                    raise empty_partition_value(key, status.path)
         if given is not None:
             if not isinstance(given, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, pa.DataType) for k, v in given.items()
@@ -536,11 +541,11 @@ class FileSource:
             for batch in batches:
                 yield batch.cast(self._produced) if batch.schema != self._produced else batch
             return
-        raw = {urllib.parse.unquote(key): value for key, value in split.partition}
+        raw = {urllib.parse.unquote(key): (key, value) for key, value in split.partition}
         scalars = [
             pa.scalar(None, kind)
             if name not in raw
-            else partition_scalar(raw[name], kind, split.path)
+            else partition_scalar(raw[name][1], kind, split.path, raw[name][0])
             for name, kind in self._partitions.items()
         ]
         for batch in batches:

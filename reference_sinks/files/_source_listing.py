@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_EXTENSIONS",
     "HIDDEN_SUFFIXES",
     "FileStatus",
+    "empty_partition_value",
     "is_hidden",
     "list_files",
     "make_splits",
@@ -166,14 +167,25 @@ def _double(text: str) -> float:
     return float(plain.replace("Infinity", "inf"))
 
 
-def partition_scalar(raw: str, kind: pa.DataType, path: str) -> pa.Scalar:
+def empty_partition_value(key: str, path: str) -> SinkConfigurationError:
+    """The error for a partition directory ``<key>=`` with no value, which Spark refuses."""
+    return SinkConfigurationError(
+        f"FileSource: the partition directory '{key}=' of {path!r} has an empty value, which "
+        "Spark's reader refuses too (EMPTY_PARTITION_COLUMN_VALUE); name it "
+        f"'{key}={HIVE_DEFAULT_PARTITION}' for a null, or move the file"
+    )
+
+
+def partition_scalar(raw: str, kind: pa.DataType, path: str, key: str = "") -> pa.Scalar:
     """The value of partition directory value ``raw`` (still escaped) as a ``kind`` scalar.
 
     Raises:
-        SinkConfigurationError: The value is not a ``kind``.
+        SinkConfigurationError: The value is not a ``kind``, or empty (``key=``).
     """
     if raw == HIVE_DEFAULT_PARTITION:
         return pa.scalar(None, kind)
+    if not raw:
+        raise empty_partition_value(key, path)
     text = urllib.parse.unquote(raw)
     try:
         if pa.types.is_integer(kind):

@@ -24,6 +24,7 @@ from tests.reference_sinks.files.file_source_data import (
     SCHEMA,
     read_all,
     rows,
+    touch_old,
     write_csv,
     write_jsonl,
     write_parquet,
@@ -217,3 +218,24 @@ def test_a_parquet_timestamp_read_into_a_date_column_with_a_time_of_day_fails_no
     assert isinstance(problem, FileReadError)
     assert (Path(problem.path).name, problem.column) == ("c.parquet", "day")
     assert "time of day" in str(problem)
+
+
+def test_an_empty_partition_directory_value_is_refused_as_spark_refuses_it(tmp_path: Path):
+    # 'k=' was read as the string '' (and made the column a string beside k=2); Spark
+    # fails the read (EMPTY_PARTITION_COLUMN_VALUE): a null is __HIVE_DEFAULT_PARTITION__
+    write_parquet(tmp_path / "k=2" / "a.parquet", rows(0, 1))
+    write_parquet(tmp_path / "k=" / "a.parquet", rows(1, 1))
+    with pytest.raises(SinkConfigurationError, match=r"'k=' .* empty value"):
+        FileSource(tmp_path)
+    with pytest.raises(SinkConfigurationError, match=r"'k=' .* empty value"):
+        FileSource(tmp_path, partition_columns={"k": pa.string()})
+    (tmp_path / "k=" / "a.parquet").unlink()  # a continuous source finds it later: the
+    source = FileSource(tmp_path).monitor_continuously(1)  # read fails naming it
+    write_parquet(tmp_path / "k=" / "b.parquet", rows(1, 1))
+    touch_old(tmp_path / "k=" / "b.parquet", 100)
+    engine = LocalSourceEngine(source, 1)
+    with pytest.raises(SourceReaderError) as caught:
+        engine.run(until=lambda e: len(e.committed) >= 2, checkpoint_every=5, max_steps=2000)
+    engine.close()
+    assert isinstance(caught.value.__cause__, SinkConfigurationError)
+    assert "'k=' of" in str(caught.value.__cause__)
