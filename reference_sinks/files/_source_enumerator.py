@@ -62,7 +62,8 @@ __all__ = ["Cleaner", "Discovery", "FileSplitEnumerator", "make_cleaner"]
 
 Lister = Callable[[], list[FileStatus]]
 Splitter = Callable[[FileStatus], list[FileSourceSplit]]
-Cleaner = Callable[[str], None]
+Cleaner = Callable[[str, "int | None"], None]
+"""Cleans the file at a path, if it still is the one listed (its modification time, if known)."""
 
 
 @final
@@ -198,7 +199,7 @@ class FileSplitEnumerator:
             ids.discard(split_id)
             if not ids:
                 del self._open[path]
-                self._cleaner(path)
+                self._cleaner(path, self._processed.get(path))
 
     def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
         """The splits not assigned, the processed paths, and the files not yet cleaned."""
@@ -221,16 +222,21 @@ def make_cleaner(fs: pafs.FileSystem, root: str, archive_dir: str | None) -> Cle
     An archived file never replaces another: when its place in the archive is taken
     (a file of the same name archived before, by this source or another), it goes
     beside it as ``<name>-1.<extensions>``, ``-2``, ... A file already gone (a clean-up
-    repeated after a restart) is left alone.
+    repeated after a restart) is left alone, and so is a file written again under the
+    path after it was listed (another modification time than ``mtime_ns``): it was
+    not read, so it is not the source's to remove.
     """
 
-    def clean(path: str) -> None:
+    def clean(path: str, mtime_ns: int | None) -> None:
         try:
+            info = fs.get_file_info(path)
+            if info.type == pafs.FileType.NotFound:
+                return  # cleaned before a restart that repeated the report
+            if mtime_ns is not None and info.mtime_ns != mtime_ns:
+                return  # written again since it was read: the new file is not read, nor removed
             if archive_dir is None:
                 fs.delete_file(path)
                 return
-            if fs.get_file_info(path).type == pafs.FileType.NotFound:
-                return  # cleaned before a restart that repeated the report
             relative = path[len(root) :].lstrip("/") or path.rsplit("/", 1)[-1]
             target = _free_name(fs, f"{archive_dir.rstrip('/')}/{relative}")
             fs.create_dir(target.rsplit("/", 1)[0], recursive=True)

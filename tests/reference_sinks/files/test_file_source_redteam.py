@@ -239,3 +239,29 @@ def test_an_empty_partition_directory_value_is_refused_as_spark_refuses_it(tmp_p
     engine.close()
     assert isinstance(caught.value.__cause__, SinkConfigurationError)
     assert "'k=' of" in str(caught.value.__cause__)
+
+
+@pytest.mark.parametrize("clean_source", ["delete", "archive"])
+def test_the_clean_up_leaves_a_file_written_again_under_a_read_path_after_it_was_read(
+    tmp_path: Path, clean_source: str
+):
+    # a file written again under a processed path is not read (documented); the clean-up
+    # of the first one then deleted (or archived) the new, unread one by its path
+    base = tmp_path / "in"
+    path = write_parquet(base / "a.parquet", rows(0, 3))
+    touch_old(path, 100)
+    archive = {"archive_dir": str(tmp_path / "done")} if clean_source == "archive" else {}
+    source = FileSource(base, schema=SCHEMA).monitor_continuously(
+        1, clean_source=clean_source, **archive
+    )
+    engine = LocalSourceEngine(source, 1)
+    engine.run(until=lambda e: sum(len(slot.pending) for slot in e.readers) >= 3)
+    for _ in range(100):  # the reader finishes the split (no checkpoint yet)
+        engine.step()
+    write_parquet(path, rows(10, 2))  # written again, before the clean-up of the first
+    engine.checkpoint()  # commits the first; the reader reports its split
+    for _ in range(200):
+        engine.step()
+    engine.close()
+    assert [r.record["id"] for r in engine.committed] == [0, 1, 2]
+    assert pq.read_table(path)["id"].to_pylist() == [10, 11]
