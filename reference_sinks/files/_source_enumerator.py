@@ -20,7 +20,9 @@ finished or growing without bound:
   Spark and Flink's writers do).
 - **Discovery cut-off** (``max_file_age``, Spark's ``maxFileAge``): a file modified
   more than ``max_file_age`` before the newest file seen so far is ignored, and
-  processed paths older than that are dropped from the set. The set then holds
+  processed paths older than that are dropped from the set. A file dated in the
+  future (a writer's skewed clock) counts as modified now, not later: unlike Spark,
+  one such file does not make every file of the present too old. The set then holds
   only files modified within ``max_file_age`` of the newest one: its bound.
 
 With a clean-up (``clean_source``), the enumerator learns which splits were read to
@@ -129,10 +131,10 @@ class FileSplitEnumerator:
         assert listed is not None  # no error: a result
         assert self._discovery is not None  # only continuous enumerators list
         discovery = self._discovery
-        for status in listed:
-            self._newest_ns = max(self._newest_ns, status.mtime_ns)
-        cutoff = self._cutoff()
         now_ns = time.time_ns()
+        for status in listed:  # a file dated in the future (a skewed clock) counts as now:
+            self._newest_ns = max(self._newest_ns, min(status.mtime_ns, now_ns))  # else the
+        cutoff = self._cutoff()  # cut-off would pass over every file of the present
         seen = {}
         found: list[FileSourceSplit] = []
         for status in listed:

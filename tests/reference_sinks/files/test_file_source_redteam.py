@@ -9,6 +9,8 @@ import datetime as dt
 import decimal
 import gzip
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +267,20 @@ def test_the_clean_up_leaves_a_file_written_again_under_a_read_path_after_it_was
     engine.close()
     assert [r.record["id"] for r in engine.committed] == [0, 1, 2]
     assert pq.read_table(path)["id"].to_pylist() == [10, 11]
+
+
+def test_a_file_dated_in_the_future_does_not_push_the_max_file_age_cut_off_past_now(
+    tmp_path: Path,
+):
+    # the cut-off is max_file_age before the newest file seen: one file with a clock-skewed
+    # mtime ten years ahead made every file of the present "too old", ignored silently
+    future = write_parquet(tmp_path / "a-future.parquet", rows(0, 2))
+    ahead = time.time() + 10 * 365 * 86400
+    os.utime(future, (ahead, ahead))
+    recent = write_parquet(tmp_path / "b-recent.parquet", rows(10, 2))
+    touch_old(recent, 3600)  # an hour ago, well within a day
+    source = FileSource(tmp_path, schema=SCHEMA).monitor_continuously(1, max_file_age=86400)
+    engine = LocalSourceEngine(source, 1)
+    engine.run(until=lambda e: len(e.committed) >= 4, checkpoint_every=5, max_steps=3000)
+    engine.close()
+    assert sorted(r.record["id"] for r in engine.committed) == [0, 1, 10, 11]
