@@ -24,7 +24,6 @@ from sinkv2.source import SourceReaderError
 from sinkv2.testing import LocalSourceEngine
 from tests.reference_sinks.files.file_source_data import (
     SCHEMA,
-    read_all,
     rows,
     touch_old,
     write_csv,
@@ -96,10 +95,20 @@ def test_csv_header_names_duplicated_or_empty_are_made_unique_as_spark_does(
 
 
 def read_all_unsorted(source: FileSource) -> list[dict[str, Any]]:
+    """Every record of a bounded ``source``, in order; a slow read (a loaded machine) is
+    waited for, not taken for an idle engine."""
     engine = LocalSourceEngine(source, 1)
-    engine.run()
-    engine.finish()
+    try:
+        engine.run(until=lambda e: e.finished)
+        engine.finish()
+    finally:
+        engine.close()
     return [record.record for record in engine.committed]
+
+
+def read_all(source: FileSource) -> list[dict[str, Any]]:
+    """`read_all_unsorted`, sorted by ``id``."""
+    return sorted(read_all_unsorted(source), key=lambda record: record["id"])
 
 
 def test_a_json_line_that_does_not_parse_goes_to_the_dead_letters_with_an_inferred_schema(
@@ -133,7 +142,7 @@ def test_a_file_deleted_after_it_was_listed_fails_saying_so(tmp_path: Path, file
     engine = LocalSourceEngine(source, 1)  # lists the file
     path.unlink()
     with pytest.raises(SourceReaderError) as caught:
-        engine.run()
+        engine.run(until=lambda e: e.finished)
     engine.close()
     problem = caught.value.__cause__
     assert isinstance(problem, FileReadError)
