@@ -163,6 +163,14 @@ class CsvOptions:
             )
 
 
+def _compression(path: str) -> str | None:
+    """The compression a file's name ends with (``.gz``, ``.bz2``, ``.zst``, any case), if any."""
+    try:
+        return str(pa.Codec.detect(path.lower()).name)
+    except (TypeError, ValueError):  # no compression's ending
+        return None
+
+
 def _failed(path: str, what: str, error: Exception) -> FileReadError:
     if isinstance(error, FileNotFoundError):
         return _gone(path, error)
@@ -374,7 +382,7 @@ def infer_schema(
         if file_format == "parquet":
             with fs.open_input_file(path) as handle:
                 return _signed(_with_spark_types(parquet_file(handle).schema_arrow))
-        with fs.open_input_stream(path, compression="detect") as stream:
+        with fs.open_input_stream(path, compression=_compression(path)) as stream:
             if file_format == "jsonl":  # one file's part of the merge spark_json_schema does
                 return _jsonl_schema(stream)
             if csv.infer_schema:  # one file's part of the merge spark_csv_schema does
@@ -748,7 +756,7 @@ def _jsonl(
     dead_letters: DeadLetters | None,
 ) -> Iterator[pa.RecordBatch]:
     try:
-        with fs.open_input_stream(split.path, compression="detect") as stream:
+        with fs.open_input_stream(split.path, compression=_compression(split.path)) as stream:
             data = stream.read()
     except OSError as error:
         raise _failed(split.path, "JSON lines", error) from error
@@ -782,12 +790,16 @@ def _csv(
 ) -> Iterator[pa.RecordBatch]:
     skip, emitted = split.records_read, 0
     with contextlib.ExitStack() as closing:
-        stream = closing.enter_context(fs.open_input_stream(split.path, compression="detect"))
+        stream = closing.enter_context(
+            fs.open_input_stream(split.path, compression=_compression(split.path))
+        )
         try:
             reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
             found = reader.schema.names
             if csv.header and spark_header(found) != found:  # a name twice, or empty: read
-                again = fs.open_input_stream(split.path, compression="detect")  # it as Spark
+                again = fs.open_input_stream(
+                    split.path, compression=_compression(split.path)
+                )  # it as Spark
                 closing.enter_context(again)  # names it
                 reader = pcsv.open_csv(
                     again, **_csv_arguments(csv, schema, header=spark_header(found))
@@ -802,7 +814,7 @@ def _csv(
         except pa.ArrowInvalid as error:
             failure = error
     # the rows before the failing block were emitted: go on after them, record by record
-    with fs.open_input_stream(split.path, compression="detect") as stream:
+    with fs.open_input_stream(split.path, compression=_compression(split.path)) as stream:
         data = stream.read()
     if not data.strip():  # an empty file (no header either) holds no rows, as Spark reads it
         return

@@ -254,12 +254,13 @@ def list_files(
         info = fs.get_file_info(root)
         return [FileStatus(root, info.size or 0, info.mtime_ns or 0, ())]
     selector = pafs.FileSelector(root, allow_not_found=True, recursive=True)
+    endings = tuple(extension.lower() for extension in extensions)  # B.CSV is a CSV file
     found = []
     for info in fs.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
         relative = info.path[len(root) :].strip("/")
-        if is_hidden(relative) or not relative.endswith(tuple(extensions)):
+        if is_hidden(relative) or not relative.lower().endswith(endings):
             continue
         found.append(
             FileStatus(info.path, info.size or 0, info.mtime_ns or 0, _partition(relative))

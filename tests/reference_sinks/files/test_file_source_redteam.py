@@ -293,3 +293,13 @@ def test_a_file_dated_in_the_future_does_not_push_the_max_file_age_cut_off_past_
     engine.run(until=lambda e: len(e.committed) >= 4, checkpoint_every=5, max_steps=3000)
     engine.close()
     assert sorted(r.record["id"] for r in engine.committed) == [0, 1, 10, 11]
+
+
+def test_file_name_endings_match_in_any_case(tmp_path: Path):
+    # DATA.CSV (a Windows tool's name) was skipped silently: Spark's readers read every
+    # file that is not hidden, whatever its name; .CSV.GZ is decompressed too
+    (tmp_path / "a.csv").write_bytes(b"id\n1\n")
+    (tmp_path / "B.CSV").write_bytes(b"id\n2\n")
+    (tmp_path / "c.Csv.GZ").write_bytes(gzip.compress(b"id\n3\n"))
+    source = FileSource(tmp_path, "csv")
+    assert sorted(r["id"] for r in read_all_unsorted(source)) == ["1", "2", "3"]
