@@ -25,6 +25,7 @@ from reference_sinks.files._source_enumerator import Discovery, FileSplitEnumera
 from reference_sinks.files._source_formats import (
     SOURCE_FORMATS,
     CsvOptions,
+    FileReadError,
     SourceFormat,
     infer_schema,
     parquet_records,
@@ -34,6 +35,7 @@ from reference_sinks.files._source_json_infer import spark_json_schema
 from reference_sinks.files._source_listing import (
     DEFAULT_EXTENSIONS,
     FileStatus,
+    empty_partition_value,
     list_files,
     make_splits,
     partition_scalar,
@@ -217,6 +219,7 @@ class FileSource:
                     f"(got {describe(dead_letter_dir)})"
                 )
             self._outside(dead_letter_dir, "dead_letter_dir", "dead letters would be listed")
+            self._not_above(dead_letter_dir, "dead_letter_dir", "a dead letter")
         self.dead_letter_dir: str | None = dead_letter_dir
         self.max_file_age: float | None = None
         self.clean_source: CleanSource = "off"
@@ -317,22 +320,33 @@ class FileSource:
         lies inside ``path`` whenever ``rel`` starts with ``path``'s place below
         ``archive_dir``, and would be read again as a new file.
         """
-        fs, root = self.resolve()
-        archive_fs, archive = resolve_location(
-            archive_dir, self.filesystem, what="FileSource archive_dir"
-        )
+        fs = self.resolve()[0]
+        archive_fs = resolve_location(archive_dir, self.filesystem, what="FileSource archive_dir")[
+            0
+        ]
         if archive_fs.type_name != fs.type_name:
             raise SinkConfigurationError(
                 f"FileSource archive_dir {archive_dir!r} is on the {archive_fs.type_name!r} "
                 f"filesystem and path {self.path!r} on {fs.type_name!r}: the clean-up moves "
                 "files within one filesystem; put the archive beside path"
             )
-        if archive == "/" or root.startswith(f"{archive}/"):
+        self._not_above(archive_dir, "archive_dir", "a file archived")
+
+    def _not_above(self, location: str, what: str, written: str) -> None:
+        """Refuse a ``location`` above ``path`` on its filesystem.
+
+        ``<location>/<rel>`` for a file ``<path>/<rel>`` lies inside ``path`` whenever
+        ``rel`` starts with ``path``'s place below ``location``.
+        """
+        fs, root = self.resolve()
+        other_fs, other = resolve_location(location, self.filesystem, what=f"FileSource {what}")
+        if other_fs.type_name != fs.type_name:
+            return
+        if other == "/" or root.startswith(f"{other}/"):
             raise SinkConfigurationError(
-                f"FileSource archive_dir {archive_dir!r} holds path {self.path!r}: a file "
-                "archived with its path below path kept could land inside path and be read "
-                "again; put the archive beside path, not above it (e.g. '/data/in' and "
-                "'/data/done')"
+                f"FileSource {what} {location!r} holds path {self.path!r}: {written} with its "
+                "path below path kept could land inside path and be read again; put it beside "
+                "path, not above it (e.g. '/data/in' and '/data/done')"
             )
 
     def _dead_letters(self) -> DeadLetters | None:
@@ -378,23 +392,46 @@ class FileSource:
                 f"(names ending {list(self.extensions)}, hidden ones skipped) to infer the "
                 "schema from; pass schema=pyarrow.schema([...])"
             )
+        inferred = self._inferred(fs, [status for status in listed if status.size > 0])
         if self.format == "jsonl":  # Spark infers JSON from every record, and merges
-            return spark_json_schema(
-                infer_schema(fs, status.path, self.format, self.csv)
-                for status in listed
-                if status.size > 0
-            )
+            return spark_json_schema(inferred)
         if self.format == "csv" and self.csv.infer_schema:  # so does it CSV: by column name
-            return spark_csv_schema(
-                infer_schema(fs, status.path, self.format, self.csv)
-                for status in listed
-                if status.size > 0
-            )
-        return infer_schema(fs, first.path, self.format, self.csv)
+            return spark_csv_schema(inferred)
+        return next(iter(inferred))
+
+    def _inferred(self, fs: pafs.FileSystem, listed: list[FileStatus]) -> list[pa.Schema]:
+        """Each file's schema (only the first's for Parquet and CSV's header).
+
+        With a ``dead_letter_dir``, a file that does not parse is passed over (its read
+        sets it aside, or names it); when none parses, the first one's error is raised.
+
+        Raises:
+            FileReadError: A file does not parse (without a ``dead_letter_dir``), or none.
+        """
+        every = self.format == "jsonl" or (self.format == "csv" and self.csv.infer_schema)
+        found: list[pa.Schema] = []
+        failure: FileReadError | None = None
+        for status in listed:
+            try:
+                found.append(infer_schema(fs, status.path, self.format, self.csv))
+            except FileReadError as error:
+                if self.dead_letter_dir is None:
+                    raise
+                failure = failure or error
+                continue
+            if not every:
+                break
+        if not found and failure is not None:
+            raise failure
+        return found
 
     def _resolve_partitions(
         self, listed: list[FileStatus], given: Mapping[str, pa.DataType] | None
     ) -> dict[str, pa.DataType]:
+        for status in listed:  # Spark refuses 'k=' (EMPTY_PARTITION_COLUMN_VALUE)
+            for key, value in status.partition:
+                if not value:
+                    raise empty_partition_value(key, status.path)
         if given is not None:
             if not isinstance(given, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, pa.DataType) for k, v in given.items()
@@ -504,11 +541,11 @@ class FileSource:
             for batch in batches:
                 yield batch.cast(self._produced) if batch.schema != self._produced else batch
             return
-        raw = {urllib.parse.unquote(key): value for key, value in split.partition}
+        raw = {urllib.parse.unquote(key): (key, value) for key, value in split.partition}
         scalars = [
             pa.scalar(None, kind)
             if name not in raw
-            else partition_scalar(raw[name], kind, split.path)
+            else partition_scalar(raw[name][1], kind, split.path, raw[name][0])
             for name, kind in self._partitions.items()
         ]
         for batch in batches:

@@ -20,7 +20,9 @@ finished or growing without bound:
   Spark and Flink's writers do).
 - **Discovery cut-off** (``max_file_age``, Spark's ``maxFileAge``): a file modified
   more than ``max_file_age`` before the newest file seen so far is ignored, and
-  processed paths older than that are dropped from the set. The set then holds
+  processed paths older than that are dropped from the set. A file dated in the
+  future (a writer's skewed clock) counts as modified now, not later: unlike Spark,
+  one such file does not make every file of the present too old. The set then holds
   only files modified within ``max_file_age`` of the newest one: its bound.
 
 With a clean-up (``clean_source``), the enumerator learns which splits were read to
@@ -62,7 +64,8 @@ __all__ = ["Cleaner", "Discovery", "FileSplitEnumerator", "make_cleaner"]
 
 Lister = Callable[[], list[FileStatus]]
 Splitter = Callable[[FileStatus], list[FileSourceSplit]]
-Cleaner = Callable[[str], None]
+Cleaner = Callable[[str, "int | None"], None]
+"""Cleans the file at a path, if it still is the one listed (its modification time, if known)."""
 
 
 @final
@@ -128,10 +131,10 @@ class FileSplitEnumerator:
         assert listed is not None  # no error: a result
         assert self._discovery is not None  # only continuous enumerators list
         discovery = self._discovery
-        for status in listed:
-            self._newest_ns = max(self._newest_ns, status.mtime_ns)
-        cutoff = self._cutoff()
         now_ns = time.time_ns()
+        for status in listed:  # a file dated in the future (a skewed clock) counts as now:
+            self._newest_ns = max(self._newest_ns, min(status.mtime_ns, now_ns))  # else the
+        cutoff = self._cutoff()  # cut-off would pass over every file of the present
         seen = {}
         found: list[FileSourceSplit] = []
         for status in listed:
@@ -198,7 +201,7 @@ class FileSplitEnumerator:
             ids.discard(split_id)
             if not ids:
                 del self._open[path]
-                self._cleaner(path)
+                self._cleaner(path, self._processed.get(path))
 
     def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
         """The splits not assigned, the processed paths, and the files not yet cleaned."""
@@ -221,16 +224,21 @@ def make_cleaner(fs: pafs.FileSystem, root: str, archive_dir: str | None) -> Cle
     An archived file never replaces another: when its place in the archive is taken
     (a file of the same name archived before, by this source or another), it goes
     beside it as ``<name>-1.<extensions>``, ``-2``, ... A file already gone (a clean-up
-    repeated after a restart) is left alone.
+    repeated after a restart) is left alone, and so is a file written again under the
+    path after it was listed (another modification time than ``mtime_ns``): it was
+    not read, so it is not the source's to remove.
     """
 
-    def clean(path: str) -> None:
+    def clean(path: str, mtime_ns: int | None) -> None:
         try:
+            info = fs.get_file_info(path)
+            if info.type == pafs.FileType.NotFound:
+                return  # cleaned before a restart that repeated the report
+            if mtime_ns is not None and info.mtime_ns != mtime_ns:
+                return  # written again since it was read: the new file is not read, nor removed
             if archive_dir is None:
                 fs.delete_file(path)
                 return
-            if fs.get_file_info(path).type == pafs.FileType.NotFound:
-                return  # cleaned before a restart that repeated the report
             relative = path[len(root) :].lstrip("/") or path.rsplit("/", 1)[-1]
             target = _free_name(fs, f"{archive_dir.rstrip('/')}/{relative}")
             fs.create_dir(target.rsplit("/", 1)[0], recursive=True)

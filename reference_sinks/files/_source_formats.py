@@ -33,6 +33,7 @@ Types, as Spark's readers give them for the same files:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,6 +41,7 @@ from typing import Final, Literal, final
 
 import attrs
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
 import pyarrow.json as pjson
@@ -56,6 +58,7 @@ from reference_sinks.files._source_dead_letters import (
     sift,
 )
 from reference_sinks.files._source_json_infer import (
+    PAST_LONG,
     infer_records,
     spark_json_types,
     stringify_non_strings,
@@ -160,11 +163,31 @@ class CsvOptions:
             )
 
 
+def _compression(path: str) -> str | None:
+    """The compression a file's name ends with (``.gz``, ``.bz2``, ``.zst``, any case), if any."""
+    try:
+        return str(pa.Codec.detect(path.lower()).name)
+    except (TypeError, ValueError):  # no compression's ending
+        return None
+
+
 def _failed(path: str, what: str, error: Exception) -> FileReadError:
+    if isinstance(error, FileNotFoundError):
+        return _gone(path, error)
     return FileReadError(
         f"FileSource cannot read {path!r} as {what}: {type(error).__name__}: {error}. Fix or "
         "move the file (a file that does not parse is never skipped silently), give a "
         "schema= that matches it, or a dead_letter_dir= to set such files aside",
+        path=path,
+    )
+
+
+def _gone(path: str, error: Exception) -> FileReadError:
+    return FileReadError(
+        f"FileSource cannot read {path!r}: it is gone: deleted or moved after it was listed "
+        f"({type(error).__name__}: {error}). Leave a file in place until the source has read "
+        "it (clean_source= removes files once their records are committed), or restart the "
+        "job without it",
         path=path,
     )
 
@@ -359,12 +382,12 @@ def infer_schema(
         if file_format == "parquet":
             with fs.open_input_file(path) as handle:
                 return _signed(_with_spark_types(parquet_file(handle).schema_arrow))
-        with fs.open_input_stream(path, compression="detect") as stream:
+        with fs.open_input_stream(path, compression=_compression(path)) as stream:
             if file_format == "jsonl":  # one file's part of the merge spark_json_schema does
                 return _jsonl_schema(stream)
             if csv.infer_schema:  # one file's part of the merge spark_csv_schema does
                 return _csv_types(stream, csv)
-            found = pcsv.open_csv(stream, **_csv_arguments(csv, None)).schema
+            found = pcsv.open_csv(stream, **_csv_inference_arguments(csv, None)).schema
             return pa.schema([(name, pa.string()) for name in _csv_names(found, csv)])
     except (pa.ArrowInvalid, OSError) as error:
         raise _failed(path, file_format, error) from error
@@ -372,7 +395,21 @@ def infer_schema(
 
 def _csv_names(found: pa.Schema, csv: CsvOptions) -> list[str]:
     """The columns' names: the header's, or Spark's ``_c0``, ``_c1``, ... without one."""
-    return list(found.names) if csv.header else [f"_c{i}" for i in range(len(found))]
+    return spark_header(found.names) if csv.header else [f"_c{i}" for i in range(len(found))]
+
+
+def spark_header(names: Sequence[str]) -> list[str]:
+    """A CSV header's names as Spark's ``makeSafeHeader`` makes them unique.
+
+    An empty name is ``_c<index>``; a name that occurs more than once, in any case,
+    gets its index appended (``id,ID`` is ``id0,ID1``), so no column hides another.
+    """
+    lowered = [name.lower() for name in names]
+    repeated = {name for name in lowered if lowered.count(name) > 1}
+    return [
+        f"_c{index}" if not name else f"{name}{index}" if name.lower() in repeated else name
+        for index, name in enumerate(names)
+    ]
 
 
 def _zoned(kind: pa.DataType) -> bool:
@@ -384,10 +421,11 @@ def _csv_types(stream: pa.NativeFile, csv: CsvOptions) -> pa.Schema:
     first = stream.read(_BLOCK_BYTES)
     if len(first) == _BLOCK_BYTES:  # whole lines only (a quoted line break may cut one)
         first = first[: first.rfind(b"\n") + 1] or first
-    found = pcsv.open_csv(pa.BufferReader(first), **_csv_arguments(csv, None)).schema
+    found = pcsv.open_csv(pa.BufferReader(first), **_csv_inference_arguments(csv, None)).schema
     names = _csv_names(found, csv)
     strings = pa.schema([(name, pa.string()) for name in names])
-    table = pcsv.read_csv(pa.BufferReader(first), **_csv_arguments(csv, strings))
+    header = names if csv.header else None
+    table = pcsv.read_csv(pa.BufferReader(first), **_csv_inference_arguments(csv, strings, header))
     return pa.schema(
         [(name, infer_strings(column)) for name, column in zip(names, table.columns, strict=True)]
     )
@@ -396,31 +434,68 @@ def _csv_types(stream: pa.NativeFile, csv: CsvOptions) -> pa.Schema:
 def _jsonl_schema(stream: pa.NativeFile) -> pa.Schema:
     """One JSON lines file's types, from its first block; record by record if they differ."""
     first = stream.read(_BLOCK_BYTES)
-    try:
-        read = pjson.open_json(pa.BufferReader(first), read_options=pjson.ReadOptions(_BLOCK_BYTES))
-        found = read.schema
-    except pa.ArrowInvalid as error:
-        complete = first[: first.rfind(b"\n") + 1] if len(first) == _BLOCK_BYTES else first
-        try:
+    if len(first) == _BLOCK_BYTES and b"\n" not in first:  # a first record longer than
+        more = [first]  # the block: read on to its end, or nothing would be inferred
+        while more[-1] and b"\n" not in more[-1]:
+            more.append(stream.read(_BLOCK_BYTES))
+        first = b"".join(more)
+    block = max(_BLOCK_BYTES, len(first))
+    complete = first[: first.rfind(b"\n") + 1] if len(first) >= _BLOCK_BYTES else first
+    options = pjson.ReadOptions(block)
+    if PAST_LONG.search(first):  # pyarrow infers a double, Spark a decimal(n, 0): record by
+        try:  # record; if no record parses, pyarrow says why
             found = infer_records(complete)
         except ValueError:
-            raise error from None
+            found = pjson.open_json(pa.BufferReader(first), read_options=options).schema
+    else:
+        try:
+            found = pjson.open_json(pa.BufferReader(first), read_options=options).schema
+        except pa.ArrowInvalid as error:
+            try:
+                found = infer_records(complete)
+            except ValueError:
+                raise error from None
     return pa.schema([f.with_type(spark_json_types(f.type)) for f in found])
 
 
+def _skip(row: object) -> str:
+    return "skip"
+
+
+def _csv_inference_arguments(
+    csv: CsvOptions, schema: pa.Schema | None, header: Sequence[str] | None = None
+) -> dict[str, object]:
+    """`_csv_arguments` for inferring: records with a field too many or too few are skipped.
+
+    The read names such a record by its line, or sets it aside in the dead-letter
+    directory; failing the inference on it would refuse the source before either.
+    """
+    arguments = _csv_arguments(csv, schema, header=header)
+    arguments["parse_options"] = pcsv.ParseOptions(
+        delimiter=csv.delimiter, quote_char=csv.quote_char, invalid_row_handler=_skip
+    )
+    return arguments
+
+
 def _csv_arguments(
-    csv: CsvOptions, schema: pa.Schema | None, *, as_text: bool = False
+    csv: CsvOptions,
+    schema: pa.Schema | None,
+    *,
+    as_text: bool = False,
+    header: Sequence[str] | None = None,
 ) -> dict[str, object]:
     """Pyarrow's CSV options; with ``schema`` its names (no header) and types are imposed.
 
     Timestamps with a zone are read as strings (`_typed` converts them: a value without
-    an offset is in UTC); with ``as_text`` every column is.
+    an offset is in UTC); with ``as_text`` every column is. ``header``: the names of
+    the file's header, made unique (`spark_header`), read in place of its own.
     """
     names = None if csv.header or schema is None else schema.names
     read = pcsv.ReadOptions(
         block_size=_BLOCK_BYTES,
-        column_names=names,
-        autogenerate_column_names=not csv.header and names is None,
+        column_names=names if header is None else list(header),
+        autogenerate_column_names=not csv.header and names is None and header is None,
+        skip_rows=1 if header is not None else 0,
     )
     parse = pcsv.ParseOptions(delimiter=csv.delimiter, quote_char=csv.quote_char)
     types = None
@@ -438,6 +513,22 @@ def _csv_arguments(
 # --- conforming a batch to the schema --------------------------------------------------------
 
 
+def _cast(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    """``column`` as ``kind``, never losing a timestamp's time of day to a date.
+
+    Raises:
+        pa.ArrowInvalid: A value does not convert, or only with a loss.
+    """
+    cast = column.cast(kind)
+    if pa.types.is_timestamp(column.type) and pa.types.is_date(kind):
+        back = cast.cast(column.type)
+        if pc.all(pc.equal(back, column)).as_py() not in (True, None):
+            raise pa.ArrowInvalid(
+                "a timestamp with a time of day does not convert to a date without losing it"
+            )
+    return cast
+
+
 def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBatch:
     """``batch`` with exactly ``schema``'s columns: missing ones null, others cast."""
     if batch.schema.equals(schema):
@@ -451,7 +542,7 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema, path: str) -> pa.RecordBa
         column = batch.column(index)
         if not column.type.equals(field.type):
             try:
-                column = column.cast(field.type)
+                column = _cast(column, field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
                 raise FileReadError(
                     f"FileSource: column {field.name!r} of {path!r} holds {column.type} values "
@@ -665,7 +756,7 @@ def _jsonl(
     dead_letters: DeadLetters | None,
 ) -> Iterator[pa.RecordBatch]:
     try:
-        with fs.open_input_stream(split.path, compression="detect") as stream:
+        with fs.open_input_stream(split.path, compression=_compression(split.path)) as stream:
             data = stream.read()
     except OSError as error:
         raise _failed(split.path, "JSON lines", error) from error
@@ -698,9 +789,21 @@ def _csv(
     dead_letters: DeadLetters | None,
 ) -> Iterator[pa.RecordBatch]:
     skip, emitted = split.records_read, 0
-    with fs.open_input_stream(split.path, compression="detect") as stream:
+    with contextlib.ExitStack() as closing:
+        stream = closing.enter_context(
+            fs.open_input_stream(split.path, compression=_compression(split.path))
+        )
         try:
             reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
+            found = reader.schema.names
+            if csv.header and spark_header(found) != found:  # a name twice, or empty: read
+                again = fs.open_input_stream(
+                    split.path, compression=_compression(split.path)
+                )  # it as Spark
+                closing.enter_context(again)  # names it
+                reader = pcsv.open_csv(
+                    again, **_csv_arguments(csv, schema, header=spark_header(found))
+                )
             for read in _after(reader, skip):
                 batch = _typed(read, schema)
                 for start in range(0, batch.num_rows, batch_rows):
@@ -711,7 +814,7 @@ def _csv(
         except pa.ArrowInvalid as error:
             failure = error
     # the rows before the failing block were emitted: go on after them, record by record
-    with fs.open_input_stream(split.path, compression="detect") as stream:
+    with fs.open_input_stream(split.path, compression=_compression(split.path)) as stream:
         data = stream.read()
     if not data.strip():  # an empty file (no header either) holds no rows, as Spark reads it
         return
@@ -720,14 +823,17 @@ def _csv(
     )
     header = records[:1] if csv.header else []
     body = records[1:] if csv.header else records
+    names = _csv_header_names(header[0][1], csv) if header else None
 
     def parse(group: Sequence[Record]) -> pa.Table:
         text = b"".join(t for _, t in [*header, *group])
         try:
-            read = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, schema, as_text=True))
+            read = pcsv.read_csv(
+                pa.BufferReader(text), **_csv_arguments(csv, schema, as_text=True, header=names)
+            )
             table = _typed(read, schema)
         except pa.ArrowInvalid as error:
-            found = _csv_culprit(text, schema, csv) if len(group) == 1 else None
+            found = _csv_culprit(text, schema, csv, names) if len(group) == 1 else None
             if found is None:
                 raise
             column, value = found
@@ -773,11 +879,21 @@ def _typed(read: pa.RecordBatch | pa.Table, schema: pa.Schema) -> pa.RecordBatch
     return read
 
 
-def _csv_culprit(text: bytes, schema: pa.Schema, csv: CsvOptions) -> tuple[str, str] | None:
+def _csv_header_names(text: bytes, csv: CsvOptions) -> list[str]:
+    """The names of a header record, made unique (`spark_header`)."""
+    found = pcsv.read_csv(pa.BufferReader(text), **_csv_inference_arguments(csv, None))
+    return spark_header(found.schema.names)
+
+
+def _csv_culprit(
+    text: bytes, schema: pa.Schema, csv: CsvOptions, header: Sequence[str] | None
+) -> tuple[str, str] | None:
     """The first value of CSV ``text`` that does not convert: (column, value), if any."""
     text_schema = pa.schema([(name, pa.string()) for name in schema.names])
     try:
-        table = pcsv.read_csv(pa.BufferReader(text), **_csv_arguments(csv, text_schema))
+        table = pcsv.read_csv(
+            pa.BufferReader(text), **_csv_arguments(csv, text_schema, header=header)
+        )
     except pa.ArrowInvalid:  # the text does not parse either: no single value to name
         return None
     for field in schema:
@@ -837,7 +953,17 @@ def read_split(
             the message names the file (and the line and column).
     """
     if file_format == "parquet":
-        return _parquet(fs, split, schema, batch_rows, dead_letters=dead_letters)
-    if file_format == "jsonl":
-        return _jsonl(fs, split, schema, batch_rows, dead_letters=dead_letters)
-    return _csv(fs, split, schema, csv, batch_rows, dead_letters=dead_letters)
+        batches = _parquet(fs, split, schema, batch_rows, dead_letters=dead_letters)
+    elif file_format == "jsonl":
+        batches = _jsonl(fs, split, schema, batch_rows, dead_letters=dead_letters)
+    else:
+        batches = _csv(fs, split, schema, csv, batch_rows, dead_letters=dead_letters)
+    return _named_when_gone(split.path, batches)
+
+
+def _named_when_gone(path: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, a file missing when opened named as such (`FileReadError`)."""
+    try:
+        yield from batches
+    except FileNotFoundError as error:
+        raise _gone(path, error) from error

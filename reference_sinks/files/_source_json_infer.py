@@ -24,12 +24,14 @@ its JSON text (`stringify_non_strings`), a number exactly as written.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
 
 __all__ = [
+    "PAST_LONG",
     "infer_records",
     "spark_json_schema",
     "spark_json_types",
@@ -37,6 +39,9 @@ __all__ = [
 ]
 
 _LONG = range(-(2**63), 2**63)
+_MAX_DIGITS = 38
+PAST_LONG = re.compile(rb"[0-9]{19,}")
+"""An integer that may not fit a long, which pyarrow's inference reads as a double."""
 
 
 class _Number(str):
@@ -52,26 +57,38 @@ def _loads(line: bytes) -> Any:
 def infer_records(data: bytes) -> pa.Schema:
     """The merged types of the JSON records (one a line) in ``data``, as Spark infers them.
 
+    A line that does not parse, or is not an object, is left out: the read sets it
+    aside in the dead-letter directory, or fails naming its line.
+
     Raises:
-        ValueError: A line is not a JSON object.
+        ValueError: No line is a JSON object, and some line is not one.
     """
     merged: pa.DataType = pa.struct([])
+    bad = None
     for line in data.splitlines():
         if not line.strip():
             continue
-        kind = _type_of(_loads(line))
+        try:
+            kind = _type_of(_loads(line))
+        except ValueError as error:  # not JSON (or not UTF-8)
+            bad = bad or ValueError(f"a JSON lines record does not parse ({error}): {line[:80]!r}")
+            continue
         if not pa.types.is_struct(kind):
-            raise ValueError(f"a JSON lines record is not an object: {line[:80]!r}")
+            bad = bad or ValueError(f"a JSON lines record is not an object: {line[:80]!r}")
+            continue
         merged = _merge(merged, kind)
+    if bad is not None and not list(merged):
+        raise bad
     return pa.schema(list(merged))
 
 
 def _type_of(value: Any) -> pa.DataType:
     if isinstance(value, _Number):
         try:
-            return pa.int64() if int(value) in _LONG else pa.float64()
+            number = int(value)
         except ValueError:  # a fraction, an exponent, NaN
             return pa.float64()
+        return pa.int64() if number in _LONG else _decimal(len(str(abs(number))))
     if isinstance(value, list):
         element: pa.DataType = pa.null()
         for item in value:
@@ -190,14 +207,43 @@ def spark_json_schema(schemas: Iterable[pa.Schema]) -> pa.Schema:
     return pa.schema(list(_final(merged)))
 
 
+def _decimal(digits: int) -> pa.DataType:
+    """Spark's type for an integer of ``digits`` digits past a long: ``decimal(digits, 0)``.
+
+    Past 38 digits (no decimal holds them) a ``double``, as in Spark.
+    """
+    return pa.decimal128(digits, 0) if digits <= _MAX_DIGITS else pa.float64()
+
+
+def _merge_numbers(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
+    """Spark's wider type of two numbers (``long``, ``double``, ``decimal(p, 0)``), else None.
+
+    A ``long`` and a ``double`` give a ``double``; a ``long`` beside a decimal is a
+    ``decimal(20, 0)``; a ``double`` beside a decimal gives a ``double``.
+    """
+    digits = []
+    for kind in (left, right):
+        if kind == pa.float64():
+            digits.append(0)
+        elif kind == pa.int64():
+            digits.append(20)
+        elif pa.types.is_decimal(kind):
+            digits.append(kind.precision)
+        else:
+            return None
+    if pa.float64() in (left, right) or (left, right) == (pa.int64(), pa.int64()):
+        return pa.float64() if pa.float64() in (left, right) else pa.int64()
+    return _decimal(max(digits))
+
+
 def _merge(left: pa.DataType, right: pa.DataType) -> pa.DataType:
     if left.equals(right) or pa.types.is_null(right):
         return left
     if pa.types.is_null(left):
         return right
-    numbers = (pa.int64(), pa.float64())
-    if left in numbers and right in numbers:
-        return pa.float64()
+    number = _merge_numbers(left, right)
+    if number is not None:
+        return number
     if pa.types.is_struct(left) and pa.types.is_struct(right):
         fields = {field.name: field.type for field in left}
         for field in right:

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_EXTENSIONS",
     "HIDDEN_SUFFIXES",
     "FileStatus",
+    "empty_partition_value",
     "is_hidden",
     "list_files",
     "make_splits",
@@ -166,14 +167,25 @@ def _double(text: str) -> float:
     return float(plain.replace("Infinity", "inf"))
 
 
-def partition_scalar(raw: str, kind: pa.DataType, path: str) -> pa.Scalar:
+def empty_partition_value(key: str, path: str) -> SinkConfigurationError:
+    """The error for a partition directory ``<key>=`` with no value, which Spark refuses."""
+    return SinkConfigurationError(
+        f"FileSource: the partition directory '{key}=' of {path!r} has an empty value, which "
+        "Spark's reader refuses too (EMPTY_PARTITION_COLUMN_VALUE); name it "
+        f"'{key}={HIVE_DEFAULT_PARTITION}' for a null, or move the file"
+    )
+
+
+def partition_scalar(raw: str, kind: pa.DataType, path: str, key: str = "") -> pa.Scalar:
     """The value of partition directory value ``raw`` (still escaped) as a ``kind`` scalar.
 
     Raises:
-        SinkConfigurationError: The value is not a ``kind``.
+        SinkConfigurationError: The value is not a ``kind``, or empty (``key=``).
     """
     if raw == HIVE_DEFAULT_PARTITION:
         return pa.scalar(None, kind)
+    if not raw:
+        raise empty_partition_value(key, path)
     text = urllib.parse.unquote(raw)
     try:
         if pa.types.is_integer(kind):
@@ -242,12 +254,13 @@ def list_files(
         info = fs.get_file_info(root)
         return [FileStatus(root, info.size or 0, info.mtime_ns or 0, ())]
     selector = pafs.FileSelector(root, allow_not_found=True, recursive=True)
+    endings = tuple(extension.lower() for extension in extensions)  # B.CSV is a CSV file
     found = []
     for info in fs.get_file_info(selector):
         if info.type != pafs.FileType.File:
             continue
         relative = info.path[len(root) :].strip("/")
-        if is_hidden(relative) or not relative.endswith(tuple(extensions)):
+        if is_hidden(relative) or not relative.lower().endswith(endings):
             continue
         found.append(
             FileStatus(info.path, info.size or 0, info.mtime_ns or 0, _partition(relative))

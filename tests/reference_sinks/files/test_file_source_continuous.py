@@ -150,16 +150,15 @@ def test_files_arriving_while_it_runs_are_read_exactly_once_through_restores(
 
 def test_max_file_age_ignores_old_files_and_bounds_the_processed_set(tmp_path: Path):
     old = write_parquet(tmp_path / "old.parquet", rows(0, 2))
-    touch_old(old, 3600)
-    write_parquet(tmp_path / "new.parquet", rows(10, 2))
+    touch_old(old, 3 * 3600)
+    touch_old(write_parquet(tmp_path / "new.parquet", rows(10, 2)), 2 * 3600)
     engine = LocalSourceEngine(monitored(tmp_path, max_file_age=60), 1)
     engine.run(until=lambda e: len(e.committed) >= 2, checkpoint_every=5)
     assert committed_ids(engine.committed) == [10, 11]
     processed = [path for path, _ in engine.enumerator.snapshot_state(99).processed]
     assert [Path(p).name for p in processed] == ["new.parquet"]
-    newer = write_parquet(tmp_path / "newer.parquet", rows(20, 2))
-    when = newer.stat().st_mtime + 7200
-    os.utime(newer, (when, when))  # two hours newer: new.parquet falls behind the cut-off
+    # two hours newer (now: a file dated in the future counts as now): new.parquet falls
+    write_parquet(tmp_path / "newer.parquet", rows(20, 2))  # behind the cut-off
     engine.run(until=lambda e: len(e.committed) >= 4, checkpoint_every=5)
     assert committed_ids(engine.committed) == [10, 11, 20, 21]
     processed = [path for path, _ in engine.enumerator.snapshot_state(100).processed]
