@@ -12,7 +12,32 @@ import pyarrow as pa
 
 from sinkv2.errors import SinkConfigurationError
 
-__all__ = ["check_columns_on_driver", "rebuild_type"]
+__all__ = ["arrow_of", "check_columns_on_driver", "rebuild_type"]
+
+
+def arrow_of(schema: Any, *, prefers_large_types: bool = False) -> pa.Schema:
+    """The Spark ``schema`` as Arrow (timestamps in UTC), for a sink's check on the driver.
+
+    Raises:
+        SinkConfigurationError: a column's type has no Arrow form (char, varchar, a
+            year-month interval...); the message names the column and its type.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark on use
+
+    try:
+        return to_arrow_schema(schema, timezone="UTC", prefers_large_types=prefers_large_types)
+    except Exception as error:  # pyspark raises its own error classes here
+        column = ""
+        for field in schema.fields:
+            try:
+                to_arrow_schema(type(schema)([field]), timezone="UTC")
+            except Exception:  # noqa: BLE001  # the first field that fails is the one to name
+                column = f"column {field.name!r} of type {field.dataType.simpleString()}: "
+                break
+        raise SinkConfigurationError(
+            f"the DataFrame's schema cannot be written through Arrow: {column}{error}. Cast "
+            "or drop that column (e.g. a char or varchar column to string)"
+        ) from error
 
 
 def check_columns_on_driver(input: Any, check: Callable[[pa.Schema], object]) -> None:

@@ -6,14 +6,19 @@ write (a day-time interval in HttpSink's and RedisSink's JSON) fails the call wi
 `SinkConfigurationError` naming the column and its Spark type, from both doors
 (``apply`` and ``df.write.format("sinkv2")``), and not as a writer failure inside a
 Spark task (`SinkWriterError`, naming the Arrow type ``duration[us]``). No server
-runs: a refused write never connects.
+runs: a refused write never connects. Char and varchar columns (with
+``spark.sql.preserveCharVarcharTypeInfo``) are refused by FileSink's native path and
+IcebergSink naming the column, not with Spark's or pyspark's unnamed error.
 """
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
+from reference_sinks.files import FileSink
 from reference_sinks.http import HttpSink
+from reference_sinks.iceberg import IcebergSink
 from reference_sinks.redis import HashMode, RedisSink, SetMode
 from sinkv2.errors import SinkConfigurationError
 from sinkv2_spark import register
@@ -64,3 +69,33 @@ def test_the_data_source_door_refuses_them_too(spark, intervals, tmp_path):  # t
             .save()
         )
     assert "writer failure" not in str(refused.value)
+
+
+@pytest.fixture
+def chars(spark):  # type: ignore[no-untyped-def]
+    """Columns of Spark's char and varchar types (kept as such, not read as string)."""
+    spark.conf.set("spark.sql.preserveCharVarcharTypeInfo", "true")
+    try:
+        yield spark.sql(
+            "SELECT id, CAST('ab' AS CHAR(5)) AS code, CAST('x' AS VARCHAR(3)) AS tag FROM range(2)"
+        )
+    finally:
+        spark.conf.unset("spark.sql.preserveCharVarcharTypeInfo")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_file_sink_names_a_char_column_on_spark_s_writer_path(
+    spark, translator, chars, tmp_path, fmt
+):  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    with pytest.raises(SinkConfigurationError, match=r"column 'code' of type char\(5\).*cast"):
+        translator.apply(chars, FileSink(str(out), fmt, native_write=True), sink_id="chars")
+    assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()]
+
+
+def test_iceberg_sink_names_a_char_column(spark, translator, chars, tmp_path):  # type: ignore[no-untyped-def]
+    schema = pa.schema([("id", pa.int64()), ("code", pa.string()), ("tag", pa.string())])
+    sink = IcebergSink.local(tmp_path / "warehouse", "ns.chars", schema=schema)
+    with pytest.raises(SinkConfigurationError, match=r"column 'code' of type char\(5\)"):
+        translator.apply(chars, sink, sink_id="chars")
+    assert list(sink.load_table().scan().plan_files()) == []
