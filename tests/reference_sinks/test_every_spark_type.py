@@ -8,17 +8,21 @@ write (a day-time interval in HttpSink's and RedisSink's JSON) fails the call wi
 Spark task (`SinkWriterError`, naming the Arrow type ``duration[us]``). No server
 runs: a refused write never connects. Char and varchar columns (with
 ``spark.sql.preserveCharVarcharTypeInfo``) are refused by FileSink's native path and
-IcebergSink naming the column, not with Spark's or pyspark's unnamed error.
+IcebergSink naming the column, not with Spark's or pyspark's unnamed error; so is a
+year-month interval by PostgresSink. PostgresSink refuses a decimal into a narrower
+``numeric(P, S)``, which PostgreSQL would round silently.
 """
 
 from __future__ import annotations
 
+import psycopg
 import pyarrow as pa
 import pytest
 
 from reference_sinks.files import FileSink
 from reference_sinks.http import HttpSink
 from reference_sinks.iceberg import IcebergSink
+from reference_sinks.postgres import PostgresSink
 from reference_sinks.redis import HashMode, RedisSink, SetMode
 from sinkv2.errors import SinkConfigurationError
 from sinkv2_spark import register
@@ -99,3 +103,31 @@ def test_iceberg_sink_names_a_char_column(spark, translator, chars, tmp_path):  
     with pytest.raises(SinkConfigurationError, match=r"column 'code' of type char\(5\)"):
         translator.apply(chars, sink, sink_id="chars")
     assert list(sink.load_table().scan().plan_files()) == []
+
+
+def test_postgres_sink_refuses_a_narrower_numeric_and_names_an_arrow_less_column(  # type: ignore[no-untyped-def]
+    spark, translator, postgres_url
+):
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(
+            "CREATE TABLE narrow (id bigint, price numeric(4, 1)); "
+            "CREATE TABLE wide (id bigint, price numeric(6, 2), free numeric); "
+            "CREATE TABLE months (id bigint, span interval)"
+        )
+    prices = spark.sql("SELECT id, CAST(123.45 AS DECIMAL(5, 2)) AS price FROM range(2)")
+    with pytest.raises(SinkConfigurationError, match=r"column 'price' of type decimal128\(5, 2\)"):
+        translator.apply(prices, PostgresSink(postgres_url, "narrow"), sink_id="narrow")
+    translator.apply(
+        prices.withColumn("free", prices["price"]),
+        PostgresSink(postgres_url, "wide"),
+        sink_id="wide",
+    )
+    months = spark.sql("SELECT id, INTERVAL '1-2' YEAR TO MONTH AS span FROM range(2)")
+    with pytest.raises(
+        SinkConfigurationError, match=r"column 'span' of type interval year to month"
+    ):
+        translator.apply(months, PostgresSink(postgres_url, "months"), sink_id="months")
+    with psycopg.connect(postgres_url) as connection:
+        assert connection.execute("SELECT count(*) FROM narrow").fetchone() == (0,)
+        found = connection.execute("SELECT price::text, free::text FROM wide").fetchall()
+    assert found == [("123.45", "123.45")] * 2
