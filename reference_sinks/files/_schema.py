@@ -34,7 +34,7 @@ from sinkv2.errors import SinkConfigurationError
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["check_existing", "check_types", "newest_file"]
+__all__ = ["check_existing", "check_no_char_varchar", "check_types", "newest_file"]
 
 _SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 _EXTENSIONS = {"parquet": (".parquet",), "jsonl": (".jsonl", ".json")}
@@ -74,6 +74,39 @@ def check_types(
             f"{spark_type}{where}: {what} has no {file_format} form that reads back as the "
             f"same value ({reason}). Cast it before writing, e.g. to a string or a long"
         )
+
+
+def check_no_char_varchar(fields: Sequence[Any], file_format: FileFormat) -> None:
+    """Refuse a char or varchar column, naming it (Spark's own refusal names none).
+
+    Such columns exist with ``spark.sql.preserveCharVarcharTypeInfo``; neither Arrow
+    nor Spark's file writers take them.
+
+    Raises:
+        SinkConfigurationError: naming the column, its type and the cast to make.
+    """
+    from pyspark.sql import types as T  # noqa: PLC0415  # pyspark on use
+
+    def holds(kind: Any) -> bool:
+        if isinstance(kind, T.CharType | T.VarcharType):
+            return True
+        if isinstance(kind, T.ArrayType):
+            return holds(kind.elementType)
+        if isinstance(kind, T.MapType):
+            return holds(kind.keyType) or holds(kind.valueType)
+        if isinstance(kind, T.StructType):
+            return any(holds(field.dataType) for field in kind.fields)
+        return False
+
+    for field in fields:
+        if holds(field.dataType):
+            raise SinkConfigurationError(
+                f"FileSink ({file_format}) cannot write column {field.name!r} of type "
+                f"{field.dataType.simpleString()}: neither Arrow nor Spark's file writers "
+                f"take char or varchar types. Cast it to string first, e.g. "
+                f"df.withColumn({field.name!r}, df[{field.name!r}].cast('string')) for a "
+                "top-level column, or turn spark.sql.preserveCharVarcharTypeInfo off"
+            )
 
 
 def _inside(kind: pa.DataType, test: Any) -> pa.DataType | None:

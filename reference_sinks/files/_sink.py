@@ -27,7 +27,7 @@ from reference_sinks.files._config import (
     describe,
 )
 from reference_sinks.files._location import resolve_location
-from reference_sinks.files._schema import check_existing, check_types
+from reference_sinks.files._schema import check_existing, check_no_char_varchar, check_types
 from reference_sinks.files._writer import FileWriter
 from sinkv2 import (
     AttrsMsgpackSerializer,
@@ -253,6 +253,7 @@ class FileSink(
         try:
             arrow = to_arrow_schema(type(schema)(data), timezone="UTC")
         except Exception:  # noqa: BLE001  # the translator names the column Arrow cannot carry
+            check_no_char_varchar(data, self.format)  # Spark's writer refuses them unnamed
             return input
         check_types(arrow, self.format, [f.dataType.simpleString() for f in data])
         fs, root = self.resolve()

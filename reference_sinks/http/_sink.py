@@ -7,9 +7,10 @@ import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, final
 
+from reference_sinks._arrow_types import check_columns_on_driver
 from reference_sinks.http._json import JsonSafeConverter
 from reference_sinks.http._writer import BodyBuilder, DeadLetterHandler, Entry, HttpSinkWriter
-from sinkv2 import SinkWriter, WriterInitContext
+from sinkv2 import SinkWriter, SupportsPreWriteTopology, WriterInitContext
 from sinkv2.asyncsink import (
     AsyncSinkBase,
     AsyncSinkWriterConfiguration,
@@ -97,7 +98,7 @@ def _require_aiohttp() -> None:
 
 
 @final
-class HttpSink(AsyncSinkBase[Any, Entry]):
+class HttpSink(AsyncSinkBase[Any, Entry], SupportsPreWriteTopology[Any]):
     """Writes elements as JSON records to an HTTP endpoint, one POST per batch, at least once.
 
     Each batch is ``POST url`` with the body ``{"records": [record, ...]}`` (or what
@@ -155,6 +156,20 @@ class HttpSink(AsyncSinkBase[Any, Entry]):
         self.body_builder = body_builder
         self.dead_letter_handler = dead_letter_handler
         super().__init__(converter if converter is not None else JsonSafeConverter(), configuration)
+
+    def add_pre_write_topology(self, input: Any) -> Any:
+        """``input`` unchanged, once its column types are checked (on the driver).
+
+        With the default converter, a column whose type has no JSON spelling is
+        refused here, before any Spark job, as the writers would refuse it.
+
+        Raises:
+            SinkConfigurationError: a column's type has no JSON spelling (a day-time
+                interval); the message names the column and its Spark type.
+        """
+        if isinstance(self.element_converter, JsonSafeConverter):
+            check_columns_on_driver(input, JsonSafeConverter().for_schema)
+        return input
 
     def restore_writer(
         self,

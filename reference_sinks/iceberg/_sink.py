@@ -18,6 +18,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from reference_sinks._arrow_types import arrow_of
 from reference_sinks._spark_output import list_written_files
 from reference_sinks.iceberg import _native
 from reference_sinks.iceberg._catalog import CatalogSpec, local_catalog
@@ -305,10 +306,8 @@ class IcebergSink(
         Raises:
             SinkConfigurationError: The DataFrame's schema does not fit the table.
         """
-        from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # pyspark is optional
-
         # Types only: the zone does not matter (timestamps are instants), UTC keeps it simple.
-        self.check_schema(to_arrow_schema(input.schema, timezone="UTC", prefers_large_types=True))
+        self.check_schema(arrow_of(input.schema, prefers_large_types=True))
         table = self.load_table()
         spec = table.spec()
         if spec.is_unpartitioned():

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, final
 import attrs
 import pyarrow as pa
 
+from reference_sinks._arrow_types import arrow_of
 from reference_sinks.postgres._bookkeeping import (
     checkpoint_marked,
     clean_up_job,
@@ -171,9 +172,7 @@ class _PostgresSinkBase(Sink[dict[str, Any]], SupportsPreWriteTopology[dict[str,
         # only: any other attribute is refused there); the kit's streams have none.
         spark_schema = getattr(input, "schema", None)
         if spark_schema is not None:
-            from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415  # optional
-
-            schema = to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=True)
+            schema = arrow_of(spark_schema, prefers_large_types=True)
         self.check(schema)
         return input
 

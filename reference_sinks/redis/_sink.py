@@ -8,6 +8,7 @@ from typing import Any, Final, final
 
 import attrs
 
+from reference_sinks._arrow_types import check_columns_on_driver
 from reference_sinks._json_values import Encoder
 from reference_sinks.redis._modes import (
     RedisMode,
@@ -17,7 +18,7 @@ from reference_sinks.redis._modes import (
     uses_columns,
 )
 from reference_sinks.redis._writer import RedisWriter
-from sinkv2 import SinkWriter, WriterInitContext
+from sinkv2 import SinkWriter, SupportsPreWriteTopology, WriterInitContext
 from sinkv2.asyncsink import AsyncSinkBase, AsyncSinkWriterConfiguration, BufferedRequestState
 from sinkv2.errors import SinkConfigurationError
 
@@ -112,7 +113,9 @@ def _key_order(mode: RedisMode, keep_key_order: object) -> bool:
 
 
 @final
-class RedisSink(AsyncSinkBase[Mapping[str, Any], list[Any]]):
+class RedisSink(
+    AsyncSinkBase[Mapping[str, Any], list[Any]], SupportsPreWriteTopology[Mapping[str, Any]]
+):
     """Writes each element to Redis as ``SET``, ``HSET`` or ``XADD``: at least once.
 
     Configured, not subclassed. Each writer sends batches as pipelines (one round
@@ -170,6 +173,20 @@ class RedisSink(AsyncSinkBase[Mapping[str, Any], list[Any]]):
         if self.keep_key_order:
             configuration = attrs.evolve(configuration, ordering_key=_entry_key)
         super().__init__(_Converter(self.mode), configuration)
+
+    def add_pre_write_topology(self, input: Any) -> Any:
+        """``input`` unchanged, once its column types are checked (on the driver).
+
+        When the mode stores the columns, a column whose type has no spelling in
+        Redis is refused here, before any Spark job, as the writers would refuse it.
+
+        Raises:
+            SinkConfigurationError: a column's type has no spelling in Redis (a
+                day-time interval); the message names the column and its Spark type.
+        """
+        if uses_columns(self.mode):
+            check_columns_on_driver(input, lambda schema: column_encoders(self.mode, schema))
+        return input
 
     def restore_writer(
         self,
