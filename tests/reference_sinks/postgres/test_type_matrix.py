@@ -302,12 +302,29 @@ def test_arrays_of_every_leaf_type(spark, translator, postgres_url):  # type: ig
     check_same(spark, translator, postgres_url, schema, data)
 
 
+def without_nul(value: Any) -> Any:
+    """``value`` with NUL taken out of every string, map keys too: PostgreSQL's text and
+    jsonb cannot hold it, which `test_a_value_postgresql_cannot_hold_fails_naming_row_and_column`
+    covers."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(without_nul(v) for v in value)
+    return value
+
+
 @settings(
     max_examples=6,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(data=schemas().flatmap(lambda schema: rows(schema).map(lambda found: (schema, found))))
+@given(
+    data=schemas().flatmap(
+        lambda schema: rows(schema).map(lambda found: (schema, without_nul(found)))
+    )
+)
 def test_random_schemas_and_values(spark, translator, postgres_url, data):  # type: ignore[no-untyped-def]
     schema, found = data
     check_same(spark, translator, postgres_url, schema, found)
