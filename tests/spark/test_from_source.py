@@ -263,7 +263,7 @@ def test_a_class_named_as_the_factory_is_told_options_are_strings():
 
 def test_the_sources_page_lists_every_option_of_the_read_door():
     page = (Path(__file__).resolve().parents[2] / "docs/explanation/sources.md").read_text()
-    (sentence,) = re.findall(r"The door's own options are (.*?)\. Every other option", page, re.S)
+    (sentence,) = re.findall(r"The door's own options are (.*?)\.\s+Every other option", page, re.S)
     listed = {name.lower() for name in re.findall(r"`(\w+)`", sentence)} - {"from_source"}
     assert listed == set(SOURCE_DOOR_OPTIONS)  # nativeRead among them: refused, naming from_source
 
