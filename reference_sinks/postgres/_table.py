@@ -10,7 +10,6 @@ before any data moves, naming the column and both types.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -199,22 +198,6 @@ def _holds_duration(kind: pa.DataType) -> bool:
     return any(_holds_duration(kind.field(i).type) for i in range(kind.num_fields))
 
 
-_NUMERIC: Final = re.compile(r"numeric\((\d+),(\d+)\)")
-
-
-def _narrower_numeric(kind: pa.DataType, type_name: str) -> bool:
-    """Whether decimal ``kind`` has more digits either side of the point than ``type_name``.
-
-    ``type_name`` is a column's type; only ``numeric(P,S)`` can be narrower.
-    """
-    match = _NUMERIC.fullmatch(type_name.replace(" ", ""))
-    if not pa.types.is_decimal(kind) or match is None:
-        return False
-    precision, scale = int(match.group(1)), int(match.group(2))
-    digits, decimals = int(kind.precision), int(kind.scale)
-    return scale < decimals or precision - scale < digits - decimals
-
-
 def _encoding(field: pa.Field, column: Column) -> Encoding | None:  # noqa: PLR0911  # one answer per type family
     """How ``field`` is written into ``column``, or ``None`` if it cannot be."""
     kind = field.type
@@ -230,9 +213,7 @@ def _encoding(field: pa.Field, column: Column) -> Encoding | None:  # noqa: PLR0
     if pa.types.is_boolean(kind):
         return Encoding.NATIVE if category in ("B", "S") else None
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
-        # A narrower numeric(P,S) would round the digits it has no room for, silently.
-        fits = category in ("N", "S") and not _narrower_numeric(kind, column.type_name)
-        return Encoding.NATIVE if fits else None
+        return Encoding.NATIVE if category in ("N", "S") else None
     if pa.types.is_timestamp(kind) and kind.tz is not None and column.base_type == "timestamptz":
         return Encoding.INSTANT
     if pa.types.is_date(kind) or pa.types.is_timestamp(kind):
