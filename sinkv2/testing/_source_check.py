@@ -56,6 +56,11 @@ from sinkv2.testing._source_watch import Blocked, Stall, last_step, run_watched
 
 __all__ = ["check_source"]
 
+BLOCKED_IDLE_TIMEOUTS: Final = 30
+"""A call into the source that does not return for this many ``idle_timeout`` periods (a
+minute by default) blocks: generous, so that a slow call on a loaded machine (a
+replication slot waiting for open transactions, a table load) slows the kit, not fails it."""
+
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
 _LOG_BEFORE: Final = 20
@@ -246,14 +251,15 @@ def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> fr
     """Run ``plan``; the ids of the splits it saw, or AssertionError naming the problem.
 
     The case runs in a task thread of its own (`run_watched`): a call into the source
-    that blocks fails the case after ``10 * idle_timeout`` seconds without a step.
+    that blocks fails the case after ``BLOCKED_IDLE_TIMEOUTS * idle_timeout`` seconds
+    without a step.
     """
     runs: list[_Run] = []
     try:
         return run_watched(
             lambda: _carry_out_here(factory, plan, want, runs),
             lambda: last_step(runs[0].engine) if runs else None,
-            10 * want.idle_timeout,
+            BLOCKED_IDLE_TIMEOUTS * want.idle_timeout,
         )
     except Blocked as blocked:
         if not runs:
@@ -368,7 +374,7 @@ def check_source(
             source idle before its end fails; an unbounded one has stopped). Raise it for
             a reader whose fetches take longer (a slow query); an unbounded run waits up
             to 14 such periods for more data. A call into the source that does not
-            return for 10 times this long fails the case (a reader blocking in
+            return for 30 times this long fails the case (a reader blocking in
             ``poll_next``), showing where it is stuck.
         golden_samples: Bytes older versions of the serializers wrote, which must
             still read: ``{"split" | "enumerator_checkpoint": {version: (payload bytes

@@ -123,7 +123,7 @@ def _where(thread: threading.Thread, limit: float) -> str:
         "notify_no_more_splits(), a checkpoint) waits for ever; poll_next must return "
         "NOTHING_AVAILABLE and complete the future is_available() returns when data "
         "arrives, and no method may wait on another one. A call that only takes long (a "
-        "slow query) needs check_source(..., idle_timeout=<seconds>): the kit waits 10 "
+        "slow query) needs check_source(..., idle_timeout=<seconds>): the kit waits 30 "
         "times idle_timeout. The kit left the thread behind, blocked at:\n"
         + "".join(stack).rstrip()
     )

@@ -253,7 +253,7 @@ def test_a_reader_blocking_in_poll_next_fails_instead_of_hanging(files: Any) -> 
     message = fails(
         files,
         source_with(BlocksForSplits),
-        "reader 0's poll_next() (BlocksForSplits.poll_next) has not returned for 1 s",
+        "reader 0's poll_next() (BlocksForSplits.poll_next) has not returned for 3 s",
         "poll_next must return NOTHING_AVAILABLE",
         "in poll_next\n    self.available.result()",
         idle_timeout=0.1,
@@ -283,7 +283,7 @@ def test_an_enumerator_blocking_in_a_call_is_named(files: Any) -> None:
             files,
             source_with(enumerator=WaitsForEveryReader),
             "the enumerator's add_reader() (WaitsForEveryReader.add_reader) has not returned "
-            "for 1 s",
+            "for 3 s",
             "in add_reader\n    time.sleep(0.01)",
             idle_timeout=0.1,
         )
