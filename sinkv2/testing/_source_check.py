@@ -56,10 +56,7 @@ from sinkv2.testing._source_watch import Blocked, Stall, last_step, run_watched
 
 __all__ = ["check_source"]
 
-BLOCKED_IDLE_TIMEOUTS: Final = 30
-"""A call into the source that does not return for this many ``idle_timeout`` periods (a
-minute by default) blocks: generous, so that a slow call on a loaded machine (a
-replication slot waiting for open transactions, a table load) slows the kit, not fails it."""
+BLOCKED_IDLE_TIMEOUTS: Final = 30  # a minute by default: a slow call only slows the kit
 
 Row = Mapping[str, Any]
 _LOG_SHOWN: Final = 40
@@ -251,8 +248,7 @@ def _carry_out(factory: Callable[[], Any], plan: Plan, want: _Expectation) -> fr
     """Run ``plan``; the ids of the splits it saw, or AssertionError naming the problem.
 
     The case runs in a task thread of its own (`run_watched`): a call into the source
-    that blocks fails the case after ``BLOCKED_IDLE_TIMEOUTS * idle_timeout`` seconds
-    without a step.
+    that blocks fails the case after ``BLOCKED_IDLE_TIMEOUTS`` idle timeouts without a step.
     """
     runs: list[_Run] = []
     try:
