@@ -17,6 +17,7 @@ from reference_sinks.redis._modes import (
     column_encoders,
     uses_columns,
 )
+from reference_sinks.redis._source_client import redacted
 from reference_sinks.redis._writer import RedisWriter
 from sinkv2 import SinkWriter, SupportsPreWriteTopology, WriterInitContext
 from sinkv2.asyncsink import AsyncSinkBase, AsyncSinkWriterConfiguration, BufferedRequestState
@@ -222,16 +223,6 @@ class RedisSink(
 
     def __repr__(self) -> str:
         return (
-            f"RedisSink({_without_password(self.url)!r}, {self.mode!r}, "
+            f"RedisSink({redacted(self.url)!r}, {self.mode!r}, "
             f"keep_key_order={self.keep_key_order})"
         )
-
-
-def _without_password(url: str) -> str:
-    """The URL with its password replaced by ``***``, for messages and logs."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{user}:***@{host}").geturl()
