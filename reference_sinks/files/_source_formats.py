@@ -47,6 +47,7 @@ import pyarrow.fs as pafs
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
+from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.files._source_csv_infer import infer_strings, spark_value, spark_values
 from reference_sinks.files._source_dead_letters import (
     BadRecord,
@@ -304,23 +305,11 @@ value fits."""
 
 def _signed(schema: pa.Schema) -> pa.Schema:
     """``schema`` with unsigned integers at any depth widened as Spark's reader widens them."""
-    return pa.schema([f.with_type(_signed_type(f.type)) for f in schema])
+    return pa.schema([f.with_type(rebuild_type(f.type, _signed_leaf)) for f in schema])
 
 
-def _signed_type(kind: pa.DataType) -> pa.DataType:
-    if kind in _WIDER_THAN_UNSIGNED:
-        return _WIDER_THAN_UNSIGNED[kind]
-    if pa.types.is_struct(kind):
-        return pa.struct([f.with_type(_signed_type(f.type)) for f in kind])
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        value = kind.value_field.with_type(_signed_type(kind.value_type))
-        return pa.list_(value) if pa.types.is_list(kind) else pa.large_list(value)
-    if pa.types.is_map(kind):
-        key, item = kind.key_field, kind.item_field
-        return pa.map_(
-            key.with_type(_signed_type(key.type)), item.with_type(_signed_type(item.type))
-        )
-    return kind
+def _signed_leaf(kind: pa.DataType) -> pa.DataType:
+    return _WIDER_THAN_UNSIGNED.get(kind, kind)
 
 
 def _spark_schema(schema: pa.Schema) -> object:
