@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 
 from reference_sinks._arrow_types import rebuild_type
 from reference_sinks.files._source_csv_infer import infer_strings, spark_value, spark_values
+from reference_sinks.files._source_csv_quotes import QuoteCounter, unclosed_quote
 from reference_sinks.files._source_dead_letters import (
     BadRecord,
     DeadLetters,
@@ -782,24 +783,32 @@ def _csv(
         stream = closing.enter_context(
             fs.open_input_stream(split.path, compression=_compression(split.path))
         )
+        counter = QuoteCounter(stream, csv.quote_char)
+        held: pa.RecordBatch | None = None  # the last rows wait for the quotes' count
         try:
-            reader = pcsv.open_csv(stream, **_csv_arguments(csv, schema))
+            reader = pcsv.open_csv(counter, **_csv_arguments(csv, schema))
             found = reader.schema.names
             if csv.header and spark_header(found) != found:  # a name twice, or empty: read
                 again = fs.open_input_stream(
                     split.path, compression=_compression(split.path)
                 )  # it as Spark
                 closing.enter_context(again)  # names it
+                counter = QuoteCounter(again, csv.quote_char)
                 reader = pcsv.open_csv(
-                    again, **_csv_arguments(csv, schema, header=spark_header(found))
+                    counter, **_csv_arguments(csv, schema, header=spark_header(found))
                 )
             for read in _after(reader, skip):
                 batch = _typed(read, schema)
                 for start in range(0, batch.num_rows, batch_rows):
-                    piece = _conform(batch.slice(start, batch_rows), schema, split.path)
-                    emitted += piece.num_rows
-                    yield piece
-            return
+                    if held is not None:
+                        emitted += held.num_rows
+                        yield held
+                    held = _conform(batch.slice(start, batch_rows), schema, split.path)
+            if counter.balanced:
+                if held is not None:
+                    yield held
+                return
+            failure: Exception = pa.ArrowInvalid("a quote character without its pair")
         except pa.ArrowInvalid as error:
             failure = error
     # the rows before the failing block were emitted: go on after them, record by record
@@ -813,8 +822,19 @@ def _csv(
     header = records[:1] if csv.header else []
     body = records[1:] if csv.header else records
     names = _csv_header_names(header[0][1], csv) if header else None
+    unclosed = bool(body) and unclosed_quote(
+        body[-1][1].decode("utf-8", errors="surrogateescape"),
+        delimiter=csv.delimiter,
+        quote_char=csv.quote_char,
+    )
 
     def parse(group: Sequence[Record]) -> pa.Table:
+        if unclosed and group[-1] is body[-1]:
+            raise ValueError(
+                f"the quoted field opened on line {body[-1][0]} is never closed, so the rest "
+                f"of the file would be one value; close it with {csv.quote_char!r} (a quote "
+                "inside a value is doubled)"
+            )
         text = b"".join(t for _, t in [*header, *group])
         try:
             read = pcsv.read_csv(

@@ -180,3 +180,38 @@ def test_the_dead_letter_directory_is_checked_and_given_by_option(tmp_path: Path
         path=str(tmp_path / "in"), dead_letter_dir=str(tmp_path / "bad")
     )
     assert source.dead_letter_dir == str(tmp_path / "bad")
+
+
+def test_a_quote_never_closed_fails_naming_its_line_not_one_value_holding_the_rest(
+    tmp_path: Path,
+):
+    """pyarrow (and Python's csv, unless strict) read an unclosed quote as a value
+    running to the end of the file: the rows after it would vanish into one field."""
+    path = tmp_path / "in" / "a.csv"
+    path.parent.mkdir()
+    path.write_text('id,name,score\n1,a,0.5\n2,b,"1.5\n3,c,2.5\n4,d,3.5\n')
+    strings = pa.schema([(f.name, pa.string()) for f in SCHEMA])
+    problem = failure(FileSource(tmp_path / "in", "csv", schema=strings, batch_rows=1))
+    assert problem.line == 3
+    assert "the quoted field opened on line 3 is never closed" in str(problem)
+    dead = tmp_path / "dead"
+    source = FileSource(tmp_path / "in", "csv", schema=strings, dead_letter_dir=dead)
+    assert [r["id"] for r in read_all(source)] == ["1"]
+    assert (dead / "a.csv.bad").read_text() == '2,b,"1.5\n3,c,2.5\n4,d,3.5\n'
+    assert [r["line"] for r in sidecar(dead / "a.csv.bad.json")["records"]] == [3]
+
+
+def test_quotes_that_all_close_or_sit_inside_unquoted_fields_read_as_before(tmp_path: Path):
+    """An odd count of quote characters (a stray one inside an unquoted field, a
+    literal to Spark and pyarrow) costs a record-by-record read, never a record."""
+    path = tmp_path / "in" / "a.csv"
+    path.parent.mkdir()
+    body = "".join(f'{i},"n ""{i}""\nx",{i}.5\n' for i in range(1, 2001))
+    path.write_text("id,name,score\n" + body + '9,ab"c,1.0\n')
+    got = read_all(FileSource(tmp_path / "in", "csv", schema=SCHEMA, batch_rows=7))
+    assert [r["id"] for r in got] == sorted([*range(1, 2001), 9])  # read_all sorts by id
+    assert got[0]["name"] == 'n "1"\nx'
+    assert 'ab"c' in {r["name"] for r in got[8:10]}
+    path.write_text("id,name,score\n" + body)  # even: the fast read, every row once
+    got = read_all(FileSource(tmp_path / "in", "csv", schema=SCHEMA, batch_rows=7))
+    assert [r["id"] for r in got] == list(range(1, 2001))
