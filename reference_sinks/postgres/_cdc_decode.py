@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 import pyarrow as pa
 
+from reference_sinks.postgres._cdc_interval import IntervalArrayLoader, IntervalLoader
 from reference_sinks.postgres._chunk_read import UnreadableValueError
 from reference_sinks.postgres._table import Column
 from sinkv2.errors import SinkConfigurationError
@@ -61,6 +62,7 @@ _SCALARS: Final[dict[str, pa.DataType]] = {
     "time": pa.time64("us"),
     "timestamp": pa.timestamp("us"),
     "timestamptz": pa.timestamp("us", tz="UTC"),
+    "interval": pa.duration("us"),  # as PostgresSource reads it (`_cdc_interval`)
 }
 _NUMERIC: Final = re.compile(r"numeric\((\d+),(\d+)\)")
 _TEXT_ARRAY: Final = 1009
@@ -96,7 +98,7 @@ def arrow_type(column: Column) -> pa.DataType:
         f"column {column.name!r} is of type {column.type_name}, which PostgresCdcSource "
         "cannot map to an Arrow type (it reads booleans, integers, floats, numeric, text "
         "types, uuid, json, enums, network addresses, xml, bytea, date, time, "
-        "timestamp[tz], domains over these and arrays of these); leave it out with "
+        "timestamp[tz], interval, domains over these and arrays of these); leave it out with "
         "columns=[...]"
     )
 
@@ -325,6 +327,14 @@ class TupleDecoder:
         for oid, kind in zip(oids, types, strict=True):
             if pa.types.is_string(kind):
                 self._loaders.append(None)
+                continue
+            if pa.types.is_duration(kind):
+                self._loaders.append(IntervalLoader())
+                continue
+            if pa.types.is_list(kind) and pa.types.is_duration(kind.value_type):
+                texts = connection.adapters.get_loader(_TEXT_ARRAY, pq.Format.TEXT)
+                assert texts is not None  # psycopg loads text[] always
+                self._loaders.append(IntervalArrayLoader(texts(_TEXT_ARRAY, connection)))
                 continue
             # uuid[], json[], numeric[] ...: the elements' text, as the scalars are read
             # (their own loaders would make UUIDs, dicts, Decimals)

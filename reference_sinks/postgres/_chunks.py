@@ -58,7 +58,9 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-SESSION_OPTIONS: Final = "-c DateStyle=ISO -c extra_float_digits=1 -c TimeZone=UTC"
+SESSION_OPTIONS: Final = (
+    "-c DateStyle=ISO -c extra_float_digits=1 -c TimeZone=UTC -c IntervalStyle=postgres"
+)
 """Server settings for a connection that plans or reads chunks (libpq ``options``)."""
 
 _EVEN_TYPES: Final = frozenset(

@@ -5,6 +5,7 @@ On a real PostgreSQL (the ``postgres_url`` fixture), no Spark.
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 from decimal import Decimal
 from typing import Any
@@ -432,3 +433,52 @@ def test_before_values_stop_when_the_table_leaves_replica_identity_full(postgres
         finally:
             run.coordinator.close()
             drop(db, "ident")
+
+
+INTERVALS = (
+    "'0'",
+    "'1 year 2 mons 3 days 04:05:06.789'",
+    "'-1 year 3 days -00:00:00.000001'",
+    "'13 mons -2 days +1000000:00:00'",
+    "'-7 mons'",
+    "NULL",
+)
+
+
+def test_intervals_are_read_as_postgres_source_reads_them_in_snapshot_and_stream(
+    postgres_url, tmp_path
+):
+    """A year is 365.25 days and a month 30 (``extract(epoch ...)``), whatever the
+    server's IntervalStyle; psycopg's loader would count a year as 365 days."""
+    from sinkv2.testing import LocalSourceEngine
+
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute(f"ALTER DATABASE {db.info.dbname} SET IntervalStyle = 'sql_standard'")
+        db.execute("CREATE TABLE iv (id int PRIMARY KEY, d interval, ds interval[])")
+        db.execute("CREATE PUBLICATION iv_pub FOR TABLE iv")
+        array = f"ARRAY[{', '.join(INTERVALS)}]::interval[]"
+        for id_, value in enumerate(INTERVALS[:3]):
+            db.execute(f"INSERT INTO iv VALUES ({id_}, {value}, {array})")
+        source = PostgresCdcSource(
+            postgres_url, "iv", publication="iv_pub", slot_name="iv", snapshot=True
+        )
+        run = Run(source, SqliteCommitStateStore(tmp_path / "s.sqlite"))
+        try:
+            run.coordinator.initial_epoch()
+            for id_, value in enumerate(INTERVALS[3:], start=3):
+                db.execute(f"INSERT INTO iv VALUES ({id_}, {value}, NULL)")
+            flushed(db)
+            rows = _read_all(run)
+            engine = LocalSourceEngine(PostgresSource(postgres_url, "iv"), 1)
+            engine.run()
+            engine.finish()
+        finally:
+            run.coordinator.close()
+            drop(db, "iv")
+            db.execute("DROP TABLE IF EXISTS sinkv2_snap_iv")
+    want = {r.record["id"]: (r.record["d"], r.record["ds"]) for r in engine.committed}
+    assert [(r["_op"], r["id"]) for r in rows] == [("read", i) for i in range(3)] + [
+        ("insert", i) for i in range(3, 6)
+    ]
+    assert {r["id"]: (r["d"], r["ds"]) for r in rows} == want
+    assert want[1][0] == dt.timedelta(days=365.25 + 60 + 3, seconds=4 * 3600 + 5 * 60 + 6.789)
