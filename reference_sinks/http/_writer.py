@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from reference_sinks.http._responses import raise_for_status, retried_indices
+from reference_sinks.http._responses import masked, raise_for_status, retried_indices
 from sinkv2 import SinkWriter, WriterInitContext
 from sinkv2.asyncsink import (
     AsyncSinkWriter,
@@ -99,6 +99,7 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         states: Collection[BufferedRequestState[Entry]] = (),
     ) -> None:
         self.url = url
+        self._shown_url = masked(url)
         self.headers = dict(headers)
         self._body_builder = body_builder
         self._dead_letter_handler = dead_letter_handler
@@ -118,13 +119,23 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
             # None: the writer's request_timeout_ms (asyncio.wait_for around each request)
             # is the only deadline, so aiohttp never times out first.
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None),
-            headers={"Content-Type": "application/json", **self.headers},
+            headers=self._headers(),
         )
         # A writer dropped without close() (a task that crashed) still gets its
         # connections closed when it is garbage-collected, without ResourceWarnings.
         self._finalizer = weakref.finalize(
             self, _close_abandoned, asyncio.get_running_loop(), self._session
         )
+
+    def _headers(self) -> dict[str, str]:
+        """The sink's headers, with ``Content-Type: application/json`` unless they set one.
+
+        Header names are case-insensitive: a ``content-type`` of the sink's replaces
+        the default rather than going out as a second ``Content-Type``.
+        """
+        if any(name.lower() == "content-type" for name in self.headers):
+            return dict(self.headers)
+        return {"Content-Type": "application/json", **self.headers}
 
     async def close_client(self) -> None:
         """Close the session and its connections."""
@@ -155,8 +166,10 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         body = self._body(request_entries)
         async with self._session.post(self.url, data=body, allow_redirects=False) as response:
             answer = await response.read()
-            raise_for_status(response.status, response.reason, response.headers, answer, self.url)
-        indices = retried_indices(answer, len(request_entries), self.url)
+            raise_for_status(
+                response.status, response.reason, response.headers, answer, self._shown_url
+            )
+        indices = retried_indices(answer, len(request_entries), self._shown_url)
         return [request_entries[i] for i in indices]
 
     def classify_error(self, error: BaseException) -> ErrorVerdict:

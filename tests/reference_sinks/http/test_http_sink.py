@@ -190,6 +190,29 @@ def test_400_fails_the_writer_with_the_servers_message(server):
     assert server.records() == []
 
 
+def test_the_urls_password_shows_in_no_message_log_or_repr(server, caplog):
+    url = server.ingest_url.replace("://", "://user:s3cret@")
+    server.control(schedule={"0": {"status": 400, "message": "bad record"}})
+    sink = HttpSink(url, configuration=config())
+    with pytest.raises(FatalDestinationError) as raised:
+        write_all(sink, rows(3))
+    shown = [str(raised.value), str(raised.value.__cause__), caplog.text, repr(sink)]
+    assert all("user:***@127.0.0.1" in text for text in shown)
+    assert not any("s3cret" in text for text in shown)
+    with pytest.raises(SinkConfigurationError) as refused:
+        HttpSink("http://user:s3cret@127.0.0.1:99999/ingest")
+    assert "s3cret" not in str(refused.value)
+    assert "user:***@" in str(refused.value)
+
+
+def test_a_content_type_header_in_any_case_replaces_the_default(server):
+    # Header names are case-insensitive: sent next to the default "Content-Type",
+    # a "content-type" made two, which servers refuse (aiohttp's with a 400).
+    headers = {"content-type": "application/json; charset=utf-8"}
+    write_all(HttpSink(server.ingest_url, headers=headers, configuration=config()), rows(3))
+    assert ids(server.records()) == [0, 1, 2]
+
+
 def test_a_long_error_body_is_truncated_in_the_message(server):
     server.control(schedule={"0": {"status": 422, "message": "x" * 5000}})
     with pytest.raises(FatalDestinationError) as raised:
@@ -357,6 +380,11 @@ def test_snapshot_after_flush_false_restores_and_delivers_everything(server):
         ({"headers": {"X-Count": 3}}, "str values"),
         ({"headers": {"X-A": "b\r\nc"}}, "line break"),
         ({"headers": {"Content-Length": "3"}}, "set by the HTTP client"),
+        ({"headers": {"X-Key": "a", "x-key": "b"}}, "'X-Key' and 'x-key', the same header"),
+        (
+            {"url": "http://u:p@127.0.0.1:1/x", "headers": {"authorization": "Bearer t"}},
+            "has credentials and headers has 'authorization'",
+        ),
         ({"body_builder": "records"}, "body_builder must be a function"),
         ({"dead_letter_handler": []}, "dead_letter_handler must be a function"),
         ({"configuration": {"max_batch_size": 5}}, "AsyncSinkWriterConfiguration"),
