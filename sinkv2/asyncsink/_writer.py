@@ -140,6 +140,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
     counts entries that landed, not attempts (the docs list every difference).
     """
 
+    _retry_timer: tuple[int, ScheduledTimer] | None = None
+    """When the first waiting retry falls due, and the timer that puts it back then."""
+
     def __init__(
         self,
         element_converter: ElementConverter[InputT, RequestEntryT]
@@ -201,7 +204,6 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         self._delayed_sequence = itertools.count()
         self._blocked_keys: collections.Counter[Hashable] = collections.Counter()
         self._timer: ScheduledTimer | None = None
-        self._retry_timer: tuple[int, ScheduledTimer] | None = None
         self._waiting_for_a_slot = False
         self._throttled_in_a_row = 0
         self._failure: BaseException | None = None
