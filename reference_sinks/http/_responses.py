@@ -169,14 +169,29 @@ def retried_indices(body: bytes, batch_size: int, url: str) -> list[int]:
 
 
 def raise_for_status(
-    status: int, reason: str | None, headers: Mapping[str, str], body: bytes, url: str
+    status: int,
+    reason: str | None,
+    headers: Mapping[str, str],
+    body: bytes,
+    url: str,
+    *,
+    sent: tuple[int, int] = (0, 0),
 ) -> None:
     """Raise what a non-2xx answer means for the batch (see the module's table).
+
+    Args:
+        status: The answer's status.
+        reason: Its reason phrase.
+        headers: Its headers.
+        body: Its body.
+        url: The URL, as messages show it (password masked).
+        sent: ``(records, body bytes)`` of the request, for a ``413``'s message.
 
     Raises:
         ThrottledError: 429 or 503, with ``retry_after_ms`` from ``Retry-After``.
         RetryableError: 408, 500, 502 or 504.
-        FatalDestinationError: any other status; the message quotes the server.
+        FatalDestinationError: any other status; the message quotes the server and
+            says what to change.
     """
     if 200 <= status < 300:
         return
@@ -189,10 +204,28 @@ def raise_for_status(
         )
     if status in RETRYABLE_STATUSES:
         raise RetryableError(f"{answer}: {quote(body)}")
-    hint = (
-        "point the sink at the final URL (redirects are not followed for POST)"
-        if 300 <= status < 400
-        else "fix the records or the request (URL, headers, body builder); retrying "
+    raise FatalDestinationError(f"{answer}: {quote(body)}; {_what_to_do(status, sent)}")
+
+
+def _what_to_do(status: int, sent: tuple[int, int]) -> str:
+    if 300 <= status < 400:
+        return "point the sink at the final URL (redirects are not followed for POST)"
+    if status in (401, 403):
+        return (
+            "check the credentials the sink sends (an Authorization header, or the "
+            "URL's user:password); retrying the same request cannot succeed"
+        )
+    if status in (404, 405):
+        return "check the URL and that it takes POST; retrying the same request cannot succeed"
+    if status == 413:
+        records, size = sent
+        return (
+            f"the request carried {records} records in {size} bytes; lower "
+            "max_batch_size_in_bytes (it bounds the records' JSON; the body adds a "
+            "comma per record and its envelope) or max_batch_size below what the "
+            "server takes"
+        )
+    return (
+        "fix the records or the request (URL, headers, body builder); retrying "
         "the same request cannot succeed"
     )
-    raise FatalDestinationError(f"{answer}: {quote(body)}; {hint}")

@@ -167,7 +167,12 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         async with self._session.post(self.url, data=body, allow_redirects=False) as response:
             answer = await response.read()
             raise_for_status(
-                response.status, response.reason, response.headers, answer, self._shown_url
+                response.status,
+                response.reason,
+                response.headers,
+                answer,
+                self._shown_url,
+                sent=(len(request_entries), len(body)),
             )
         indices = retried_indices(answer, len(request_entries), self._shown_url)
         return [request_entries[i] for i in indices]

@@ -213,6 +213,24 @@ def test_a_content_type_header_in_any_case_replaces_the_default(server):
     assert ids(server.records()) == [0, 1, 2]
 
 
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [
+        (401, "check the credentials the sink sends"),
+        (403, "check the credentials the sink sends"),
+        (404, "check the URL and that it takes POST"),
+        (413, r"carried 3 records in \d+ bytes; lower max_batch_size_in_bytes"),
+    ],
+)
+def test_a_fatal_status_says_what_to_change(server, status, hint):
+    server.control(schedule={"0": {"status": status}})
+    with pytest.raises(FatalDestinationError, match=hint) as raised:
+        write_all(HttpSink(server.ingest_url, configuration=config()), rows(3))
+    if status == 413:
+        body = encode_json({"records": rows(3)})  # plain rows convert to themselves
+        assert f"in {len(body)} bytes" in str(raised.value)
+
+
 def test_a_long_error_body_is_truncated_in_the_message(server):
     server.control(schedule={"0": {"status": 422, "message": "x" * 5000}})
     with pytest.raises(FatalDestinationError) as raised:
