@@ -19,7 +19,8 @@ from sinkv2.asyncsink import (
     ElementConverter,
     ErrorVerdict,
 )
-from sinkv2.text import missing_extra
+from sinkv2.errors import UndeliverableEntriesError
+from sinkv2.text import describe, missing_extra
 
 if TYPE_CHECKING:
     import aiohttp
@@ -193,12 +194,26 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         return super().classify_error(error)
 
     def handle_dead_letters(self, dead_letters: Sequence[DeadLetter[Entry]]) -> None:
-        """Hand them to the sink's ``dead_letter_handler``; without one, fail (the default).
+        """Hand them to the sink's ``dead_letter_handler``; without one, fail.
 
         Raises:
-            UndeliverableEntriesError: no ``dead_letter_handler`` was configured.
+            UndeliverableEntriesError: no ``dead_letter_handler`` was configured; the
+                message names the URL (password masked), the first records with why
+                each was given up, and the options that change the outcome.
         """
-        if self._dead_letter_handler is None:
-            super().handle_dead_letters(dead_letters)
+        if self._dead_letter_handler is not None:
+            self._dead_letter_handler(dead_letters)
             return
-        self._dead_letter_handler(dead_letters)
+        shown = "; ".join(
+            f"{describe(letter.request_entry)} ({letter.reason}"
+            + (f", after {letter.attempts} failed attempts)" if letter.attempts else ")")
+            for letter in dead_letters[:3]
+        )
+        more = f" and {len(dead_letters) - 3} more" if len(dead_letters) > 3 else ""
+        raise UndeliverableEntriesError(
+            f"HttpSink gave up on {len(dead_letters)} records for POST {self._shown_url}: "
+            f"{shown}{more}. Fix the cause; or raise max_retries_per_entry, "
+            "request_timeout_ms or max_record_size_in_bytes in the configuration; or pass "
+            "HttpSink(dead_letter_handler=...) to take such records instead of failing",
+            dead_letters=dead_letters,
+        )

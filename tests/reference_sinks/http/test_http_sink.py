@@ -277,6 +277,23 @@ def test_oversized_records_go_to_the_dead_letter_handler(server):
     assert server.records() == [{"id": 1}]
 
 
+def test_undeliverable_records_name_the_url_and_the_sinks_own_options():
+    # HttpSink is configured, not subclassed: "override handle_dead_letters" was no
+    # advice for its users, and the message did not say which endpoint failed.
+    sink = HttpSink(
+        "http://user:s3cret@127.0.0.1:1/ingest",
+        configuration=config(max_record_size_in_bytes=100, max_batch_size_in_bytes=1000),
+    )
+    with pytest.raises(UndeliverableEntriesError) as raised:
+        write_all(sink, [{"id": 0, "big": "x" * 200}])
+    message = str(raised.value)
+    assert "POST http://user:***@127.0.0.1:1/ingest" in message
+    assert "larger than max_record_size_in_bytes=100" in message
+    assert "HttpSink(dead_letter_handler=...)" in message
+    assert "override" not in message
+    assert "s3cret" not in message
+
+
 def test_the_per_record_retry_protocol_resends_only_the_listed_records(server):
     server.control(schedule={"0": {"status": 207, "retry": [1, 3]}, "1": {"retry": [0]}})
     _, context = write_all(
