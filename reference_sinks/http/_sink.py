@@ -10,8 +10,14 @@ from typing import Any, final
 from reference_sinks._arrow_types import check_columns_on_driver
 from reference_sinks.http._json import JsonSafeConverter
 from reference_sinks.http._responses import masked
+from reference_sinks.http._state import JsonRecordStateSerializer
 from reference_sinks.http._writer import BodyBuilder, DeadLetterHandler, Entry, HttpSinkWriter
-from sinkv2 import SinkWriter, SupportsPreWriteTopology, WriterInitContext
+from sinkv2 import (
+    SimpleVersionedSerializer,
+    SinkWriter,
+    SupportsPreWriteTopology,
+    WriterInitContext,
+)
 from sinkv2.asyncsink import (
     AsyncSinkBase,
     AsyncSinkWriterConfiguration,
@@ -217,6 +223,10 @@ class HttpSink(AsyncSinkBase[Any, Entry], SupportsPreWriteTopology[Any]):
             configuration=self.configuration,
             states=recovered_state,
         )
+
+    def get_writer_state_serializer(self) -> SimpleVersionedSerializer[BufferedRequestState[Any]]:
+        """Each buffered record as its JSON bytes: whatever the sink can send, it can restore."""
+        return JsonRecordStateSerializer()
 
     def __repr__(self) -> str:
         return f"HttpSink({masked(self.url)!r})"

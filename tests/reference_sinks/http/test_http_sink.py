@@ -21,7 +21,14 @@ from reference_sinks.http import (
     parse_retry_after,
     to_json_safe,
 )
-from sinkv2.asyncsink import AIMDScalingStrategy, CongestionControlRateLimitingStrategy
+from sinkv2 import SimpleVersionedSerialization
+from sinkv2.asyncsink import (
+    AIMDScalingStrategy,
+    BufferedRequestState,
+    CongestionControlRateLimitingStrategy,
+    MsgpackRequestStateSerializer,
+    RequestEntryWrapper,
+)
 from sinkv2.errors import (
     FatalDestinationError,
     RequestTimeoutError,
@@ -398,6 +405,33 @@ def test_snapshot_after_flush_false_restores_and_delivers_everything(server):
     restored.flush(True)
     restored.close()
     assert ids(server.records()) == list(range(25))
+
+
+def test_a_record_the_sink_can_send_survives_its_writer_state(server):
+    # A variant's 30-digit decimal arrives as an int beyond 64 bits: JSON sends it,
+    # msgpack (the state's format until version 2) could not store it.
+    record = {"id": 0, "n": 123456789012345678901234567890, "nested": {"k": [1.5, None]}}
+    sink = HttpSink(server.ingest_url, configuration=config())
+    writer, _ = write_all(sink, [record], end_of_input=False)
+    serializer = sink.get_writer_state_serializer()
+    data = [
+        SimpleVersionedSerialization.write_version_and_serialize(serializer, state)
+        for state in writer.snapshot_state(1)
+    ]
+    states = [
+        SimpleVersionedSerialization.read_version_and_deserialize(serializer, d) for d in data
+    ]
+    restored = sink.restore_writer(BasicWriterInitContext(), states)
+    restored.flush(True)
+    restored.close()
+    assert server.records() == [record]
+
+
+def test_writer_state_of_earlier_releases_still_restores():
+    state = BufferedRequestState([RequestEntryWrapper({"id": 1, "tags": ["a"]}, 20, 2)])
+    written_by_version_1 = MsgpackRequestStateSerializer().serialize(state)
+    serializer = HttpSink("http://127.0.0.1:1/ingest").get_writer_state_serializer()
+    assert serializer.deserialize(1, written_by_version_1) == state
 
 
 # --- configuration ---------------------------------------------------------------------------
