@@ -140,8 +140,8 @@ class HttpSink(AsyncSinkBase[Any, Entry], SupportsPreWriteTopology[Any]):
         headers: Sent with every request (e.g. ``Authorization``);
             ``Content-Type: application/json`` unless you set it (in any case).
             Names are case-insensitive: two spellings of one name are refused.
-        converter: Turns an element (a row dict on Spark) into a record, a dict that
-            JSON and msgpack (the writer state) can store. Default:
+        converter: Turns an element (a row dict on Spark) into a record, a dict
+            JSON can write (the writer state stores records as their JSON). Default:
             `JsonSafeConverter` (each Spark type as Spark's JSON writer spells it,
             except decimals as exact strings; see ``docs/sinks/http.md``).
         body_builder: ``records -> body``: a JSON-serializable object, or ``bytes``
