@@ -113,10 +113,16 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         return len(encode_json(request_entry))
 
     async def open_client(self) -> None:
-        """One aiohttp session, with as many connections as requests may be in flight."""
+        """One aiohttp session, with a connection for each request in flight.
+
+        The pool is not capped: the rate limiting strategy already bounds the
+        requests in flight, and may admit more than ``max_in_flight_requests`` (a
+        custom one does not read it, as in Flink). A capped pool would make those
+        requests wait for a connection while their ``request_timeout_ms`` runs.
+        """
         aiohttp = _aiohttp()
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.configuration.max_in_flight_requests),
+            connector=aiohttp.TCPConnector(limit=0),
             # None: the writer's request_timeout_ms (asyncio.wait_for around each request)
             # is the only deadline, so aiohttp never times out first.
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None),

@@ -496,6 +496,28 @@ def test_a_custom_rate_limiting_strategy_is_used(server):
     assert max(server.stats()["batch_sizes"]) == 3
 
 
+def test_a_strategy_admitting_more_requests_than_max_in_flight_requests_gets_connections(server):
+    # Flink ignores max_in_flight_requests when a strategy is given; a connection
+    # pool of that size made the extra requests queue for a connection, their
+    # request timeout running. Here request 0 answers only once another request
+    # stored its record: queued behind it, that request never would.
+    server.control(schedule={"0": {"hold_until_stored": 1}})
+    strategy = CongestionControlRateLimitingStrategy(
+        max_in_flight_requests=2,
+        initial_max_in_flight_messages=2,
+        scaling_strategy=AIMDScalingStrategy(rate_threshold=2),
+    )
+    configuration = config(
+        max_batch_size=1,
+        max_in_flight_requests=1,
+        rate_limiting_strategy=strategy,
+        request_timeout_ms=30_000,
+        fail_on_timeout=True,
+    )
+    write_all(HttpSink(server.ingest_url, configuration=configuration), rows(2))
+    assert ids(server.records()) == [0, 1]
+
+
 def test_the_public_surface_is_exactly_all():
     public = {name for name in dir(reference_sinks.http) if not name.startswith("_")}
     assert public == set(reference_sinks.http.__all__)
