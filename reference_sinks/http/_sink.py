@@ -69,8 +69,9 @@ def _check_headers(headers: object, url: str) -> dict[str, str]:
         return {}
     if not isinstance(headers, Mapping):
         raise SinkConfigurationError(
-            f"HttpSink headers must be a mapping of str to str (got {describe(headers)}); "
-            "pass e.g. {'Authorization': 'Bearer ...'}"
+            "HttpSink headers must be a mapping of str to str (got a "
+            f"{type(headers).__name__}; its contents are not shown, they may hold "
+            "credentials); pass e.g. {'Authorization': 'Bearer ...'}"
         )
     checked: dict[str, str] = {}
     seen: dict[str, str] = {}
@@ -78,7 +79,8 @@ def _check_headers(headers: object, url: str) -> dict[str, str]:
         if not isinstance(name, str) or not name or not isinstance(value, str):
             raise SinkConfigurationError(
                 f"HttpSink headers must map non-empty str names to str values (got "
-                f"{describe(name)} -> {describe(value)}); convert the value with str()"
+                f"{describe(name)} -> a value of type {type(value).__name__}, not shown: "
+                "it may be a credential); convert the value with str()"
             )
         if any(c in name + value for c in "\r\n"):
             raise SinkConfigurationError(

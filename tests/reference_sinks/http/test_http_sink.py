@@ -212,6 +212,15 @@ def test_the_urls_password_shows_in_no_message_log_or_repr(server, caplog):
     assert "user:***@" in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    "headers", [{"Authorization": b"Bearer s3cret"}, [("Authorization", "Bearer s3cret")]]
+)
+def test_a_refused_header_value_is_not_shown(headers):
+    with pytest.raises(SinkConfigurationError, match="not shown") as refused:
+        HttpSink("http://127.0.0.1:1/ingest", headers=headers)
+    assert "s3cret" not in str(refused.value)
+
+
 def test_a_content_type_header_in_any_case_replaces_the_default(server):
     # Header names are case-insensitive: sent next to the default "Content-Type",
     # a "content-type" made two, which servers refuse (aiohttp's with a 400).
