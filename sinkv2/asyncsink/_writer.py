@@ -393,7 +393,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         if self._failure is not None:
             return
         while self._buffer:
-            self._send_or_wait()
+            if self._try_send():
+                continue
+            if not self._in_flight:
+                # Only entries whose key waits for a retry's backoff are left (with
+                # ordering_key): they go after it, by the next timer, rather than
+                # this callback holding the writer until the backoff (a Retry-After) ends.
+                self._register_timer()
+                return
+            self._wait_for_progress()
 
     def _take_batch(self, limit: int) -> list[_Entry]:
         buffer = self._buffer

@@ -674,6 +674,27 @@ def test_a_retry_whose_backoff_ended_goes_out_by_the_buffer_timer_without_new_in
     assert writer.landed == [0, 1, 2]
 
 
+def test_the_buffer_timer_does_not_wait_out_a_retrys_backoff_with_an_ordering_key(writers):
+    clock = ManualClock()
+    writer = writers(config(**TIMED, ordering_key=lambda entry: entry % 10), clock=clock)
+    writer.errors = [ThrottledError("slow down", retry_after_ms=10_000)]
+    writer.write_all([0])
+    clock.now += 100
+    writer.timers.fire_due_timers()
+    writer.flush(False)  # 0 waits out its Retry-After; key 0 waits with it
+    writer.write_all([10, 1])
+    clock.now += 100
+    done, failure = run_in_thread(writer.timers.fire_due_timers)
+    assert done.wait(WAIT_S), "the buffer timer held the writer until the Retry-After ended"
+    assert not failure
+    writer.flush(False)
+    assert writer.batches == [[0], [1]]
+    assert writer.buffered() == [0, 10]
+    clock.now += 10_000
+    writer.flush(True)
+    assert writer.landed == [1, 0, 10]
+
+
 def test_close_cancels_the_timer_of_a_waiting_retry(writers):
     clock = ManualClock()
     backoff = ExponentialBackoff(initial_ms=100, max_ms=100)
