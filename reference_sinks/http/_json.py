@@ -3,8 +3,8 @@
 Spark hands a writer each row as a dict of column -> Python value: ints, floats,
 strings, but also ``datetime``, ``date``, ``Decimal``, ``bytearray``, maps as lists
 of ``(key, value)`` tuples. The converter maps every value to one JSON can carry,
-once, when the row enters the writer; the entry it makes is also what msgpack stores
-in the writer state. With the writer's input schema (on Spark) the conversion is
+once, when the row enters the writer; the entry it makes is also what the writer
+state stores (as that JSON). With the writer's input schema (on Spark) the conversion is
 compiled from the column types and spells each value as Spark's JSON writer does
 (`reference_sinks._json_values`); without one, values are converted by their Python
 type (`to_json_safe`).
@@ -32,7 +32,7 @@ _PLAIN = (str, int, bool, type(None))
 
 
 def to_json_safe(value: Any) -> Any:  # noqa: PLR0911 - one return per kind of value reads best
-    """``value`` as something JSON writes and msgpack stores, losing as little as possible.
+    """``value`` as something JSON writes, losing as little as possible.
 
     - dicts (and ``Row``-like objects with ``asDict``) -> dicts with str keys;
       lists, tuples and sets -> lists;

@@ -24,7 +24,9 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import re
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Final
 
@@ -34,6 +36,7 @@ __all__ = [
     "RETRYABLE_STATUSES",
     "RETRY_FIELD",
     "THROTTLING_STATUSES",
+    "masked",
     "parse_retry_after",
     "retried_indices",
 ]
@@ -49,6 +52,28 @@ RETRYABLE_STATUSES: Final = frozenset({408, 500, 502, 504})
 
 MESSAGE_LIMIT: Final = 500
 """How many characters of a server's error body an error message quotes."""
+
+
+_USERINFO_PASSWORD = re.compile(r"^([^:/?#]*://[^/?#@:]*:)[^/?#]*@")
+
+
+def masked(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part replaced by ``***``.
+
+    Every message and repr of the sink names its URL this way, so credentials in
+    the URL never reach a log, a Spark UI or a traceback. Works on URLs that do not
+    parse too (a bad port), for the configuration errors that name them.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return _USERINFO_PASSWORD.sub(r"\1***@", url)
+    if password is None:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
 def parse_retry_after(  # noqa: PLR0911 - each unreadable form returns None
@@ -144,14 +169,29 @@ def retried_indices(body: bytes, batch_size: int, url: str) -> list[int]:
 
 
 def raise_for_status(
-    status: int, reason: str | None, headers: Mapping[str, str], body: bytes, url: str
+    status: int,
+    reason: str | None,
+    headers: Mapping[str, str],
+    body: bytes,
+    url: str,
+    *,
+    sent: tuple[int, int] = (0, 0),
 ) -> None:
     """Raise what a non-2xx answer means for the batch (see the module's table).
+
+    Args:
+        status: The answer's status.
+        reason: Its reason phrase.
+        headers: Its headers.
+        body: Its body.
+        url: The URL, as messages show it (password masked).
+        sent: ``(records, body bytes)`` of the request, for a ``413``'s message.
 
     Raises:
         ThrottledError: 429 or 503, with ``retry_after_ms`` from ``Retry-After``.
         RetryableError: 408, 500, 502 or 504.
-        FatalDestinationError: any other status; the message quotes the server.
+        FatalDestinationError: any other status; the message quotes the server and
+            says what to change.
     """
     if 200 <= status < 300:
         return
@@ -164,10 +204,28 @@ def raise_for_status(
         )
     if status in RETRYABLE_STATUSES:
         raise RetryableError(f"{answer}: {quote(body)}")
-    hint = (
-        "point the sink at the final URL (redirects are not followed for POST)"
-        if 300 <= status < 400
-        else "fix the records or the request (URL, headers, body builder); retrying "
+    raise FatalDestinationError(f"{answer}: {quote(body)}; {_what_to_do(status, sent)}")
+
+
+def _what_to_do(status: int, sent: tuple[int, int]) -> str:
+    if 300 <= status < 400:
+        return "point the sink at the final URL (redirects are not followed for POST)"
+    if status in (401, 403):
+        return (
+            "check the credentials the sink sends (an Authorization header, or the "
+            "URL's user:password); retrying the same request cannot succeed"
+        )
+    if status in (404, 405):
+        return "check the URL and that it takes POST; retrying the same request cannot succeed"
+    if status == 413:
+        records, size = sent
+        return (
+            f"the request carried {records} records in {size} bytes; lower "
+            "max_batch_size_in_bytes (it bounds the records' JSON; the body adds a "
+            "comma per record and its envelope) or max_batch_size below what the "
+            "server takes"
+        )
+    return (
+        "fix the records or the request (URL, headers, body builder); retrying "
         "the same request cannot succeed"
     )
-    raise FatalDestinationError(f"{answer}: {quote(body)}; {hint}")

@@ -9,8 +9,15 @@ from typing import Any, final
 
 from reference_sinks._arrow_types import check_columns_on_driver
 from reference_sinks.http._json import JsonSafeConverter
+from reference_sinks.http._responses import masked
+from reference_sinks.http._state import JsonRecordStateSerializer
 from reference_sinks.http._writer import BodyBuilder, DeadLetterHandler, Entry, HttpSinkWriter
-from sinkv2 import SinkWriter, SupportsPreWriteTopology, WriterInitContext
+from sinkv2 import (
+    SimpleVersionedSerializer,
+    SinkWriter,
+    SupportsPreWriteTopology,
+    WriterInitContext,
+)
 from sinkv2.asyncsink import (
     AsyncSinkBase,
     AsyncSinkWriterConfiguration,
@@ -36,40 +43,44 @@ def _check_url(url: object) -> str:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as error:
         raise SinkConfigurationError(
-            f"HttpSink url is not a valid URL (got {url!r}: {error}); pass e.g. "
+            f"HttpSink url is not a valid URL (got {masked(url)!r}: {error}); pass e.g. "
             "'http://127.0.0.1:8080/ingest'"
         ) from error
     if parts.scheme not in ("http", "https"):
         raise SinkConfigurationError(
             f"HttpSink url must start with http:// or https:// (got scheme "
-            f"{parts.scheme!r} in {url!r}); the sink only speaks HTTP"
+            f"{parts.scheme!r} in {masked(url)!r}); the sink only speaks HTTP"
         )
     if not parts.hostname:
         raise SinkConfigurationError(
-            f"HttpSink url must name a host (got {url!r}); pass e.g. 'http://127.0.0.1:8080/ingest'"
+            f"HttpSink url must name a host (got {masked(url)!r}); pass e.g. "
+            "'http://127.0.0.1:8080/ingest'"
         )
     if parts.fragment:
         raise SinkConfigurationError(
-            f"HttpSink url must not have a #fragment (got {url!r}); servers never see it, "
+            f"HttpSink url must not have a #fragment (got {masked(url)!r}); servers never see it, "
             "so drop it"
         )
     return url
 
 
-def _check_headers(headers: object) -> dict[str, str]:
+def _check_headers(headers: object, url: str) -> dict[str, str]:
     if headers is None:
         return {}
     if not isinstance(headers, Mapping):
         raise SinkConfigurationError(
-            f"HttpSink headers must be a mapping of str to str (got {describe(headers)}); "
-            "pass e.g. {'Authorization': 'Bearer ...'}"
+            "HttpSink headers must be a mapping of str to str (got a "
+            f"{type(headers).__name__}; its contents are not shown, they may hold "
+            "credentials); pass e.g. {'Authorization': 'Bearer ...'}"
         )
     checked: dict[str, str] = {}
+    seen: dict[str, str] = {}
     for name, value in headers.items():
         if not isinstance(name, str) or not name or not isinstance(value, str):
             raise SinkConfigurationError(
                 f"HttpSink headers must map non-empty str names to str values (got "
-                f"{describe(name)} -> {describe(value)}); convert the value with str()"
+                f"{describe(name)} -> a value of type {type(value).__name__}, not shown: "
+                "it may be a credential); convert the value with str()"
             )
         if any(c in name + value for c in "\r\n"):
             raise SinkConfigurationError(
@@ -80,7 +91,19 @@ def _check_headers(headers: object) -> dict[str, str]:
                 f"HttpSink header {name!r} is set by the HTTP client for each request; "
                 "remove it from headers"
             )
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise SinkConfigurationError(
+                f"HttpSink headers name {other!r} and {name!r}, the same header (names "
+                "are case-insensitive), so it would be sent twice; keep one"
+            )
         checked[name] = value
+    if "authorization" in seen and urllib.parse.urlsplit(url).username is not None:
+        raise SinkConfigurationError(
+            f"HttpSink url {masked(url)!r} has credentials and headers has "
+            f"{seen['authorization']!r}; the client cannot send both, so pass the "
+            "credentials one way only"
+        )
     return checked
 
 
@@ -113,11 +136,14 @@ class HttpSink(AsyncSinkBase[Any, Entry], SupportsPreWriteTopology[Any]):
     (e.g. upsert by a record id).
 
     Args:
-        url: The endpoint, ``http://`` or ``https://``.
+        url: The endpoint, ``http://`` or ``https://``. Credentials in it
+            (``https://user:password@host/``) go out as basic auth; messages and
+            the repr show the password as ``***``.
         headers: Sent with every request (e.g. ``Authorization``);
-            ``Content-Type: application/json`` unless you set it.
-        converter: Turns an element (a row dict on Spark) into a record, a dict that
-            JSON and msgpack (the writer state) can store. Default:
+            ``Content-Type: application/json`` unless you set it (in any case).
+            Names are case-insensitive: two spellings of one name are refused.
+        converter: Turns an element (a row dict on Spark) into a record, a dict
+            JSON can write (the writer state stores records as their JSON). Default:
             `JsonSafeConverter` (each Spark type as Spark's JSON writer spells it,
             except decimals as exact strings; see ``docs/sinks/http.md``).
         body_builder: ``records -> body``: a JSON-serializable object, or ``bytes``
@@ -150,7 +176,7 @@ class HttpSink(AsyncSinkBase[Any, Entry], SupportsPreWriteTopology[Any]):
     ) -> None:
         _require_aiohttp()
         self.url = _check_url(url)
-        self.headers = _check_headers(headers)
+        self.headers = _check_headers(headers, self.url)
         _check_callable("body_builder", body_builder, "lambda records: {'items': records}")
         _check_callable("dead_letter_handler", dead_letter_handler, "dead_letters.extend")
         self.body_builder = body_builder
@@ -200,5 +226,9 @@ class HttpSink(AsyncSinkBase[Any, Entry], SupportsPreWriteTopology[Any]):
             states=recovered_state,
         )
 
+    def get_writer_state_serializer(self) -> SimpleVersionedSerializer[BufferedRequestState[Any]]:
+        """Each buffered record as its JSON bytes: whatever the sink can send, it can restore."""
+        return JsonRecordStateSerializer()
+
     def __repr__(self) -> str:
-        return f"HttpSink({self.url!r})"
+        return f"HttpSink({masked(self.url)!r})"

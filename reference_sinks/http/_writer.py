@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from reference_sinks.http._responses import raise_for_status, retried_indices
+from reference_sinks.http._responses import masked, raise_for_status, retried_indices
 from sinkv2 import SinkWriter, WriterInitContext
 from sinkv2.asyncsink import (
     AsyncSinkWriter,
@@ -19,7 +19,8 @@ from sinkv2.asyncsink import (
     ElementConverter,
     ErrorVerdict,
 )
-from sinkv2.text import missing_extra
+from sinkv2.errors import UndeliverableEntriesError
+from sinkv2.text import describe, missing_extra
 
 if TYPE_CHECKING:
     import aiohttp
@@ -99,6 +100,7 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         states: Collection[BufferedRequestState[Entry]] = (),
     ) -> None:
         self.url = url
+        self._shown_url = masked(url)
         self.headers = dict(headers)
         self._body_builder = body_builder
         self._dead_letter_handler = dead_letter_handler
@@ -111,20 +113,36 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         return len(encode_json(request_entry))
 
     async def open_client(self) -> None:
-        """One aiohttp session, with as many connections as requests may be in flight."""
+        """One aiohttp session, with a connection for each request in flight.
+
+        The pool is not capped: the rate limiting strategy already bounds the
+        requests in flight, and may admit more than ``max_in_flight_requests`` (a
+        custom one does not read it, as in Flink). A capped pool would make those
+        requests wait for a connection while their ``request_timeout_ms`` runs.
+        """
         aiohttp = _aiohttp()
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.configuration.max_in_flight_requests),
+            connector=aiohttp.TCPConnector(limit=0),
             # None: the writer's request_timeout_ms (asyncio.wait_for around each request)
             # is the only deadline, so aiohttp never times out first.
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None),
-            headers={"Content-Type": "application/json", **self.headers},
+            headers=self._headers(),
         )
         # A writer dropped without close() (a task that crashed) still gets its
         # connections closed when it is garbage-collected, without ResourceWarnings.
         self._finalizer = weakref.finalize(
             self, _close_abandoned, asyncio.get_running_loop(), self._session
         )
+
+    def _headers(self) -> dict[str, str]:
+        """The sink's headers, with ``Content-Type: application/json`` unless they set one.
+
+        Header names are case-insensitive: a ``content-type`` of the sink's replaces
+        the default rather than going out as a second ``Content-Type``.
+        """
+        if any(name.lower() == "content-type" for name in self.headers):
+            return dict(self.headers)
+        return {"Content-Type": "application/json", **self.headers}
 
     async def close_client(self) -> None:
         """Close the session and its connections."""
@@ -155,8 +173,15 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         body = self._body(request_entries)
         async with self._session.post(self.url, data=body, allow_redirects=False) as response:
             answer = await response.read()
-            raise_for_status(response.status, response.reason, response.headers, answer, self.url)
-        indices = retried_indices(answer, len(request_entries), self.url)
+            raise_for_status(
+                response.status,
+                response.reason,
+                response.headers,
+                answer,
+                self._shown_url,
+                sent=(len(request_entries), len(body)),
+            )
+        indices = retried_indices(answer, len(request_entries), self._shown_url)
         return [request_entries[i] for i in indices]
 
     def classify_error(self, error: BaseException) -> ErrorVerdict:
@@ -175,12 +200,26 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         return super().classify_error(error)
 
     def handle_dead_letters(self, dead_letters: Sequence[DeadLetter[Entry]]) -> None:
-        """Hand them to the sink's ``dead_letter_handler``; without one, fail (the default).
+        """Hand them to the sink's ``dead_letter_handler``; without one, fail.
 
         Raises:
-            UndeliverableEntriesError: no ``dead_letter_handler`` was configured.
+            UndeliverableEntriesError: no ``dead_letter_handler`` was configured; the
+                message names the URL (password masked), the first records with why
+                each was given up, and the options that change the outcome.
         """
-        if self._dead_letter_handler is None:
-            super().handle_dead_letters(dead_letters)
+        if self._dead_letter_handler is not None:
+            self._dead_letter_handler(dead_letters)
             return
-        self._dead_letter_handler(dead_letters)
+        shown = "; ".join(
+            f"{describe(letter.request_entry)} ({letter.reason}"
+            + (f", after {letter.attempts} failed attempts)" if letter.attempts else ")")
+            for letter in dead_letters[:3]
+        )
+        more = f" and {len(dead_letters) - 3} more" if len(dead_letters) > 3 else ""
+        raise UndeliverableEntriesError(
+            f"HttpSink gave up on {len(dead_letters)} records for POST {self._shown_url}: "
+            f"{shown}{more}. Fix the cause; or raise max_retries_per_entry, "
+            "request_timeout_ms or max_record_size_in_bytes in the configuration; or pass "
+            "HttpSink(dead_letter_handler=...) to take such records instead of failing",
+            dead_letters=dead_letters,
+        )

@@ -173,12 +173,22 @@ def _is_entry_row(row: object) -> bool:
     )
 
 
+def _hashable(key: Any) -> Any:
+    return tuple(map(_hashable, key)) if isinstance(key, list) else key
+
+
+def _dict_with_tuple_keys(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    return {_hashable(key): value for key, value in pairs}
+
+
 @final
 class MsgpackRequestStateSerializer(AsyncSinkWriterStateSerializer[Any]):
     """State serializer for entries msgpack stores as they are: dicts, lists, str, bytes, numbers.
 
-    Tuples come back as lists. For attrs classes use `AttrsMsgpackSerializer` in a
-    subclass of `AsyncSinkWriterStateSerializer`.
+    Tuples come back as lists, except as dict keys (they must stay hashable); dict
+    keys may be anything msgpack stores (``{200: 5}`` comes back as it went in).
+    Integers must fit in 64 bits. For attrs classes use `AttrsMsgpackSerializer` in
+    a subclass of `AsyncSinkWriterStateSerializer`.
     """
 
     def get_version(self) -> int:
@@ -189,18 +199,29 @@ class MsgpackRequestStateSerializer(AsyncSinkWriterStateSerializer[Any]):
         """The entry as msgpack."""
         try:
             packed: bytes = msgpack.packb(request_entry, use_bin_type=True)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
+            # OverflowError: an int outside msgpack's [-2**63, 2**64).
             raise SerializationError(
                 f"MsgpackRequestStateSerializer cannot store a {type(request_entry).__name__} "
-                f"entry ({error}); keep entries to dicts, lists, str, bytes and numbers, or "
-                "write an AsyncSinkWriterStateSerializer for them",
+                f"entry ({error}); keep entries to dicts, lists, str, bytes and numbers "
+                "(ints within 64 bits), or write an AsyncSinkWriterStateSerializer for them",
                 serializer="MsgpackRequestStateSerializer",
             ) from error
         return packed
 
     def deserialize_request_entry(self, version: int, serialized: bytes) -> Any:
-        """The entry back."""
-        return msgpack.unpackb(serialized, raw=False)
+        """The entry back.
+
+        Dict keys other than str (ints, floats, None, tuples) come back too: msgpack's
+        ``strict_map_key`` guards against untrusted input, and the state is the
+        writer's own.
+        """
+        try:
+            return msgpack.unpackb(serialized, raw=False, strict_map_key=False)
+        except TypeError:  # a tuple key, unpacked as an unhashable list
+            return msgpack.unpackb(
+                serialized, raw=False, strict_map_key=False, object_pairs_hook=_dict_with_tuple_keys
+            )
 
     def __repr__(self) -> str:
         return "MsgpackRequestStateSerializer()"

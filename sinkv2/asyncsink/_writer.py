@@ -140,6 +140,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
     counts entries that landed, not attempts (the docs list every difference).
     """
 
+    _retry_timer: tuple[int, ScheduledTimer] | None = None
+    """When the first waiting retry falls due, and the timer that puts it back then."""
+
     def __init__(
         self,
         element_converter: ElementConverter[InputT, RequestEntryT]
@@ -340,6 +343,9 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._retry_timer is not None:
+            self._retry_timer[1].cancel()
+            self._retry_timer = None
         loop, self._loop = self._loop, None
         if loop is None:
             return
@@ -387,7 +393,15 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         if self._failure is not None:
             return
         while self._buffer:
-            self._send_or_wait()
+            if self._try_send():
+                continue
+            if not self._in_flight:
+                # Only entries whose key waits for a retry's backoff are left (with
+                # ordering_key): they go after it, by the next timer, rather than
+                # this callback holding the writer until the backoff (a Retry-After) ends.
+                self._register_timer()
+                return
+            self._wait_for_progress()
 
     def _take_batch(self, limit: int) -> list[_Entry]:
         buffer = self._buffer
@@ -669,6 +683,34 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
         heapq.heappush(self._delayed, (due, next(self._delayed_sequence), again))
         if self._ordering_key is not None:
             self._blocked_keys.update(item.key for item in again)
+        self._arm_retry_timer()
+
+    def _arm_retry_timer(self) -> None:
+        """A timer for when the first waiting retry falls due.
+
+        Flink puts failed entries back in the buffer at once, where the buffer
+        timer sends them; here they wait their backoff first, and this timer puts
+        them back when it ends, so they too go out within ``max_time_in_buffer_ms``
+        of that, input or not.
+        """
+        if not self._delayed:
+            return
+        due = self._delayed[0][0]
+        armed = self._retry_timer
+        if armed is not None:
+            if armed[0] <= due:
+                return
+            armed[1].cancel()
+        self._retry_timer = (due, self._timers.register_timer(due, self._on_retry_timer))
+
+    def _on_retry_timer(self, timestamp: int) -> None:
+        self._retry_timer = None
+        if self._failure is not None:
+            return
+        self._release_due_retries()
+        self._arm_retry_timer()
+        if not self._waiting_for_a_slot:
+            self._non_blocking_flush()
 
     def _requeue_at_head(self, items: list[_Entry]) -> None:
         if not self._buffer and self._timer is None:

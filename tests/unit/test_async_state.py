@@ -79,6 +79,31 @@ def test_an_entry_msgpack_cannot_store_says_what_to_do():
         serializer.serialize(state)
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"status": {200: 5, 404: 1}},  # what json.dumps writes as {"200": 5, ...}
+        {1.5: "x", None: "y", True: "z"},
+        {(1, (2, 3)): [1, 2], "nested": {(4,): {5: 6}}},
+    ],
+    ids=["int keys", "float, None and bool keys", "tuple keys"],
+)
+def test_entries_with_keys_that_are_not_str_come_back_from_the_state(entry):
+    # They were stored without complaint; a restore that then refused them would
+    # leave the job unable to recover from its own checkpoint.
+    serializer = MsgpackRequestStateSerializer()
+    state = BufferedRequestState([RequestEntryWrapper(entry, 1)])
+    assert serializer.deserialize(1, serializer.serialize(state)) == state
+
+
+@pytest.mark.parametrize("number", [2**64, -(2**63) - 1])
+def test_an_int_beyond_64_bits_is_a_serialization_error_that_says_so(number):
+    serializer = MsgpackRequestStateSerializer()
+    state = BufferedRequestState([RequestEntryWrapper({"id": number}, 1)])
+    with pytest.raises(SerializationError, match="ints within 64 bits"):
+        serializer.serialize(state)
+
+
 class UpperSerializer(AsyncSinkWriterStateSerializer[str]):
     """Version 2 writes upper case; version 1 wrote lower case."""
 

@@ -652,6 +652,61 @@ def test_after_a_timer_expires_a_new_one_is_registered_for_the_next_fill(writers
     assert writer.batches == [[0], [1]]
 
 
+def test_a_retry_whose_backoff_ended_goes_out_by_the_buffer_timer_without_new_input(writers):
+    # Flink puts failed entries back in the buffer, where the buffer timer sends them
+    # within max_time_in_buffer_ms; a retry that waited a backoff first must too.
+    clock = ManualClock()
+    backoff = ExponentialBackoff(initial_ms=100, max_ms=100)
+    writer = writers(config(**TIMED, retry_backoff=backoff), clock=clock)
+    writer.retry = lambda batch: batch if len(writer.batches) == 1 else []
+    writer.write_all([0, 1, 2])
+    clock.now += 100
+    writer.timers.fire_due_timers()
+    writer.flush(False)
+    assert writer.batches == [[0, 1, 2]]
+    clock.now += 100
+    writer.timers.fire_due_timers()
+    assert writer.batches == [[0, 1, 2]], "a retry went out before max_time_in_buffer_ms"
+    clock.now += 100
+    writer.timers.fire_due_timers()
+    writer.flush(False)
+    assert writer.batches == [[0, 1, 2], [0, 1, 2]]
+    assert writer.landed == [0, 1, 2]
+
+
+def test_the_buffer_timer_does_not_wait_out_a_retrys_backoff_with_an_ordering_key(writers):
+    clock = ManualClock()
+    writer = writers(config(**TIMED, ordering_key=lambda entry: entry % 10), clock=clock)
+    writer.errors = [ThrottledError("slow down", retry_after_ms=10_000)]
+    writer.write_all([0])
+    clock.now += 100
+    writer.timers.fire_due_timers()
+    writer.flush(False)  # 0 waits out its Retry-After; key 0 waits with it
+    writer.write_all([10, 1])
+    clock.now += 100
+    done, failure = run_in_thread(writer.timers.fire_due_timers)
+    assert done.wait(WAIT_S), "the buffer timer held the writer until the Retry-After ended"
+    assert not failure
+    writer.flush(False)
+    assert writer.batches == [[0], [1]]
+    assert writer.buffered() == [0, 10]
+    clock.now += 10_000
+    writer.flush(True)
+    assert writer.landed == [1, 0, 10]
+
+
+def test_close_cancels_the_timer_of_a_waiting_retry(writers):
+    clock = ManualClock()
+    backoff = ExponentialBackoff(initial_ms=100, max_ms=100)
+    writer = writers(config(max_batch_size=2, retry_backoff=backoff), clock=clock)
+    writer.retry = lambda batch: batch
+    writer.write_all([0, 1])
+    writer.flush(False)
+    writer.close()
+    clock.now += 10_000
+    assert writer.timers.fire_due_timers() == 0
+
+
 # -- concurrency, back pressure, rate limiting -----------------------------------------
 
 
