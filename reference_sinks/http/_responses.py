@@ -24,9 +24,7 @@ from __future__ import annotations
 import email.utils
 import json
 import math
-import re
 import time
-import urllib.parse
 from collections.abc import Mapping
 from typing import Final
 
@@ -36,7 +34,6 @@ __all__ = [
     "RETRYABLE_STATUSES",
     "RETRY_FIELD",
     "THROTTLING_STATUSES",
-    "masked",
     "parse_retry_after",
     "retried_indices",
 ]
@@ -52,28 +49,6 @@ RETRYABLE_STATUSES: Final = frozenset({408, 500, 502, 504})
 
 MESSAGE_LIMIT: Final = 500
 """How many characters of a server's error body an error message quotes."""
-
-
-_USERINFO_PASSWORD = re.compile(r"^([^:/?#]*://[^/?#@:]*:)[^/?#]*@")
-
-
-def masked(url: str) -> str:
-    """``url`` with the password of its ``user:password@`` part replaced by ``***``.
-
-    Every message and repr of the sink names its URL this way, so credentials in
-    the URL never reach a log, a Spark UI or a traceback. Works on URLs that do not
-    parse too (a bad port), for the configuration errors that name them.
-    """
-    try:
-        parts = urllib.parse.urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return _USERINFO_PASSWORD.sub(r"\1***@", url)
-    if password is None:
-        return url
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user = userinfo.partition(":")[0]
-    return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
 def parse_retry_after(  # noqa: PLR0911 - each unreadable form returns None

@@ -8,8 +8,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, final
 
 from reference_sinks._arrow_types import check_columns_on_driver
+from reference_sinks._urls import masked_url
 from reference_sinks.http._json import JsonSafeConverter
-from reference_sinks.http._responses import masked
 from reference_sinks.http._state import JsonRecordStateSerializer
 from reference_sinks.http._writer import BodyBuilder, DeadLetterHandler, Entry, HttpSinkWriter
 from sinkv2 import (
@@ -43,23 +43,23 @@ def _check_url(url: object) -> str:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as error:
         raise SinkConfigurationError(
-            f"HttpSink url is not a valid URL (got {masked(url)!r}: {error}); pass e.g. "
+            f"HttpSink url is not a valid URL (got {masked_url(url)!r}: {error}); pass e.g. "
             "'http://127.0.0.1:8080/ingest'"
         ) from error
     if parts.scheme not in ("http", "https"):
         raise SinkConfigurationError(
             f"HttpSink url must start with http:// or https:// (got scheme "
-            f"{parts.scheme!r} in {masked(url)!r}); the sink only speaks HTTP"
+            f"{parts.scheme!r} in {masked_url(url)!r}); the sink only speaks HTTP"
         )
     if not parts.hostname:
         raise SinkConfigurationError(
-            f"HttpSink url must name a host (got {masked(url)!r}); pass e.g. "
+            f"HttpSink url must name a host (got {masked_url(url)!r}); pass e.g. "
             "'http://127.0.0.1:8080/ingest'"
         )
     if parts.fragment:
         raise SinkConfigurationError(
-            f"HttpSink url must not have a #fragment (got {masked(url)!r}); servers never see it, "
-            "so drop it"
+            f"HttpSink url must not have a #fragment (got {masked_url(url)!r}); servers never "
+            "see it, so drop it"
         )
     return url
 
@@ -100,7 +100,7 @@ def _check_headers(headers: object, url: str) -> dict[str, str]:
         checked[name] = value
     if "authorization" in seen and urllib.parse.urlsplit(url).username is not None:
         raise SinkConfigurationError(
-            f"HttpSink url {masked(url)!r} has credentials and headers has "
+            f"HttpSink url {masked_url(url)!r} has credentials and headers has "
             f"{seen['authorization']!r}; the client cannot send both, so pass the "
             "credentials one way only"
         )
@@ -231,4 +231,4 @@ class HttpSink(AsyncSinkBase[Any, Entry], SupportsPreWriteTopology[Any]):
         return JsonRecordStateSerializer()
 
     def __repr__(self) -> str:
-        return f"HttpSink({masked(self.url)!r})"
+        return f"HttpSink({masked_url(self.url)!r})"

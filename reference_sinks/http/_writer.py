@@ -9,7 +9,8 @@ import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
-from reference_sinks.http._responses import masked, raise_for_status, retried_indices
+from reference_sinks._urls import masked_url
+from reference_sinks.http._responses import raise_for_status, retried_indices
 from sinkv2 import SinkWriter, WriterInitContext
 from sinkv2.asyncsink import (
     AsyncSinkWriter,
@@ -100,7 +101,7 @@ class HttpSinkWriter(AsyncSinkWriter[Any, Entry]):
         states: Collection[BufferedRequestState[Entry]] = (),
     ) -> None:
         self.url = url
-        self._shown_url = masked(url)
+        self._shown_url = masked_url(url)
         self.headers = dict(headers)
         self._body_builder = body_builder
         self._dead_letter_handler = dead_letter_handler

@@ -10,6 +10,7 @@ import attrs
 
 from reference_sinks._arrow_types import check_columns_on_driver
 from reference_sinks._json_values import Encoder
+from reference_sinks._urls import masked_url
 from reference_sinks.redis._modes import (
     RedisMode,
     StreamMode,
@@ -17,7 +18,6 @@ from reference_sinks.redis._modes import (
     column_encoders,
     uses_columns,
 )
-from reference_sinks.redis._source_client import redacted
 from reference_sinks.redis._writer import RedisWriter
 from sinkv2 import SinkWriter, SupportsPreWriteTopology, WriterInitContext
 from sinkv2.asyncsink import AsyncSinkBase, AsyncSinkWriterConfiguration, BufferedRequestState
@@ -223,6 +223,6 @@ class RedisSink(
 
     def __repr__(self) -> str:
         return (
-            f"RedisSink({redacted(self.url)!r}, {self.mode!r}, "
+            f"RedisSink({masked_url(self.url)!r}, {self.mode!r}, "
             f"keep_key_order={self.keep_key_order})"
         )

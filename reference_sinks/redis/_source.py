@@ -20,10 +20,10 @@ from typing import Any, Final, final
 import attrs
 import pyarrow as pa
 
+from reference_sinks._urls import masked_url
 from reference_sinks.redis._source_client import (
     connect,
     read_ranges,
-    redacted,
     stream_heads,
 )
 from reference_sinks.redis._source_enumerator import RedisStreamEnumerator
@@ -77,7 +77,7 @@ def _check_url(url: str) -> None:
         problem = f"its database {database!r} is not a number"
     if problem is not None:
         raise SinkConfigurationError(
-            f"RedisStreamSource url {redacted(url)!r} is not a Redis URL: {problem}; "
+            f"RedisStreamSource url {masked_url(url)!r} is not a Redis URL: {problem}; "
             "e.g. 'redis://127.0.0.1:6379/0' (host, port, database number)"
         )
 
@@ -354,7 +354,7 @@ class RedisStreamSource:
         if self.pattern is not None:
             where.append(f"pattern={self.pattern!r}")
         return (
-            f"RedisStreamSource({redacted(self.url)!r}, {', '.join(where)}, "
+            f"RedisStreamSource({masked_url(self.url)!r}, {', '.join(where)}, "
             f"bounded={self.bounded}, trim={self.trim})"
         )
 

@@ -18,6 +18,7 @@ from typing import Any, Final, final
 
 import attrs
 
+from reference_sinks._urls import masked_url
 from reference_sinks.redis._source_rows import Entry
 from reference_sinks.redis._source_split import MAX_ID, id_after
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
@@ -29,7 +30,6 @@ __all__ = [
     "connect",
     "last_ids",
     "read_ranges",
-    "redacted",
     "scan_streams",
     "stream_heads",
     "trim",
@@ -59,15 +59,6 @@ def _redis() -> types.ModuleType:
     return redis
 
 
-def redacted(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
-
-
 def connect(url: str, client_options: Mapping[str, Any]) -> Any:
     """A redis-py client (sync, raw bytes replies) for ``url``, which answered ``PING``.
 
@@ -84,7 +75,7 @@ def connect(url: str, client_options: Mapping[str, Any]) -> Any:
     except redis.exceptions.RedisError as error:
         client.close()
         raise SinkConfigurationError(
-            f"RedisStreamSource could not connect to {redacted(url)}: {_why(url, error)} "
+            f"RedisStreamSource could not connect to {masked_url(url)}: {_why(url, error)} "
             f"({type(error).__name__}: {error})"
         ) from error
     return client
