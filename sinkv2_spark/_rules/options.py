@@ -18,13 +18,16 @@ and what to do.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, final
 
 import attrs
 
+from sinkv2 import END_OF_INPUT
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import CommitStateStore, PostgresCommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
@@ -132,11 +135,11 @@ def _checkpoint_id(value: str | None) -> int | None:
     if value is None:
         return None
     text = value.strip()
-    if not text.isdigit():
+    if not re.fullmatch(r"[0-9]+", text) or not 1 <= int(text) < END_OF_INPUT:
         raise SinkConfigurationError(
-            f"the 'checkpoint_id' option must be a positive integer (got {describe(value)}); "
-            "use a number that identifies this run's data, such as a batch number, or leave "
-            "it out"
+            f"the 'checkpoint_id' option must be a positive integer below {END_OF_INPUT} (got "
+            f"{value!r}); use a number that identifies this run's data, such as a "
+            "batch number, or leave it out"
         )
     return check_checkpoint_id(int(text))
 
@@ -211,6 +214,53 @@ def load_factory(
 
 _MISSING: Final = object()
 
+_HINTS: Final = {
+    "checkpointlocation": "Spark's option of df.writeStream; a batch write's re-run guard is "
+    "'checkpoint_id'",
+}
+"""Options people pass to the wrong door, with what to use instead."""
+
+
+def _not_taken(
+    spec: str,
+    options: Mapping[str, str],
+    signature: inspect.Signature,
+    error: TypeError,
+    door_options: Sequence[str],
+) -> str:
+    """Why ``factory(**options)`` does not bind: the options it lacks or does not know."""
+    takes = [
+        name
+        for name, parameter in signature.parameters.items()
+        if parameter.kind in {parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD}
+    ]
+    unknown = sorted(name for name in options if name not in takes)
+    missing = [
+        name
+        for name, parameter in signature.parameters.items()
+        if name in takes and name not in options and parameter.default is parameter.empty
+    ]
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, [*takes, *door_options], n=1)
+        hint = _HINTS.get(name) or (f"did you mean {close[0]!r}?" if close else "")
+        named.append(f"{name!r}" + (f" ({hint})" if hint else ""))
+    problems = []
+    if named:
+        problems.append(
+            f"does not take the option{'s' if len(named) > 1 else ''} {', '.join(named)}"
+        )
+    if missing:
+        problems.append(
+            f"needs the option{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}"
+        )
+    what = " and ".join(problems) or f"does not take these options ({error})"
+    return (
+        f"sink {spec!r} {what}; its options are {takes}, and the data source's own "
+        f"{list(door_options)}. Every other option goes to the sink's factory as a keyword "
+        "argument (Spark lower-cases option names)"
+    )
+
 
 def _takes_sink_id(signature: inspect.Signature) -> bool:
     parameter = signature.parameters.get("sink_id")
@@ -248,15 +298,8 @@ def make_sink(
         try:
             signature.bind(**options)
         except TypeError as error:
-            takes = [
-                name
-                for name, parameter in signature.parameters.items()
-                if parameter.kind in {parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD}
-            ]
             raise SinkConfigurationError(
-                f"sink {spec!r} does not take the options {sorted(options)} ({error}); it "
-                f"takes {takes}. Options other than {list(door_options)} are passed to the "
-                "sink's factory as keyword arguments (Spark lower-cases their names)"
+                _not_taken(spec, options, signature, error, door_options)
             ) from error
     try:
         return factory(**options)
