@@ -243,7 +243,17 @@ def _not_taken(
     named = []
     for name in unknown:
         close = difflib.get_close_matches(name, [*takes, *door_options], n=1)
-        hint = _HINTS.get(name) or (f"did you mean {close[0]!r}?" if close else "")
+        cased = [taken for taken in takes if taken.lower() == name and taken != name]
+        hint = (
+            _HINTS.get(name)
+            or (
+                f"Spark lower-cases option names, so the factory's {cased[0]!r} can never "
+                "be given: name the parameter in lower case"
+                if cased
+                else ""
+            )
+            or (f"did you mean {close[0]!r}?" if close else "")
+        )
         named.append(f"{name!r}" + (f" ({hint})" if hint else ""))
     problems = []
     if named:

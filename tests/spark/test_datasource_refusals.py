@@ -49,6 +49,20 @@ def make_orders(*, base: str, rows: str = "1") -> object:
     raise AssertionError("not called: its options do not bind")
 
 
+def make_camel(*, rowsPerFile: str = "1") -> object:  # the mistake shown
+    raise AssertionError("not called: its options do not bind")
+
+
+def test_a_factory_parameter_spark_cannot_pass_says_why() -> None:
+    spec = f"{__name__}:make_camel"
+    # .option("rowsPerFile", "5") reaches the data source lower-cased.
+    message = str(refusal(lambda: make_sink(spec, {"rowsperfile": "5"}, sink_id="x")))
+
+    assert (
+        "'rowsperfile' (Spark lower-cases option names, so the factory's 'rowsPerFile'" in message
+    )
+
+
 def test_a_factory_s_missing_option_is_named() -> None:
     spec = f"{__name__}:make_orders"
     message = str(refusal(lambda: make_sink(spec, {"row": "2"}, sink_id="x")))
