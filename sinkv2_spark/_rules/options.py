@@ -21,9 +21,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 import attrs
 
@@ -40,6 +41,7 @@ __all__ = [
     "DOOR_OPTIONS",
     "SHORT_NAMES",
     "DoorOptions",
+    "check_state_store",
     "load_factory",
     "make_sink",
     "open_store",
@@ -161,6 +163,28 @@ def open_store(location: str | None) -> CommitStateStore:
     if location.startswith(_POSTGRES_SCHEMES):
         return PostgresCommitStateStore(location)
     return SqliteCommitStateStore(location)
+
+
+def check_state_store(store: object) -> CommitStateStore | None:
+    """``apply()``'s ``state_store=``: a store, or where one is, as the data source's option.
+
+    A string or path names a SQLite file, or a ``postgresql://`` URL, as
+    ``.option("state_store", ...)`` and ``last_result(state_store=...)`` do.
+
+    Raises:
+        SinkConfigurationError: ``store`` is none of these.
+    """
+    if store is None:
+        return None
+    if isinstance(store, str | os.PathLike) and isinstance(os.fspath(store), str):
+        return open_store(os.fspath(store))
+    if not callable(getattr(store, "acquire", None)):
+        raise SinkConfigurationError(
+            f"state_store must be a commit state store, a SQLite file or a postgresql:// URL "
+            f"(got {describe(store)}); e.g. state_store='/data/orders/commit_state.sqlite' "
+            "or SqliteCommitStateStore('/data/orders/commit_state.sqlite')"
+        )
+    return cast("CommitStateStore", store)
 
 
 def load_factory(

@@ -15,6 +15,8 @@ import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sinkv2.errors import SinkConfigurationError
+from sinkv2.runtime import PostgresCommitStateStore, SqliteCommitStateStore
+from sinkv2_spark import SinkTopologyTranslator
 from sinkv2_spark._doors.datasource import SinkV2DataSource
 from sinkv2_spark._rules.options import make_sink, parse_options
 
@@ -119,3 +121,21 @@ def test_an_error_that_is_not_a_refusal_keeps_its_frames(tmp_path: Path) -> None
     assert not isinstance(caught.value, SinkConfigurationError)
     frames = traceback.extract_tb(caught.value.__traceback__)
     assert len(frames) > 2
+
+
+# --- apply() takes the store as the data source's state_store option does ---------------
+
+
+def test_the_translator_takes_a_store_s_path_or_url_as_the_option_does(tmp_path: Path) -> None:
+    by_text = SinkTopologyTranslator(state_store=str(tmp_path / "a.sqlite")).state_store
+    by_path = SinkTopologyTranslator(state_store=tmp_path / "b.sqlite").state_store
+    by_url = SinkTopologyTranslator(state_store="postgresql://app@127.0.0.1:1/shop").state_store
+
+    assert isinstance(by_text, SqliteCommitStateStore)
+    assert by_text.path == tmp_path / "a.sqlite"
+    assert isinstance(by_path, SqliteCommitStateStore)
+    assert by_path.path == tmp_path / "b.sqlite"
+    assert isinstance(by_url, PostgresCommitStateStore)
+    # Anything else is named before any Spark job, not an AttributeError in the runtime.
+    message = str(refusal(lambda: SinkTopologyTranslator(state_store=42)))
+    assert message.startswith("state_store must be a commit state store, a SQLite file or")
