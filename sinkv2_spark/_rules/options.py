@@ -48,6 +48,7 @@ __all__ = [
     "parse_options",
     "required_sink_id",
     "sink_spec",
+    "spelled_like",
 ]
 
 SHORT_NAMES: Final[Mapping[str, str]] = {
@@ -109,7 +110,8 @@ def sink_spec(options: Mapping[str, str]) -> str:
     if spec is None or not spec.strip():
         raise SinkConfigurationError(
             "the sinkv2 data source needs the 'sink' option (got "
-            f"{'none' if spec is None else describe(spec)}): a reference sink's short name "
+            f"{'none' if spec is None else describe(spec)}{spelled_like('sink', options)}): "
+            "a reference sink's short name "
             f"({', '.join(sorted(SHORT_NAMES))}) or an importable factory 'module:callable', "
             "e.g. .option('sink', 'files') or .option('sink', 'my_sinks:make_sink')"
         )
@@ -125,12 +127,20 @@ def required_sink_id(options: Mapping[str, str]) -> str:
     sink_id = options.get("sink_id")
     if sink_id is None:
         raise SinkConfigurationError(
-            "the sinkv2 data source needs the 'sink_id' option: the stable name of this "
+            "the sinkv2 data source needs the 'sink_id' option (got none"
+            f"{spelled_like('sink_id', options)}): the stable name of this "
             "sink's commit history (which epochs are committed), e.g. "
             ".option('sink_id', 'orders-parquet'); use the same one for every run that "
             "writes to the same destination"
         )
     return check_sink_id(sink_id, None)
+
+
+def spelled_like(option: str, options: Mapping[str, str]) -> str:
+    """``"; 'sinkid' was given, a misspelling?"`` if an option looks like ``option``."""
+    given = [name for name in options if name != option]
+    close = difflib.get_close_matches(option, given, n=1, cutoff=0.75)
+    return f"; {close[0]!r} was given, a misspelling?" if close else ""
 
 
 def _checkpoint_id(value: str | None) -> int | None:

@@ -47,6 +47,22 @@ def test_a_misspelled_option_is_named_alone_with_the_one_it_means(tmp_path: Path
     assert "'checkpoint_id'" in message
 
 
+@pytest.mark.parametrize(
+    ("options", "start"),
+    [
+        ({"sink": "files", "sinkid": "x"}, "needs the 'sink_id' option (got none; 'sinkid' was"),
+        ({"sinks": "files", "sink_id": "x"}, "needs the 'sink' option (got none; 'sinks' was"),
+    ],
+)
+def test_a_missing_door_option_names_the_one_spelled_like_it(
+    options: dict[str, str], start: str, tmp_path: Path
+) -> None:
+    options = {**options, "path": str(tmp_path / "out")}
+    message = str(refusal(lambda: parse_options(options)))
+
+    assert message.startswith(f"the sinkv2 data source {start} given, a misspelling?)")
+
+
 def make_orders(*, base: str, rows: str = "1") -> object:
     raise AssertionError("not called: its options do not bind")
 
