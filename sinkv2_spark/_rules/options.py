@@ -251,6 +251,10 @@ _MISSING: Final = object()
 _HINTS: Final = {
     "checkpointlocation": "Spark's option of df.writeStream; a batch write's re-run guard is "
     "'checkpoint_id'",
+    "guarantee": "an option of df.writeStream.format('sinkv2'); a batch write gives what the "
+    "sink's shape gives, see inspect_sink(sink).guarantee_text",
+    "on_stage": "an option of df.writeStream.format('sinkv2'); a batch write's result is "
+    "sinkv2_spark.last_result(sink_id)",
 }
 """Options people pass to the wrong door, with what to use instead."""
 

@@ -45,6 +45,11 @@ def test_a_misspelled_option_is_named_alone_with_the_one_it_means(tmp_path: Path
     )
     assert "'checkpointlocation' (Spark's option of df.writeStream" in message
     assert "'checkpoint_id'" in message
+    # So do the streaming door's own options.
+    for option in ("guarantee", "on_stage"):
+        given = {"path": "p", option: "x"}
+        message = str(refusal(lambda: make_sink("files", given, sink_id="x")))  # noqa: B023
+        assert f"{option!r} (an option of df.writeStream.format('sinkv2');" in message
 
 
 @pytest.mark.parametrize(
