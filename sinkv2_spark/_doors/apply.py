@@ -16,6 +16,7 @@ the argument rules every door shares are ``sinkv2_spark._rules.arguments``.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, final, overload
@@ -35,6 +36,7 @@ from sinkv2_spark._engine.committable_streams import SparkCommittableStreams, pr
 from sinkv2_spark._engine.connect import is_connect
 from sinkv2_spark._engine.native_write import batch_writer_stage
 from sinkv2_spark._rules.arguments import check_checkpoint_id, check_guarantee, check_sink_id
+from sinkv2_spark._rules.options import check_state_store
 from sinkv2_spark._rules.preflight import check_loadable, check_shippable
 
 if TYPE_CHECKING:
@@ -71,20 +73,22 @@ class SinkTopologyTranslator:
     """Compiles a Sink V2 sink onto Spark stages and runs it (batch).
 
     Args:
-        state_store: Where epochs are recorded. Defaults to
-            `SqliteCommitStateStore` at its default path (``$SINKV2_STATE_DIR`` or
-            ``./.sinkv2/commit_state.sqlite``).
+        state_store: Where epochs are recorded: a store, or a SQLite file or
+            ``postgresql://`` URL (as the data source's ``state_store`` option).
+            Defaults to `SqliteCommitStateStore` at its default path
+            (``$SINKV2_STATE_DIR`` or ``./.sinkv2/commit_state.sqlite``).
         retry_policy: Commit retry budget and backoff (Flink's defaults).
     """
 
     def __init__(
         self,
         *,
-        state_store: CommitStateStore | None = None,
+        state_store: CommitStateStore | str | os.PathLike[str] | None = None,
         retry_policy: CommitRetryPolicy | None = None,
     ) -> None:
-        self._explicit_store = state_store
-        self._store = state_store if state_store is not None else SqliteCommitStateStore()
+        store = check_state_store(state_store)
+        self._explicit_store = store
+        self._store = store if store is not None else SqliteCommitStateStore()
         self._retry_policy = retry_policy or CommitRetryPolicy()
 
     @property
@@ -112,7 +116,7 @@ class SinkTopologyTranslator:
         sink_id: str,
         checkpoint_location: str,
         trigger: Mapping[str, Any] | None = None,
-        state_store: CommitStateStore | None = None,
+        state_store: CommitStateStore | str | os.PathLike[str] | None = None,
         decoupled_commit: bool = False,
         query_name: str | None = None,
         guarantee: DeliveryGuarantee | None = None,
@@ -129,7 +133,7 @@ class SinkTopologyTranslator:
         on_stage: StageListener | None = None,
         checkpoint_location: str | None = None,
         trigger: Mapping[str, Any] | None = None,
-        state_store: CommitStateStore | None = None,
+        state_store: CommitStateStore | str | os.PathLike[str] | None = None,
         decoupled_commit: bool = False,
         query_name: str | None = None,
         guarantee: DeliveryGuarantee | None = None,
@@ -168,7 +172,8 @@ class SinkTopologyTranslator:
             trigger: Streaming only: one keyword of ``DataStreamWriter.trigger`` as
                 a dict, e.g. ``{"availableNow": True}``; Spark's default otherwise.
             state_store: Streaming only: where epochs are recorded, instead of next
-                to the checkpoint (or the translator's store, if it was given one).
+                to the checkpoint (or the translator's store, if it was given one):
+                a store, or a SQLite file or ``postgresql://`` URL.
             decoupled_commit: Streaming only: commit micro-batch N on a driver
                 thread while N + 1 writes, still in order; a failed commit fails the
                 query at the next micro-batch, and a restart finishes it.
@@ -205,7 +210,7 @@ class SinkTopologyTranslator:
                 on_stage=on_stage,
                 checkpoint_location=checkpoint_location,
                 trigger=trigger,
-                state_store=state_store,
+                state_store=check_state_store(state_store),
                 decoupled_commit=decoupled_commit,
                 query_name=query_name,
                 guarantee=guarantee,

@@ -65,6 +65,7 @@ from sinkv2.runtime.committables import COMMITTABLE_SCHEMA
 from sinkv2_spark._doors.datasource_shared import (
     check_pre_write,
     merged_recovery,
+    refusing_briefly,
     run_writer_task,
     writer_stage_output,
 )
@@ -155,6 +156,7 @@ class SinkV2DataSource(DataSource):
         """``"sinkv2"``."""
         return NAME
 
+    @refusing_briefly
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         """Plan one batch write (in Spark's planner worker, before any data moves).
 
@@ -172,6 +174,7 @@ class SinkV2DataSource(DataSource):
             )
         return plan_batch_write(self.options, schema)
 
+    @refusing_briefly
     def streamWriter(  # Spark's name
         self, schema: StructType, overwrite: bool
     ) -> DataSourceStreamArrowWriter:
@@ -185,6 +188,7 @@ class SinkV2DataSource(DataSource):
 
         return stream_writer(self.options, schema, overwrite, planning=not self._shipped)
 
+    @refusing_briefly
     def schema(self) -> StructType:
         """A read's schema: the produced type of the source ``.option("source", ...)`` names.
 
@@ -195,6 +199,7 @@ class SinkV2DataSource(DataSource):
         self._read_source = door_source(self.options)  # travels to reader(), made once
         return source_schema(self._read_source)
 
+    @refusing_briefly
     def reader(self, schema: StructType) -> BoundedSourceReader:
         """Plan a batch read of a bounded FLIP-27 source (see `sinkv2_spark.from_source`).
 
@@ -204,6 +209,7 @@ class SinkV2DataSource(DataSource):
         """
         return door_reader(self.options, schema, self._read_source)
 
+    @refusing_briefly
     def streamReader(self, schema: StructType) -> SourceStreamReader:  # Spark's name
         """Plan a streaming read of a FLIP-27 source, positions recorded per epoch.
 

@@ -4,19 +4,21 @@ The batch door (``datasource``) and the streaming door (``datasource_stream``)
 check a sink's pre-write topology the same way, turn their writer tasks' rows into
 ``apply()``'s writer-stage output the same way, fence their commit against a run
 that took the sink id meanwhile the same way, report a writer task's failure the
-same way (recorded for the driver, raised short), and hand what the planner
-recovered to the commit's result the same way; the rules live here once.
+same way (recorded for the driver, raised short), hand what the planner
+recovered to the commit's result the same way, and refuse a bad option the same
+way (`refusing_briefly`); the rules live here once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, Protocol, TypeVar
 
 import pyarrow as pa
 
 from sinkv2 import SinkCapabilities
-from sinkv2.errors import SinkConfigurationError
+from sinkv2.errors import SinkConfigurationError, SinkDefinitionError
 from sinkv2.runtime import CommitStateStore, Recovery, WriterStageOutput
 from sinkv2_spark._doors.datasource_topologies import PlannedInput
 from sinkv2_spark._doors.results import readable_error, record_error, writer_error
@@ -28,12 +30,41 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 __all__ = [
+    "REFUSALS",
     "HasRows",
     "check_pre_write",
     "merged_recovery",
+    "refusing_briefly",
     "run_writer_task",
     "writer_stage_output",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+REFUSALS: Final = (SinkConfigurationError, SinkDefinitionError)
+"""What a door raises for what the user asked (options, sink, schema): its message says it all."""
+
+
+def refusing_briefly(method: Callable[P, R]) -> Callable[P, R]:
+    """``method`` (a data source's), raising a refusal without the frames it came through.
+
+    Spark puts a planner worker's exception into its ``AnalysisException`` (or
+    ``StreamingQueryException``) as a formatted traceback. A refusal's message names
+    the option, what came and what to do, so sinkv2's frames above it only push it
+    down the screen: raised again here, Spark shows this one frame, then the message.
+    Other errors (a sink's own failure, a server that does not answer) keep theirs.
+    """
+
+    @functools.wraps(method)
+    def door(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except REFUSALS as refused:
+            refusal = refused  # raised below, outside this handler: its own chain stays
+        raise refusal.with_traceback(None)
+
+    return door
 
 
 class HasRows(Protocol):

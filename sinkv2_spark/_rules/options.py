@@ -18,13 +18,17 @@ and what to do.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
+import os
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 import attrs
 
+from sinkv2 import END_OF_INPUT
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import CommitStateStore, PostgresCommitStateStore, SqliteCommitStateStore
 from sinkv2.text import describe
@@ -37,12 +41,14 @@ __all__ = [
     "DOOR_OPTIONS",
     "SHORT_NAMES",
     "DoorOptions",
+    "check_state_store",
     "load_factory",
     "make_sink",
     "open_store",
     "parse_options",
     "required_sink_id",
     "sink_spec",
+    "spelled_like",
 ]
 
 SHORT_NAMES: Final[Mapping[str, str]] = {
@@ -104,7 +110,8 @@ def sink_spec(options: Mapping[str, str]) -> str:
     if spec is None or not spec.strip():
         raise SinkConfigurationError(
             "the sinkv2 data source needs the 'sink' option (got "
-            f"{'none' if spec is None else describe(spec)}): a reference sink's short name "
+            f"{'none' if spec is None else describe(spec)}{spelled_like('sink', options)}): "
+            "a reference sink's short name "
             f"({', '.join(sorted(SHORT_NAMES))}) or an importable factory 'module:callable', "
             "e.g. .option('sink', 'files') or .option('sink', 'my_sinks:make_sink')"
         )
@@ -120,7 +127,8 @@ def required_sink_id(options: Mapping[str, str]) -> str:
     sink_id = options.get("sink_id")
     if sink_id is None:
         raise SinkConfigurationError(
-            "the sinkv2 data source needs the 'sink_id' option: the stable name of this "
+            "the sinkv2 data source needs the 'sink_id' option (got none"
+            f"{spelled_like('sink_id', options)}): the stable name of this "
             "sink's commit history (which epochs are committed), e.g. "
             ".option('sink_id', 'orders-parquet'); use the same one for every run that "
             "writes to the same destination"
@@ -128,15 +136,22 @@ def required_sink_id(options: Mapping[str, str]) -> str:
     return check_sink_id(sink_id, None)
 
 
+def spelled_like(option: str, options: Mapping[str, str]) -> str:
+    """``"; 'sinkid' was given, a misspelling?"`` if an option looks like ``option``."""
+    given = [name for name in options if name != option]
+    close = difflib.get_close_matches(option, given, n=1, cutoff=0.75)
+    return f"; {close[0]!r} was given, a misspelling?" if close else ""
+
+
 def _checkpoint_id(value: str | None) -> int | None:
     if value is None:
         return None
     text = value.strip()
-    if not text.isdigit():
+    if not re.fullmatch(r"[0-9]+", text) or not 1 <= int(text) < END_OF_INPUT:
         raise SinkConfigurationError(
-            f"the 'checkpoint_id' option must be a positive integer (got {describe(value)}); "
-            "use a number that identifies this run's data, such as a batch number, or leave "
-            "it out"
+            f"the 'checkpoint_id' option must be a positive integer below {END_OF_INPUT} (got "
+            f"{value!r}); use a number that identifies this run's data, such as a "
+            "batch number, or leave it out"
         )
     return check_checkpoint_id(int(text))
 
@@ -158,6 +173,28 @@ def open_store(location: str | None) -> CommitStateStore:
     if location.startswith(_POSTGRES_SCHEMES):
         return PostgresCommitStateStore(location)
     return SqliteCommitStateStore(location)
+
+
+def check_state_store(store: object) -> CommitStateStore | None:
+    """``apply()``'s ``state_store=``: a store, or where one is, as the data source's option.
+
+    A string or path names a SQLite file, or a ``postgresql://`` URL, as
+    ``.option("state_store", ...)`` and ``last_result(state_store=...)`` do.
+
+    Raises:
+        SinkConfigurationError: ``store`` is none of these.
+    """
+    if store is None:
+        return None
+    if isinstance(store, str | os.PathLike) and isinstance(os.fspath(store), str):
+        return open_store(os.fspath(store))
+    if not callable(getattr(store, "acquire", None)):
+        raise SinkConfigurationError(
+            f"state_store must be a commit state store, a SQLite file or a postgresql:// URL "
+            f"(got {describe(store)}); e.g. state_store='/data/orders/commit_state.sqlite' "
+            "or SqliteCommitStateStore('/data/orders/commit_state.sqlite')"
+        )
+    return cast("CommitStateStore", store)
 
 
 def load_factory(
@@ -211,6 +248,67 @@ def load_factory(
 
 _MISSING: Final = object()
 
+_HINTS: Final = {
+    "checkpointlocation": "Spark's option of df.writeStream; a batch write's re-run guard is "
+    "'checkpoint_id'",
+    "guarantee": "an option of df.writeStream.format('sinkv2'); a batch write gives what the "
+    "sink's shape gives, see inspect_sink(sink).guarantee_text",
+    "on_stage": "an option of df.writeStream.format('sinkv2'); a batch write's result is "
+    "sinkv2_spark.last_result(sink_id)",
+}
+"""Options people pass to the wrong door, with what to use instead."""
+
+
+def _not_taken(
+    spec: str,
+    options: Mapping[str, str],
+    signature: inspect.Signature,
+    error: TypeError,
+    door_options: Sequence[str],
+) -> str:
+    """Why ``factory(**options)`` does not bind: the options it lacks or does not know."""
+    takes = [
+        name
+        for name, parameter in signature.parameters.items()
+        if parameter.kind in {parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD}
+    ]
+    unknown = sorted(name for name in options if name not in takes)
+    missing = [
+        name
+        for name, parameter in signature.parameters.items()
+        if name in takes and name not in options and parameter.default is parameter.empty
+    ]
+    named = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, [*takes, *door_options], n=1)
+        cased = [taken for taken in takes if taken.lower() == name and taken != name]
+        hint = (
+            _HINTS.get(name)
+            or (
+                f"Spark lower-cases option names, so the factory's {cased[0]!r} can never "
+                "be given: name the parameter in lower case"
+                if cased
+                else ""
+            )
+            or (f"did you mean {close[0]!r}?" if close else "")
+        )
+        named.append(f"{name!r}" + (f" ({hint})" if hint else ""))
+    problems = []
+    if named:
+        problems.append(
+            f"does not take the option{'s' if len(named) > 1 else ''} {', '.join(named)}"
+        )
+    if missing:
+        problems.append(
+            f"needs the option{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}"
+        )
+    what = " and ".join(problems) or f"does not take these options ({error})"
+    return (
+        f"sink {spec!r} {what}; its options are {takes}, and the data source's own "
+        f"{list(door_options)}. Every other option goes to the sink's factory as a keyword "
+        "argument (Spark lower-cases option names)"
+    )
+
 
 def _takes_sink_id(signature: inspect.Signature) -> bool:
     parameter = signature.parameters.get("sink_id")
@@ -248,15 +346,8 @@ def make_sink(
         try:
             signature.bind(**options)
         except TypeError as error:
-            takes = [
-                name
-                for name, parameter in signature.parameters.items()
-                if parameter.kind in {parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD}
-            ]
             raise SinkConfigurationError(
-                f"sink {spec!r} does not take the options {sorted(options)} ({error}); it "
-                f"takes {takes}. Options other than {list(door_options)} are passed to the "
-                "sink's factory as keyword arguments (Spark lower-cases their names)"
+                _not_taken(spec, options, signature, error, door_options)
             ) from error
     try:
         return factory(**options)
