@@ -91,3 +91,19 @@ def test_the_demo_needs_only_the_setup_and_the_test_path_installs_the_servers():
     assert test.index("scripts/without-servers bash scripts/demo") < test.index(
         "bash scripts/setup-servers"
     )
+
+
+def test_setup_refuses_a_java_older_than_17_before_installing_anything(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(SCRIPTS / "setup", tmp_path / "scripts" / "setup")
+    stand_in = tmp_path / "stand-in-bin"
+    stand_in.mkdir()
+    (stand_in / "java").write_text(
+        '#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n', encoding="utf-8"
+    )
+    (stand_in / "java").chmod(0o755)
+    env = {**os.environ, "PATH": f"{stand_in}{os.pathsep}{os.environ['PATH']}"}
+    result = run("bash", str(tmp_path / "scripts" / "setup"), cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert "Spark 4 needs Java 17+, found Java 11" in result.stderr
+    assert not (tmp_path / ".venv").exists()  # refused before the venv and the install
