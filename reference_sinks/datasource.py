@@ -82,7 +82,8 @@ def files(
 
     Args:
         path: The output directory or URI (also ``.save(path)``); required.
-        format: ``"parquet"`` (default) or ``"jsonl"``.
+        format: ``"parquet"`` (default) or ``"jsonl"`` (``"json"``, Spark's name, too; in
+            any case).
         partition_by: Comma-separated partition columns.
         max_rows: Rows per part file at most (`RollingPolicy`).
         max_bytes: Bytes per part file, about (`RollingPolicy`).
@@ -116,13 +117,15 @@ def files(
             min_files=min_files if min_files is not None else default.min_files,
             target_bytes=target if target is not None else default.target_bytes,
         )
-    if format not in {"parquet", "jsonl"}:
+    file_format = format.strip().lower()  # Spark's format names are in any case
+    file_format = "jsonl" if file_format == "json" else file_format  # Spark's name for it
+    if file_format not in {"parquet", "jsonl"}:
         raise SinkConfigurationError(
             f"the files sink's 'format' option must be 'parquet' or 'jsonl' (got {format!r})"
         )
     return FileSink(
         path,
-        "parquet" if format == "parquet" else "jsonl",
+        "parquet" if file_format == "parquet" else "jsonl",
         partition_by=columns,
         rolling_policy=rolling,
         compaction=compaction,
