@@ -153,6 +153,8 @@ class CheckpointRunner:
             SinkWriterError: A writer failed; nothing of the checkpoint is recorded.
             SerializationError: A recorded writer state does not read.
             SinkConfigurationError: The recorded states belong to another sink.
+            CommitStateError: The checkpoint is not recorded but a later one is: it
+                was pruned, or the stream's checkpoint ids went back. Nothing is written.
         """
         self.raise_commit_failure()
         coordinator = self._coordinator

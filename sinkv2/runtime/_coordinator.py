@@ -47,12 +47,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import Any, Final, final
 
 import attrs
 
 from sinkv2._messages import END_OF_INPUT
 from sinkv2.errors import (
+    CommitStateError,
     IllegalLifecycleError,
     SinkConfigurationError,
 )
@@ -67,9 +68,6 @@ from sinkv2.runtime._seam import (
     WriterStageOutput,
 )
 from sinkv2.runtime._store import EpochStatus
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["CommitCoordinator", "CoordinatorState"]
 
@@ -196,12 +194,18 @@ class CommitCoordinator(JobCoordinator):
                 its result reports it, and ``RECOMMITTED`` if this checkpoint is one
                 of the epochs it committed.
             recommitted: Pending epochs below it just committed (its result says so).
+
+        Raises:
+            CommitStateError: The checkpoint is not recorded but a later one is (its
+                record was pruned, or the stream's checkpoint ids went back).
         """
         epoch = checkpoint_id
         existing = self.lease.get(epoch)
         need = EpochNeed.WRITE if existing is None else _NEEDS[existing.status]
         if existing is not None and existing.status is EpochStatus.ABORTED:
             existing = None
+        if need is EpochNeed.WRITE:
+            self._check_forward(epoch)
         return EpochPlan(
             epoch=epoch,
             checkpoint_id=checkpoint_id,
@@ -214,6 +218,31 @@ class CommitCoordinator(JobCoordinator):
                 if recovery is not None and need is EpochNeed.NOTHING
                 else None
             ),
+        )
+
+    def _check_forward(self, epoch: int) -> None:
+        """Refuse to write a stream's checkpoint below one that is recorded already.
+
+        A stream's checkpoints go forward: an unrecorded checkpoint below a Pending
+        or Committed one had its record pruned (or the stream's checkpoint ids went
+        back), and writing it again could make data visible twice.
+
+        Raises:
+            CommitStateError: A later checkpoint is recorded Pending or Committed.
+        """
+        if self.lease.next_epoch() <= epoch + 1:  # nothing recorded above it: the usual case
+            return
+        later = self.latest_record()
+        if later is None or later.epoch <= epoch:
+            return
+        raise CommitStateError(
+            f"checkpoint {epoch} of sink {self.sink_id!r} has no record in {self._store!r}, "
+            f"but the later checkpoint {later.epoch} is {later.status.value}: a stream's "
+            "checkpoints go forward, so this one was recorded and then pruned (the store "
+            "keeps only the newest ones), or the stream's checkpoint ids went back (its "
+            "checkpoint location was restored from an older copy, or reset). Writing it "
+            "again could make its data visible twice, so nothing was written. Restart the "
+            "stream from its latest checkpoint, or start it over under a new sink_id"
         )
 
     def settle(self, plan: EpochPlan) -> SinkResult:

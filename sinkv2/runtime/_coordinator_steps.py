@@ -37,6 +37,7 @@ from sinkv2.runtime._seam import (
     StageListener,
 )
 from sinkv2.runtime._store import CommitStateStore, EpochRecord, EpochStatus, SinkLease
+from sinkv2.runtime._unreadable import unreadable_committables
 from sinkv2.runtime._writer_states import WriterStates
 
 if TYPE_CHECKING:
@@ -263,15 +264,19 @@ class EpochSteps:
         """The committables recorded with ``record``.
 
         Raises:
-            CorruptDataError: The stored bytes do not decode.
+            CorruptDataError: The stored bytes do not decode (named with the store).
             UnsupportedVersionError: They were written by a serializer version the
                 sink no longer reads.
         """
         if self._committables is None:
             return []
-        return SimpleVersionedSerialization.read_version_and_deserialize_list(
-            self._committables, record.payload
-        )
+        try:
+            return SimpleVersionedSerialization.read_version_and_deserialize_list(
+                self._committables, record.payload
+            )
+        except SerializationError as error:
+            sink_type = self.capabilities.sink_type
+            raise unreadable_committables(error, record, self._store, sink_type) from error
 
     def record_pending(
         self,
@@ -331,7 +336,10 @@ class EpochSteps:
 
         Raises:
             CommitError: The commit failed; the epoch stays pending.
+            StaleFencingTokenError: A newer driver took the sink id; nothing was committed.
         """
+        with self.timed("commit"):
+            self.lease.record_job()  # a fenced no-op: a zombie driver stops before committing
         outcome = self.run_committer(
             committables,
             checkpoint_id=checkpoint_id,

@@ -37,6 +37,7 @@ however long the history. Engine-neutral: no pyspark here.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import pathlib
@@ -45,7 +46,7 @@ import shlex
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import attrs
@@ -54,10 +55,16 @@ import msgpack
 from sinkv2._metrics import InMemoryMetricGroup
 from sinkv2._serialization import SimpleVersionedSerialization
 from sinkv2._text import describe, short_repr
-from sinkv2.errors import CommitStateError, SinkConfigurationError
+from sinkv2.errors import (
+    CommitStateError,
+    CorruptDataError,
+    SerializationError,
+    SinkConfigurationError,
+)
 from sinkv2.runtime._source_plan import PlanningContext, split_id_of
 from sinkv2.runtime._source_slices import EpochSlice, ReadLimit, check_streamable
 from sinkv2.runtime._source_store import FIRST_SOURCE_EPOCH, SourceLease, SourceStateStore
+from sinkv2.runtime._unreadable import restated
 from sinkv2.source import (
     SourceContractError,
     SplitCut,
@@ -170,11 +177,19 @@ class SourceEpochCoordinator:
 
         ``start`` being asked proves every epoch up to it is committed by the
         engine: it is acknowledged first (`acknowledge`) and older epochs pruned.
+
+        Raises:
+            CommitStateError: The engine committed the epoch after ``start`` already
+                (its checkpoint went back), or ``start`` has no record.
+            CorruptDataError: The record of ``start`` does not read.
         """
         lease = self._lease_now()
-        if lease.get(start + 1) is not None:  # planned before a crash, never logged
+        planned = lease.get(start + 1)
+        if planned is not None:  # planned before a crash, never logged
             if start == FIRST_SOURCE_EPOCH:
                 self._refuse_a_new_checkpoint(lease)
+            elif planned.acknowledged:
+                raise CommitStateError(self._went_back(start, planned.job_id))
             if self._state is not None:  # restored from the record when it is needed
                 self._state.enumerator.close()
                 self._state = None
@@ -217,11 +232,14 @@ class SourceEpochCoordinator:
         record = self._lease_now().get(epoch)
         if record is None:
             raise self._missing(epoch)
-        decoded = msgpack.unpackb(record.assignment)
-        slices = [
-            EpochSlice(epoch, subtask, decoded["parallelism"], tuple(splits), records, tuple(evs))
-            for subtask, splits, records, evs in decoded["slices"]
-        ]
+        with self._decoding(epoch, "assignment"):
+            decoded = msgpack.unpackb(record.assignment)
+            slices = [
+                EpochSlice(
+                    epoch, subtask, decoded["parallelism"], tuple(splits), records, tuple(evs)
+                )
+                for subtask, splits, records, evs in decoded["slices"]
+            ]
         self._slices = (epoch, slices)
         return slices
 
@@ -246,6 +264,15 @@ class SourceEpochCoordinator:
             "from the checkpoint location that read it, or read under a new source_id, or "
             "forget the old history first: "
             f"`sinkv2 state forget-source {self._store_argument()} {self.source_id}`"
+        )
+
+    def _went_back(self, start: int, job_id: str) -> str:
+        return (
+            f"source id {self.source_id!r}: the engine committed epoch {start + 1} (job "
+            f"{job_id}), and now asks for the epoch after {start} again: its checkpoint went "
+            "back (restored from an older copy?), and reading epoch "
+            f"{start + 1} again would read committed records twice, so nothing was read. "
+            "Restart from the checkpoint location as it was, or read under a new source_id"
         )
 
     def _store_argument(self) -> str:
@@ -287,7 +314,8 @@ class SourceEpochCoordinator:
         """Whether ``record`` holds finished splits not yet told the enumerator."""
         if record.end_positions is None:
             return False
-        return bool(msgpack.unpackb(record.end_positions).get("finished"))
+        with self._decoding(record.epoch, "end_positions"):
+            return bool(msgpack.unpackb(record.end_positions).get("finished"))
 
     def _report_finished(self, state: _State, epoch: int) -> None:
         due = [ids for finished_in, ids in state.finished if finished_in <= epoch]
@@ -387,28 +415,10 @@ class SourceEpochCoordinator:
         if self._state is not None:
             self._state.enumerator.close()
             self._state = None
-        checkpoint = _unframe(self._checkpoint_serializer, record.enumerator_checkpoint)
+        with self._decoding(epoch, "enumerator_checkpoint"):
+            checkpoint = _unframe(self._checkpoint_serializer, record.enumerator_checkpoint)
         context = self._context()
-        carried = self._empty()
-        finished: list[tuple[int, list[str]]] = []
-        no_more: list[int] = []
-        if record.end_positions is not None:
-            kept = msgpack.unpackb(record.end_positions)
-            finished = [(e, list(ids)) for e, ids in kept.get("finished", [])]
-            flat = [
-                _unframe(self._split_serializer, framed)
-                for subtask in kept["carried"]
-                for framed in subtask
-            ]
-            if kept["parallelism"] == self.parallelism:
-                carried = [
-                    [_unframe(self._split_serializer, f) for f in subtask]
-                    for subtask in kept["carried"]
-                ]
-                no_more = kept["no_more"]
-            else:  # rescaled: positions are per split, so deal them round-robin
-                for index, split in enumerate(flat):
-                    carried[index % self.parallelism].append(split)
+        carried, finished, no_more = self._carried(epoch, record.end_positions)
         for subtask, part in enumerate(carried):  # readers hold them: assigning one is a repeat
             for split in part:
                 context.split_ids[split_id_of(split, "snapshot_state")] = subtask
@@ -423,6 +433,51 @@ class SourceEpochCoordinator:
         self._take_assigned(state)
         self._state = state
         return state
+
+    def _carried(
+        self, epoch: int, end_positions: bytes | None
+    ) -> tuple[list[list[Any]], list[tuple[int, list[str]]], list[int]]:
+        """What ``epoch`` recorded: splits carried on, finished ones, subtasks with no more."""
+        carried = self._empty()
+        if end_positions is None:
+            return carried, [], []
+        with self._decoding(epoch, "end_positions"):
+            kept = msgpack.unpackb(end_positions)
+            finished = [(e, list(ids)) for e, ids in kept.get("finished", [])]
+            flat = [
+                _unframe(self._split_serializer, framed)
+                for subtask in kept["carried"]
+                for framed in subtask
+            ]
+            if kept["parallelism"] == self.parallelism:
+                carried = [
+                    [_unframe(self._split_serializer, f) for f in subtask]
+                    for subtask in kept["carried"]
+                ]
+                return carried, finished, list(kept["no_more"])
+        for index, split in enumerate(flat):  # rescaled: positions are per split, dealt round-robin
+            carried[index % self.parallelism].append(split)
+        return carried, finished, []
+
+    @contextlib.contextmanager
+    def _decoding(self, epoch: int, column: str) -> Iterator[None]:
+        """Turn what a damaged record raises into a `CorruptDataError` naming it."""
+        try:
+            yield
+        except (ValueError, TypeError, KeyError, IndexError, msgpack.UnpackException) as error:
+            message = (
+                f"the record of epoch {epoch} of source id {self.source_id!r} in "
+                f"{self._store!r} does not read ({column}: {type(error).__name__}: {error}). "
+                "The store was damaged or changed by something other than sinkv2, or by a "
+                "source release that frames its splits or checkpoints differently; nothing "
+                "was read. Restore the store from a backup, or run the source release that "
+                "wrote it; or forget the source id's history (`sinkv2 state forget-source "
+                f"{self._store_argument()} {shlex.quote(self.source_id)}`) and start from a "
+                "new checkpoint location"
+            )
+            if isinstance(error, SerializationError):
+                raise restated(error, message) from error
+            raise CorruptDataError(message, serializer="sinkv2 source epoch record") from error
 
     def _take_assigned(self, state: _State) -> None:
         for subtask, splits in enumerate(state.context.take_assigned()):

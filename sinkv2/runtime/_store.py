@@ -472,14 +472,23 @@ class CommitStateStore(Protocol):
 
 
 def check_name(name: str, value: object, hint: str) -> None:
-    """Raise `SinkConfigurationError` unless ``value`` is a non-empty, encodable str."""
+    """Raise `SinkConfigurationError` unless ``value`` is a non-empty, encodable str.
+
+    NUL is refused by every store, since PostgreSQL cannot keep it in a text column
+    or a connection's application name: one id means the same in every store.
+    """
     if isinstance(value, str) and value:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
             pass
         else:
-            return
+            if "\x00" not in value:
+                return
+            raise SinkConfigurationError(
+                f"{name!r} must be a str without NUL characters (got {describe(value)}): "
+                f"PostgreSQL cannot keep them, so no store takes them; {hint}"
+            )
     raise SinkConfigurationError(
         f"{name!r} must be a non-empty str of valid unicode (got {describe(value)}); {hint}"
     )

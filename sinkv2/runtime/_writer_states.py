@@ -20,8 +20,9 @@ import attrs
 import msgpack
 
 from sinkv2._serialization import SimpleVersionedSerialization, SimpleVersionedSerializer
-from sinkv2.errors import CorruptDataError, SerializationError, UnsupportedVersionError
+from sinkv2.errors import CorruptDataError, SerializationError
 from sinkv2.runtime._rescale import carry_target, restore_by_flink_rule, restore_by_subtask_id
+from sinkv2.runtime._unreadable import restated
 
 __all__ = ["SubtaskStates", "WriterStates"]
 
@@ -179,7 +180,7 @@ class WriterStates:
                 try:
                     SimpleVersionedSerialization.read_version_and_deserialize(serializer, framed)
                 except SerializationError as error:
-                    raise _restated(
+                    raise restated(
                         error,
                         f"writer state {index} of subtask {subtask.subtask_id} recorded for "
                         f"{what} cannot be restored: {error}. Nothing was written or "
@@ -193,14 +194,3 @@ def _framed(states: object) -> tuple[bytes, ...]:
     if not isinstance(states, list) or not all(isinstance(s, bytes) for s in states):
         raise TypeError(f"a subtask's states must be a list of bytes (got {states!r:.80})")
     return tuple(states)
-
-
-def _restated(error: SerializationError, message: str) -> SerializationError:
-    """``error``'s kind, with ``message``."""
-    if isinstance(error, UnsupportedVersionError):
-        return UnsupportedVersionError(
-            message, serializer=error.serializer, version=error.version, supported=error.supported
-        )
-    if isinstance(error, CorruptDataError):
-        return CorruptDataError(message, serializer=error.serializer, version=error.version)
-    return SerializationError(message, serializer=error.serializer)
