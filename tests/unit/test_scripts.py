@@ -99,7 +99,7 @@ def test_setup_refuses_a_java_older_than_17_before_installing_anything(tmp_path)
     stand_in = tmp_path / "stand-in-bin"
     stand_in.mkdir()
     (stand_in / "java").write_text(
-        '#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n', encoding="utf-8"
+        "#!/bin/sh\necho 'openjdk version \"11.0.22\" 2024-01-16' >&2\n", encoding="utf-8"
     )
     (stand_in / "java").chmod(0o755)
     env = {**os.environ, "PATH": f"{stand_in}{os.pathsep}{os.environ['PATH']}"}
