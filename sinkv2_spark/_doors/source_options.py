@@ -7,14 +7,18 @@ other one is passed to the source's factory as a keyword argument (still a strin
 An option spelled as Spark's own sources or `from_source` spell it
 (``maxFilesPerTrigger``, ``max_splits_per_trigger``) is refused with the door's name.
 A source Spark cannot pickle is refused by every door before Spark tries
-(`check_source_shippable`), naming the attribute that does not pickle.
+(`check_source_shippable`), naming the attribute that does not pickle; one whose
+module Spark's Python workers cannot import is named with the ways to ship it
+(`workers_must_import`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
@@ -30,6 +34,7 @@ __all__ = [
     "door_source",
     "positive_option",
     "task_options",
+    "workers_must_import",
 ]
 
 SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
@@ -195,4 +200,41 @@ def check_source_shippable(source: Any, door: str) -> None:
             f"not pickle ({type(error).__name__}: {error}). Keep a source plain configuration "
             "(paths, names, numbers): open connections, clients, locks and files in "
             "create_enumerator() and create_reader(), not in the source's __init__"
+        ) from error
+
+
+_NO_MODULE: Final = re.compile(r"No module named '([^']+)'")
+
+_SHIP_IT: Final = (
+    "Spark's Python workers must be able to import the module that defines the source "
+    "({module!r}). Local mode: start Python (and so the Spark session) with that module's "
+    "directory on PYTHONPATH, or install it as a package into the workers' Python. "
+    "Standalone, YARN, Kubernetes: ship it with spark.sparkContext.addPyFile('<file>.py or "
+    ".zip'), spark-submit --py-files, or the spark.submit.pyFiles setting, or install it "
+    "on every worker. Spark Connect: spark.addArtifacts('<file>.py or .zip', pyfile=True)"
+)
+
+
+@contextlib.contextmanager
+def workers_must_import(source: Any, door: str) -> Iterator[None]:
+    """Name the fix when Spark's Python workers cannot import what the source needs.
+
+    Spark unpickles the source in a Python worker when the read is loaded; a module
+    only the driver can import fails there as ``No module named ...`` inside a
+    ``PYTHON_DATA_SOURCE_ERROR`` (an ``AnalysisException``), which says nothing of
+    how to ship it.
+
+    Raises:
+        SinkConfigurationError: The error says a module is missing; names it, the
+            source's module and the ways to ship it. Other errors pass unchanged.
+    """
+    try:
+        yield
+    except Exception as error:
+        found = _NO_MODULE.search(str(error))
+        if found is None:
+            raise
+        raise SinkConfigurationError(
+            f"{door}: Spark's Python workers cannot load {type(source).__qualname__}: no "
+            f"module named {found.group(1)!r}. " + _SHIP_IT.format(module=type(source).__module__)
         ) from error

@@ -43,6 +43,7 @@ from sinkv2_spark._doors.source_options import (
     door_source,
     positive_option,
     task_options,
+    workers_must_import,
 )
 from sinkv2_spark._doors.source_stream import SourceStreamReader
 from sinkv2_spark._rules.options import open_store
@@ -204,7 +205,8 @@ def from_source(
         SourceContractError: A stream of an unbounded source that does not
             implement `SupportsEndPositions`.
         SinkConfigurationError: A stream without a ``source_id``, or both limits, or
-            ``native_read=True`` where the native path is not available.
+            ``native_read=True`` where the native path is not available, or Spark's
+            Python workers cannot import the source's module.
         ValueError: A batch read of an unbounded source, a bad number, or a
             ``streaming`` that is not None, True or False.
     """
@@ -296,9 +298,8 @@ def from_source(
             return reader
 
     spark.dataSource.register(_OneSource)
-    if stream:
-        return spark.readStream.format(name).load()
-    return spark.read.format(name).load()
+    with workers_must_import(source, "from_source()"):  # Spark loads the source in a worker
+        return (spark.readStream if stream else spark.read).format(name).load()
 
 
 def _check_arguments(
@@ -344,8 +345,7 @@ def source_store(
     A path may be a str or an ``os.PathLike`` (a ``pathlib.Path``).
 
     Raises:
-        SinkConfigurationError: The location is empty, or the object keeps no
-            source epochs.
+        SinkConfigurationError: The location is empty, or keeps no source epochs.
     """
     if isinstance(location, os.PathLike):  # a SQLite path as a pathlib.Path
         location = os.fspath(location)

@@ -17,6 +17,7 @@ import pytest
 from pyspark.util import handle_worker_exception
 
 from sinkv2 import AttrsMsgpackSerializer
+from sinkv2.errors import SinkConfigurationError
 from sinkv2.source import Boundedness, SourceDefinitionError, SourceReaderError, SplitEnumerator
 from sinkv2.source._errors import raised_at
 from sinkv2.source.lib import DataGeneratorSource
@@ -229,3 +230,51 @@ def test_a_stream_of_an_unpicklable_source_is_refused_before_it_starts(spark, tm
             source_id="locked",
             state_store=tmp_path / "state.sqlite",
         )
+
+
+DRIVER_ONLY_MODULE = '''
+from sinkv2.source.lib import NumberSequenceSource
+
+
+class DriverOnlySource:
+    """A source whose module only the driver can import."""
+
+    def __init__(self):
+        self.inner = NumberSequenceSource(1, 3)
+
+    def get_boundedness(self):
+        return self.inner.get_boundedness()
+
+    def create_enumerator(self, context):
+        return self.inner.create_enumerator(context)
+
+    def restore_enumerator(self, context, checkpoint):
+        return self.inner.restore_enumerator(context, checkpoint)
+
+    def create_reader(self, context):
+        return self.inner.create_reader(context)
+
+    def get_split_serializer(self):
+        return self.inner.get_split_serializer()
+
+    def get_enumerator_checkpoint_serializer(self):
+        return self.inner.get_enumerator_checkpoint_serializer()
+
+    def get_produced_type(self):
+        return self.inner.get_produced_type()
+'''
+
+
+def test_a_source_module_the_workers_cannot_import_is_named_with_the_fix(
+    spark, tmp_path, monkeypatch
+):
+    (tmp_path / "driver_only_source_module.py").write_text(DRIVER_ONLY_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the driver's path only, not the workers'
+    from driver_only_source_module import DriverOnlySource
+
+    with pytest.raises(SinkConfigurationError) as raised:
+        from_source(spark, DriverOnlySource())
+    message = str(raised.value)
+    assert "no module named 'driver_only_source_module'" in message
+    assert "addPyFile" in message
+    assert "PYTHONPATH" in message
