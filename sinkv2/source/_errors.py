@@ -10,9 +10,15 @@ SinkV2Error
 
 from __future__ import annotations
 
+import traceback
+from typing import Final
+
 from sinkv2.errors import SinkV2Error
 
-__all__ = ["SourceContractError", "SourceDefinitionError", "SourceReaderError"]
+__all__ = ["SourceContractError", "SourceDefinitionError", "SourceReaderError", "raised_at"]
+
+_NOTE_FRAMES: Final = 4
+"""How many innermost frames of the original error `raised_at` shows."""
 
 
 class SourceDefinitionError(SinkV2Error, TypeError):
@@ -46,7 +52,30 @@ class SourceReaderError(SinkV2Error):
 
     Also what `DataGeneratorSource`'s reader raises when ``generator_function``
     raises (Flink's "threw an exception on this input: <index>"). The cause (the
-    split reader's or the function's exception) is chained as ``__cause__``. Records the
+    split reader's or the function's exception) is chained as ``__cause__``, and a note
+    (`raised_at`) shows where it was raised: Spark's Python workers drop ``__cause__``
+    from a task's error (their simplified traceback), and keep the notes. Records the
     reader emitted before are not lost: the engine restores the reader's splits from
     its last checkpoint.
     """
+
+
+def raised_at(cause: BaseException) -> str:
+    """A note for an error that wraps ``cause``: where the original error was raised.
+
+    Follows ``cause``'s own causes to the first error raised (the connector's), and
+    shows its innermost frames and its message. Added with ``add_note`` to the
+    wrapping error, it survives engines that print an error without its chain:
+    Spark's Python workers set a task error's ``__cause__`` to ``None`` before they
+    format it, so a split reader's own traceback would otherwise be lost.
+    """
+    root = cause
+    seen = {id(root)}
+    while root.__cause__ is not None and id(root.__cause__) not in seen:
+        root = root.__cause__
+        seen.add(id(root))
+    frames = traceback.format_tb(root.__traceback__)[-_NOTE_FRAMES:]
+    where = "".join(frames).rstrip() or "  (no traceback)"
+    message = "".join(traceback.format_exception_only(type(root), root)).rstrip()
+    heading = f"raised at (innermost {len(frames)} frame(s) of the original error):"
+    return f"{heading}\n{where}\n{message}"

@@ -6,26 +6,35 @@ other one is passed to the source's factory as a keyword argument (still a strin
 ``batch_rows`` goes to a factory that names it as a parameter too (the files source).
 An option spelled as Spark's own sources or `from_source` spell it
 (``maxFilesPerTrigger``, ``max_splits_per_trigger``) is refused with the door's name.
+A source Spark cannot pickle is refused by every door before Spark tries
+(`check_source_shippable`), naming the attribute that does not pickle; one whose
+module Spark's Python workers cannot import is named with the ways to ship it
+(`workers_must_import`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import DEFAULT_BATCH_ROWS
-from sinkv2.source import inspect_source
+from sinkv2.source import SourceDefinitionError, inspect_source
+from sinkv2.text import find_unpicklable, short_repr
 from sinkv2_spark._rules.options import load_factory
 
 __all__ = [
     "SOURCE_DOOR_OPTIONS",
     "SOURCE_SHORT_NAMES",
+    "check_source_shippable",
     "door_source",
     "positive_option",
     "task_options",
+    "workers_must_import",
 ]
 
 SOURCE_SHORT_NAMES: Final[Mapping[str, str]] = {
@@ -165,3 +174,67 @@ def _strings_hint(cls: type) -> str:
         "instead, e.g. def numbers(start, end): return NumberSequenceSource(int(start), "
         "int(end))"
     )
+
+
+def check_source_shippable(source: Any, door: str) -> None:
+    """Refuse a source Spark cannot ship to the processes that plan and read it.
+
+    Spark pickles the source (with cloudpickle) into its planner and every task; a
+    source holding a lock, an open file or a connection would fail there with a bare
+    ``PicklingError`` that names neither the source nor the attribute.
+
+    Raises:
+        SourceDefinitionError: ``source`` does not pickle; names the attribute that
+            fails, its type, and where such things belong.
+    """
+    from pyspark import cloudpickle  # noqa: PLC0415  # the pickler Spark ships tasks with
+
+    dumps: Callable[[object], bytes] = cloudpickle.dumps
+    try:
+        dumps(source)
+    except Exception as error:
+        path, culprit = find_unpicklable(source, dumps, "source") or ("source", source)
+        raise SourceDefinitionError(
+            f"{door}: {type(source).__qualname__} cannot be shipped to Spark's planner and "
+            f"tasks: {path} ({short_repr(culprit, 120)} of type {type(culprit).__name__}) does "
+            f"not pickle ({type(error).__name__}: {error}). Keep a source plain configuration "
+            "(paths, names, numbers): open connections, clients, locks and files in "
+            "create_enumerator() and create_reader(), not in the source's __init__"
+        ) from error
+
+
+_NO_MODULE: Final = re.compile(r"No module named '([^']+)'")
+
+_SHIP_IT: Final = (
+    "Spark's Python workers must be able to import the module that defines the source "
+    "({module!r}). Local mode: start Python (and so the Spark session) with that module's "
+    "directory on PYTHONPATH, or install it as a package into the workers' Python. "
+    "Standalone, YARN, Kubernetes: ship it with spark.sparkContext.addPyFile('<file>.py or "
+    ".zip'), spark-submit --py-files, or the spark.submit.pyFiles setting, or install it "
+    "on every worker. Spark Connect: spark.addArtifacts('<file>.py or .zip', pyfile=True)"
+)
+
+
+@contextlib.contextmanager
+def workers_must_import(source: Any, door: str) -> Iterator[None]:
+    """Name the fix when Spark's Python workers cannot import what the source needs.
+
+    Spark unpickles the source in a Python worker when the read is loaded; a module
+    only the driver can import fails there as ``No module named ...`` inside a
+    ``PYTHON_DATA_SOURCE_ERROR`` (an ``AnalysisException``), which says nothing of
+    how to ship it.
+
+    Raises:
+        SinkConfigurationError: The error says a module is missing; names it, the
+            source's module and the ways to ship it. Other errors pass unchanged.
+    """
+    try:
+        yield
+    except Exception as error:
+        found = _NO_MODULE.search(str(error))
+        if found is None:
+            raise
+        raise SinkConfigurationError(
+            f"{door}: Spark's Python workers cannot load {type(source).__qualname__}: no "
+            f"module named {found.group(1)!r}. " + _SHIP_IT.format(module=type(source).__module__)
+        ) from error

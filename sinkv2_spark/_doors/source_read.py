@@ -39,9 +39,11 @@ from sinkv2_spark._doors.source_native import door_native_option, native_frame
 from sinkv2_spark._doors.source_options import (
     SOURCE_DOOR_OPTIONS,
     SOURCE_SHORT_NAMES,
+    check_source_shippable,
     door_source,
     positive_option,
     task_options,
+    workers_must_import,
 )
 from sinkv2_spark._doors.source_stream import SourceStreamReader
 from sinkv2_spark._rules.options import open_store
@@ -198,11 +200,13 @@ def from_source(
             always run the source's readers.
 
     Raises:
-        SourceDefinitionError: ``source`` lacks a FLIP-27 method.
+        SourceDefinitionError: ``source`` lacks a FLIP-27 method, or cannot be
+            pickled (Spark ships it to its planner and tasks).
         SourceContractError: A stream of an unbounded source that does not
             implement `SupportsEndPositions`.
         SinkConfigurationError: A stream without a ``source_id``, or both limits, or
-            ``native_read=True`` where the native path is not available.
+            ``native_read=True`` where the native path is not available, or Spark's
+            Python workers cannot import the source's module.
         ValueError: A batch read of an unbounded source, a bad number, or a
             ``streaming`` that is not None, True or False.
     """
@@ -272,6 +276,7 @@ def from_source(
         reader = BoundedSourceReader(
             source, arrow_schema, parallelism or _default_parallelism(spark), batch_rows
         )
+    check_source_shippable(source, "from_source()")
     name = f"sinkv2_source_{os.getpid()}_{next(_NAMES)}"
 
     class _OneSource(DataSource):
@@ -293,9 +298,8 @@ def from_source(
             return reader
 
     spark.dataSource.register(_OneSource)
-    if stream:
-        return spark.readStream.format(name).load()
-    return spark.read.format(name).load()
+    with workers_must_import(source, "from_source()"):  # Spark loads the source in a worker
+        return (spark.readStream if stream else spark.read).format(name).load()
 
 
 def _check_arguments(
@@ -341,8 +345,7 @@ def source_store(
     A path may be a str or an ``os.PathLike`` (a ``pathlib.Path``).
 
     Raises:
-        SinkConfigurationError: The location is empty, or the object keeps no
-            source epochs.
+        SinkConfigurationError: The location is empty, or keeps no source epochs.
     """
     if isinstance(location, os.PathLike):  # a SQLite path as a pathlib.Path
         location = os.fspath(location)
@@ -374,6 +377,7 @@ def door_reader(
     Raises:
         SinkConfigurationError: A bad option, or a ``.schema(...)`` the user gave
             that is not the source's.
+        SourceDefinitionError: The source does not pickle (`check_source_shippable`).
     """
     if source is None:
         source = door_source(options)
@@ -385,6 +389,7 @@ def door_reader(
         )
     door_native_option(options, "read")
     arrow_schema = _checked_schema(source, schema, "read")
+    check_source_shippable(source, "spark.read.format('sinkv2')")
     return BoundedSourceReader(source, arrow_schema, *task_options(options))
 
 
@@ -417,6 +422,7 @@ def door_stream_reader(
         SinkConfigurationError: No ``source_id``, a bad option, both limits, or a
             ``.schema(...)`` that is not the source's.
         SourceContractError: An unbounded source without `SupportsEndPositions`.
+        SourceDefinitionError: The source does not pickle (`check_source_shippable`).
     """
     if source is None:
         source = door_source(options)
@@ -430,6 +436,7 @@ def door_stream_reader(
     check_streamable(source)
     door_native_option(options, "readStream")
     arrow_schema = _checked_schema(source, schema, "readStream")
+    check_source_shippable(source, "spark.readStream.format('sinkv2')")
     parallelism, batch_rows = task_options(options)
     return SourceStreamReader(
         source,

@@ -10,7 +10,7 @@ from sinkv2._text import describe
 from sinkv2.errors import SinkConfigurationError
 from sinkv2.source._context import SourceReaderContext
 from sinkv2.source._end_positions import SplitCut
-from sinkv2.source._errors import SourceReaderError
+from sinkv2.source._errors import SourceReaderError, raised_at
 from sinkv2.source.lib._sequence_reader import SequenceReader
 from sinkv2.source.lib._sequence_source import SequenceSource, check_int
 from sinkv2.source.lib._sequence_splits import NumberSequenceSplit, cut_at
@@ -161,10 +161,12 @@ class DataGeneratorSource(SequenceSource):
         try:
             rows.extend(map(self.generator_function, indices))  # keeps what came before a raise
         except Exception as error:
-            raise SourceReaderError(
+            failed = SourceReaderError(
                 f"generator_function {self.generator_function!r} threw an exception on this "
                 f"input: {indices[len(rows)]} ({type(error).__name__}: {error})"
-            ) from error
+            )
+            failed.add_note(raised_at(error))  # Spark drops __cause__, keeps notes
+            raise failed from error
         dicts = bool(rows) and isinstance(rows[0], Mapping)
         if not self._all_fit(rows, dicts):
             for index, row in zip(indices, rows, strict=True):

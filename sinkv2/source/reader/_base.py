@@ -295,7 +295,16 @@ class SourceReaderBase(
         """
         ids = []
         for split in splits:
-            split_id = split.split_id()  # type: ignore[attr-defined]  # SplitT is a SourceSplit
+            get_id = getattr(split, "split_id", None)
+            split_id = get_id() if callable(get_id) else None
+            if not isinstance(split_id, str):
+                raise SourceContractError(
+                    f"add_splits() got {describe(split)}, whose split_id() is "
+                    f"{describe(split_id) if callable(get_id) else 'missing'}: not a SourceSplit "
+                    "with a str id (a split serializer's deserialize() must return the split it "
+                    "serialized)",
+                    method="add_splits",
+                )
             if split_id in self._states or split_id in ids:
                 raise SourceContractError(
                     f"split {split_id!r} was added to reader "

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from typing import Generic, TypeVar, final
 
 from sinkv2._text import describe
-from sinkv2.source._errors import SourceContractError, SourceReaderError
+from sinkv2.source._errors import SourceContractError, SourceReaderError, raised_at
 from sinkv2.source.reader._queue import ElementQueue
 from sinkv2.source.reader._records import RecordsWithSplitIds
 from sinkv2.source.reader._split_reader import SplitReader
@@ -218,9 +218,9 @@ class SingleThreadFetcherManager(Generic[E, SplitT]):
         """
         error = self._error  # one atomic read; set once, under the lock, by the fetcher
         if error is not None:
-            raise SourceReaderError(
-                f"the split fetcher failed: {type(error).__name__}: {error}"
-            ) from error
+            failed = SourceReaderError(f"the split fetcher failed: {type(error).__name__}: {error}")
+            failed.add_note(raised_at(error))  # Spark drops __cause__, keeps notes
+            raise failed from error
 
     def busy(self) -> bool:
         """Whether the fetcher plainly still works (a fetch or a split in hand); no lock taken.
