@@ -350,9 +350,18 @@ class SourceEpochCoordinator:
         self._settled = True
         context = state.context
         context.run_due(wait=False)
-        if not context.timers:
+        # Wait only for what runs after the wait: a periodic timer (brought forward) or
+        # a one-shot one due within SETTLE_S. A later one-shot timer would not run (it
+        # is not due, and an available-now run runs no timers after this): no wait.
+        now = time.monotonic()
+        waits = [
+            timer.due - now
+            for timer in context.timers
+            if timer.period_s > 0 or timer.due - now <= SETTLE_S
+        ]
+        if not waits:
             return
-        time.sleep(max(min(context.timers[0].due - time.monotonic(), SETTLE_S), 0))
+        time.sleep(max(min(*waits, SETTLE_S), 0))
         now = time.monotonic()
         for timer in context.timers:
             if timer.period_s > 0:
