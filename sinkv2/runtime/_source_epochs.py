@@ -619,6 +619,16 @@ class SourceEpochCoordinator:
                 method="cut_split",
                 split_id=split_id,
             )
+        for part, piece in (("read", cut.read), ("rest", cut.rest)):
+            if piece is not None and split_id_of(piece, "cut_split") != split_id:
+                raise SourceContractError(
+                    f"cut_split() of split {split_id!r} returned a SplitCut whose {part} is "
+                    f"split {split_id_of(piece, 'cut_split')!r}; both parts of a cut are the "
+                    "same split (its id unchanged), before and after the end position, or "
+                    "another split's records would be read twice or never",
+                    method="cut_split",
+                    split_id=split_id,
+                )
         told = "an untold number" if cut.records is None else str(cut.records)
         over = (
             cut.records is None or cut.records > max_records if max_records is not None else False

@@ -11,6 +11,7 @@ import itertools
 import re
 import shlex
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -288,6 +289,21 @@ def test_a_cut_over_the_limit_is_refused(store, log):
     coord = coordinator(Overfull(log), store)
     with pytest.raises(SourceContractError, match="at most 2 record"):
         coord.next_epoch(coord.initial_epoch(), ReadLimit(max_records=2))
+    coord.close()
+
+
+@pytest.mark.parametrize("part", ["read", "rest"])
+def test_a_cut_whose_part_is_another_split_is_refused(store, log, part):
+    class Renaming(LogSource):
+        def cut_split(self, split, end, max_records):
+            cut = super().cut_split(split, end, max_records)
+            other = attrs.evolve(getattr(cut, part), partition=split.partition + 1)
+            return attrs.evolve(cut, **{part: other})
+
+    append(log, 0, 3)
+    coord = coordinator(Renaming(log), store)
+    with pytest.raises(SourceContractError, match=f"whose {part} is split 'p1'"):
+        coord.next_epoch(coord.initial_epoch(), ReadLimit())
     coord.close()
 
 
