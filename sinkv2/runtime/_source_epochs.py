@@ -61,6 +61,7 @@ from sinkv2.errors import (
     SerializationError,
     SinkConfigurationError,
 )
+from sinkv2.runtime._enumerator_calls import enumerator_call
 from sinkv2.runtime._source_plan import PlanningContext, split_id_of
 from sinkv2.runtime._source_slices import EpochSlice, ReadLimit, check_streamable
 from sinkv2.runtime._source_store import FIRST_SOURCE_EPOCH, SourceLease, SourceStateStore
@@ -404,9 +405,10 @@ class SourceEpochCoordinator:
         context = self._context()
         enumerator = self._source.create_enumerator(context)
         check_enumerator(enumerator)
-        enumerator.start()
-        for subtask in range(self.parallelism):
-            enumerator.add_reader(subtask)
+        with enumerator_call("start() or add_reader()", self.source_id):
+            enumerator.start()
+            for subtask in range(self.parallelism):
+                enumerator.add_reader(subtask)
         context.run_due(wait=False)
         state = _State(FIRST_SOURCE_EPOCH, enumerator, context, self._empty())
         self._take_assigned(state)
@@ -433,9 +435,10 @@ class SourceEpochCoordinator:
                 context.split_ids[split_id_of(split, "snapshot_state")] = subtask
         enumerator = self._source.restore_enumerator(context, checkpoint)
         check_enumerator(enumerator)
-        enumerator.start()
-        for subtask in range(self.parallelism):
-            enumerator.add_reader(subtask)
+        with enumerator_call("start() or add_reader()", self.source_id):
+            enumerator.start()
+            for subtask in range(self.parallelism):
+                enumerator.add_reader(subtask)
         context.no_more.update(no_more)
         state = _State(epoch, enumerator, context, carried, finished)
         context.run_due(wait=False)
@@ -511,7 +514,8 @@ class SourceEpochCoordinator:
             if not idle:
                 break
             for subtask in idle:
-                state.enumerator.handle_split_request(subtask, None)
+                with enumerator_call("handle_split_request()", self.source_id):
+                    state.enumerator.handle_split_request(subtask, None)
                 state.context.run_due(wait=False, timers=not self._frozen)
             before = sum(len(part) for part in state.carried)
             self._take_assigned(state)
@@ -644,7 +648,8 @@ class SourceEpochCoordinator:
         return cut
 
     def _record(self, epoch: int, state: _State, *, slices: list[EpochSlice]) -> None:
-        checkpoint = state.enumerator.snapshot_state(epoch)
+        with enumerator_call("snapshot_state()", self.source_id):
+            checkpoint = state.enumerator.snapshot_state(epoch)
         assignment = msgpack.packb(
             {
                 "parallelism": self.parallelism,

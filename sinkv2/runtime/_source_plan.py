@@ -28,6 +28,7 @@ import attrs
 from sinkv2._metrics import InMemoryMetricGroup, MetricGroup
 from sinkv2._serialization import SimpleVersionedSerialization
 from sinkv2._text import describe, short_repr
+from sinkv2.runtime._enumerator_calls import enumerator_call
 from sinkv2.source import (
     Boundedness,
     ReaderInfo,
@@ -269,9 +270,10 @@ def plan_bounded_read(
     check_enumerator(enumerator)
     deadline = time.monotonic() + timeout_s
     try:
-        enumerator.start()
-        for subtask in range(parallelism):
-            enumerator.add_reader(subtask)
+        with enumerator_call("start() or add_reader()", None):
+            enumerator.start()
+            for subtask in range(parallelism):
+                enumerator.add_reader(subtask)
         _pump(enumerator, context, deadline, timeout_s)
     finally:
         enumerator.close()
@@ -290,7 +292,8 @@ def _pump(enumerator: Any, context: PlanningContext, deadline: float, timeout_s:
         context.run_due(wait=False)
         for subtask in range(context.current_parallelism()):
             if subtask not in context.no_more:
-                enumerator.handle_split_request(subtask, None)
+                with enumerator_call("handle_split_request()", None):
+                    enumerator.handle_split_request(subtask, None)
                 context.run_due(wait=False)
         if (len(context.split_ids), len(context.no_more)) != before:
             continue

@@ -307,6 +307,27 @@ def test_a_cut_whose_part_is_another_split_is_refused(store, log, part):
     coord.close()
 
 
+@pytest.mark.parametrize("call", ["start", "snapshot_state"])
+def test_an_enumerator_s_own_error_names_the_call_and_the_source(store, log, call):
+    class Failing(LogSource):
+        def create_enumerator(self, context):
+            enumerator = super().create_enumerator(context)
+
+            def fail(*args):
+                raise OSError("the listing service is down")
+
+            setattr(enumerator, call, fail)
+            return enumerator
+
+    append(log, 0, 3)
+    coord = coordinator(Failing(log), store, source_id="orders")
+    with pytest.raises(OSError, match="the listing service is down") as raised:
+        coord.next_epoch(coord.initial_epoch(), ReadLimit())
+    coord.close()
+    assert f"raised by the split enumerator's {call}() " in "\n".join(raised.value.__notes__)
+    assert "source 'orders'" in raised.value.__notes__[-1]
+
+
 # -- exactly once under random schedules ---------------------------------------------
 
 
