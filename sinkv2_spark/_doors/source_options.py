@@ -25,7 +25,7 @@ from sinkv2.errors import SinkConfigurationError, SinkV2Error
 from sinkv2.runtime import DEFAULT_BATCH_ROWS
 from sinkv2.source import SourceDefinitionError, inspect_source
 from sinkv2.text import find_unpicklable, short_repr
-from sinkv2_spark._rules.options import load_factory
+from sinkv2_spark._rules.options import load_factory, options_not_taken
 
 __all__ = [
     "SOURCE_DOOR_OPTIONS",
@@ -132,6 +132,19 @@ def door_source(options: Mapping[str, str]) -> Any:
     factory = load_factory(spec, option="source", short_names=SOURCE_SHORT_NAMES)
     kwargs = {k: v for k, v in options.items() if k.lower() not in SOURCE_DOOR_OPTIONS}
     kwargs.update(_shared_options(factory, options))
+    try:
+        signature: inspect.Signature | None = inspect.signature(factory)
+    except (TypeError, ValueError):  # no signature to read: the call decides
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(**kwargs)
+        except TypeError as error:
+            raise SinkConfigurationError(
+                options_not_taken(
+                    spec, kwargs, signature, error, SOURCE_DOOR_OPTIONS, kind="source"
+                )
+            ) from error
     try:
         source = factory(**kwargs)
     except SinkV2Error as error:

@@ -259,14 +259,19 @@ _HINTS: Final = {
 """Options people pass to the wrong door, with what to use instead."""
 
 
-def _not_taken(
+def options_not_taken(
     spec: str,
     options: Mapping[str, str],
     signature: inspect.Signature,
     error: TypeError,
     door_options: Sequence[str],
+    *,
+    kind: str = "sink",
 ) -> str:
-    """Why ``factory(**options)`` does not bind: the options it lacks or does not know."""
+    """Why ``factory(**options)`` does not bind: the options it lacks or does not know.
+
+    ``kind`` is what the factory makes (``sink`` or ``source``), for the message.
+    """
     takes = [
         name
         for name, parameter in signature.parameters.items()
@@ -304,8 +309,8 @@ def _not_taken(
         )
     what = " and ".join(problems) or f"does not take these options ({error})"
     return (
-        f"sink {spec!r} {what}; its options are {takes}, and the data source's own "
-        f"{list(door_options)}. Every other option goes to the sink's factory as a keyword "
+        f"{kind} {spec!r} {what}; its options are {takes}, and the data source's own "
+        f"{list(door_options)}. Every other option goes to the {kind}'s factory as a keyword "
         "argument (Spark lower-cases option names)"
     )
 
@@ -347,7 +352,7 @@ def make_sink(
             signature.bind(**options)
         except TypeError as error:
             raise SinkConfigurationError(
-                _not_taken(spec, options, signature, error, door_options)
+                options_not_taken(spec, options, signature, error, door_options)
             ) from error
     try:
         return factory(**options)

@@ -199,7 +199,12 @@ def test_the_read_door_reads_a_source_its_factory_makes(spark):
         ({"source": "no_such_module_x:f"}, "names module 'no_such_module_x', which does not"),
         (
             {"source": "tests.spark.test_from_source:sequence", "start": "1"},
-            r"refused its options \['start'\]",
+            r"source 'tests.spark.test_from_source:sequence' needs the option 'end'; its "
+            r"options are \['start', 'end', 'num_splits'\]",
+        ),
+        (
+            {"source": "tests.spark.test_from_source:sequence", "start": "1", "ends": "9"},
+            r"does not take the option 'ends' \(did you mean 'end'\?\) and needs the option",
         ),
         (
             {"source": "tests.spark.test_from_source:sequence", "start": "1", "end": "none"},
