@@ -1,0 +1,98 @@
+"""Values a column's type would change on the way in, found before they are sent.
+
+PostgreSQL rounds a numeric value with more decimals than its ``numeric(P, S)``
+column has to ``S`` without a word (``1.005`` into ``numeric(10, 2)`` is stored as
+``1.01``). pyspark infers ``decimal(38, 18)`` for Python decimals, so the type alone
+cannot be refused: the writer checks the values instead, and refuses the first one
+that rounding would change, naming row, column and value. A value that fits exactly
+(``1.500000000000000000``) passes; one with too many digits before the point is left
+to PostgreSQL ("numeric field overflow", a bad row too).
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from typing import Final
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from reference_sinks.postgres._table import TargetTable
+
+__all__ = ["RoundedValue", "first_rounded"]
+
+_NUMERIC: Final = re.compile(r"^numeric\((\d+),(\d+)\)(\[\])?$")
+
+
+@attrs.frozen
+class RoundedValue:
+    """A value PostgreSQL would round: where it is, and what it would become."""
+
+    row: int
+    """The row's index in the batch."""
+    column: str
+    column_type: str
+    value: decimal.Decimal
+    stored: decimal.Decimal
+    """What PostgreSQL would store (rounded half away from zero, as numeric does)."""
+
+
+def _column_scale(type_name: str) -> tuple[int, bool] | None:
+    """The scale of a ``numeric(P, S)`` column (or array of them); whether it is an array."""
+    found = _NUMERIC.match(type_name.replace(" ", ""))
+    if found is None:
+        return None
+    return int(found[2]), found[3] is not None
+
+
+def _inexact(values: pa.Array, scale: int) -> pa.Array:
+    """Per value: whether it has a digit beyond ``scale`` decimals (null stays null)."""
+    kind = values.type
+    cut_type = (pa.decimal256 if pa.types.is_decimal256(kind) else pa.decimal128)(
+        kind.precision, scale
+    )
+    cut = values.cast(cut_type, safe=False)  # drops the decimals beyond ``scale``
+    return pc.not_equal(cut.cast(kind), values)
+
+
+def first_rounded(batch: pa.RecordBatch, table: TargetTable) -> RoundedValue | None:
+    """The first value of ``batch`` (in row order) that its column would round, if any."""
+    found: list[RoundedValue] = []
+    for name, values in zip(batch.schema.names, batch.columns, strict=True):
+        column = table.column(name)
+        if column is None:
+            continue
+        target = _column_scale(column.type_name)
+        if target is None:
+            continue
+        scale, array = target
+        kind = values.type
+        parents: pa.Array | None = None
+        if array and (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+            parents = pc.list_parent_indices(values)
+            values = pc.list_flatten(values)  # noqa: PLW2901  # the elements, row by row
+            kind = values.type
+        if not pa.types.is_decimal(kind) or kind.scale <= scale:
+            continue
+        index = pc.index(pc.fill_null(_inexact(values, scale), False), True).as_py()
+        if index < 0:
+            continue
+        value = values[index].as_py()
+        assert isinstance(value, decimal.Decimal)
+        row = index if parents is None else parents[index].as_py()
+        found.append(
+            RoundedValue(
+                row=row,
+                column=name,
+                column_type=column.type_name,
+                value=value,
+                stored=value.quantize(
+                    decimal.Decimal(1).scaleb(-scale),
+                    rounding=decimal.ROUND_HALF_UP,
+                    context=decimal.Context(prec=80),
+                ),
+            )
+        )
+    return min(found, key=lambda rounded: rounded.row) if found else None

@@ -1,0 +1,206 @@
+"""PostgresSink red-teamed: values a column would change, and crashes of a real process.
+
+A crash is a subprocess that ``os._exit``s at a chosen point; then the next run of
+the same sink id does what the runtime does (commit or abort the pending epoch,
+clean up the dead job) and the database must hold no prepared transaction, no
+staging table, and the rows exactly once or not at all.
+"""
+
+import decimal
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pytest
+
+from reference_sinks.postgres import PostgresSink
+from sinkv2.errors import FatalDestinationError
+from sinkv2.runtime import BasicCommitterInitContext, BasicSinkWriterContext, BasicWriterInitContext
+from tests.reference_sinks.postgres.helpers import prepared, read_rows
+
+ROOT = Path(__file__).resolve().parents[3]
+D = decimal.Decimal
+
+
+def _writer(sink, schema, job="job-1"):
+    return sink.create_writer(
+        BasicWriterInitContext(
+            subtask_id=0,
+            number_of_parallel_subtasks=1,
+            attempt_number=0,
+            job_id=job,
+            input_schema=schema,
+        )
+    )
+
+
+def _execute(url, statement):
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(statement)
+
+
+def _write_batch(sink, batch):
+    writer = _writer(sink, batch.schema)
+    try:
+        writer.write_arrow_batch(batch, BasicSinkWriterContext())
+        writer.flush(True)
+        committables = writer.prepare_commit()
+    finally:
+        writer.close()
+    committer = sink.create_committer(BasicCommitterInitContext())
+    try:
+        from sinkv2.runtime import commit_with_retries
+
+        commit_with_retries(committer, committables, sleep=lambda _: None)
+    finally:
+        committer.close()
+
+
+# --- decimals PostgreSQL would round -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ddl", ["id bigint, amount numeric(10, 2)", "id bigint PRIMARY KEY, amount numeric(10, 2)"]
+)
+def test_a_decimal_the_column_would_round_is_refused_naming_row_column_and_value(postgres_url, ddl):
+    _execute(postgres_url, f"CREATE TABLE money ({ddl})")
+    amounts = [D("1.5"), None, D("-2.25"), D("1.005")]
+    batch = pa.RecordBatch.from_pydict(
+        {"id": [0, 1, 2, 3], "amount": pa.array(amounts, pa.decimal128(38, 18))}
+    )
+    sink = PostgresSink(postgres_url, "money")
+    with pytest.raises(FatalDestinationError) as raised:
+        _write_batch(sink, batch)
+    message = str(raised.value)
+    assert "row 3 " in message
+    assert "'amount'" in message
+    assert "1.005000000000000000" in message
+    assert "1.01" in message
+    assert read_rows(postgres_url, "money", "id, amount") == []
+    assert prepared(postgres_url) == []
+
+
+def test_decimals_that_fit_exactly_pass_whatever_their_type(postgres_url):
+    _execute(
+        postgres_url, "CREATE TABLE money (id bigint, amount numeric(10, 2), many numeric(10, 2)[])"
+    )
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "id": [0, 1, 2],
+            "amount": pa.array([D("1.5"), None, D("-99999999.99")], pa.decimal128(38, 18)),
+            "many": pa.array([[D("0.1"), None], None, []], pa.list_(pa.decimal128(20, 6))),
+        }
+    )
+    _write_batch(PostgresSink(postgres_url, "money"), batch)
+    assert read_rows(postgres_url, "money", "id, amount, many") == [
+        {"id": 0, "amount": D("1.50"), "many": [D("0.10"), None]},
+        {"id": 1, "amount": None, "many": None},
+        {"id": 2, "amount": D("-99999999.99"), "many": []},
+    ]
+
+
+def test_a_decimal_in_an_array_the_column_would_round_is_refused(postgres_url):
+    _execute(postgres_url, "CREATE TABLE money (id bigint, many numeric(10, 2)[])")
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "id": [0, 1],
+            "many": pa.array([[D("0.1")], [None, D("0.125")]], pa.list_(pa.decimal128(20, 6))),
+        }
+    )
+    with pytest.raises(FatalDestinationError, match=r"row 1 .*'many'.*0\.125000 to 0\.13"):
+        _write_batch(PostgresSink(postgres_url, "money"), batch)
+    assert read_rows(postgres_url, "money", "id") == []
+
+
+# --- a process that dies -----------------------------------------------------------------
+
+CRASH = textwrap.dedent(
+    """
+    import os, sys
+    import pyarrow as pa
+    from reference_sinks.postgres import PostgresSink, PostgresCommitter
+    from sinkv2.runtime import BasicCommitterInitContext, BasicSinkWriterContext
+    from sinkv2.runtime import BasicWriterInitContext, commit_with_retries
+
+    url, point, out = sys.argv[1:]
+    sink = PostgresSink(url, "events", sink_id="crashing")
+    batch = pa.RecordBatch.from_pydict({"id": list(range(100)), "name": ["x"] * 100})
+    writer = sink.create_writer(BasicWriterInitContext(
+        subtask_id=0, number_of_parallel_subtasks=1, attempt_number=0, job_id="dead-job",
+        input_schema=batch.schema))
+    writer.write_arrow_batch(batch, BasicSinkWriterContext())
+    if point == "mid-copy":
+        os._exit(3)
+    writer.flush(True)
+    committables = writer.prepare_commit()
+    serializer = sink.get_committable_serializer()
+    with open(out, "wb") as file:
+        file.write(serializer.serialize(committables[0]))
+    if point == "prepared":
+        os._exit(3)
+    PostgresCommitter._move = lambda *args: os._exit(3)  # after COMMIT PREPARED
+    commit_with_retries(
+        sink.create_committer(BasicCommitterInitContext()), committables, sleep=lambda _: None
+    )
+    """
+)
+
+
+def _staging_tables(url):
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'sinkv2_stage_%'"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("keyed", "point", "recommit"),
+    [
+        (True, "mid-copy", False),
+        (True, "committed-not-moved", False),
+    ],
+)
+def test_a_writer_or_committer_that_dies_leaves_nothing_once_the_next_run_started(
+    postgres_url, tmp_path, keyed, point, recommit
+):
+    key = " PRIMARY KEY" if keyed else ""
+    _execute(postgres_url, f"CREATE TABLE events (id bigint{key}, name text)")
+    out = tmp_path / "committable"
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH, postgres_url, point, str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert crashed.returncode == 3, crashed.stderr
+    assert read_rows(postgres_url, "events", "id") == []  # nothing half-written visible
+    sink = PostgresSink(postgres_url, "events", sink_id="crashing")
+    committables = []
+    if out.exists():
+        serializer = sink.get_committable_serializer()
+        committables = [serializer.deserialize(serializer.get_version(), out.read_bytes())]
+    # The next run: the pending epoch is committed (checkpoint id) or aborted, then the
+    # dead job is cleaned up.
+    if recommit:
+        committer = sink.create_committer(BasicCommitterInitContext())
+        try:
+            from sinkv2.runtime import commit_with_retries
+
+            commit_with_retries(committer, committables, sleep=lambda _: None)
+        finally:
+            committer.close()
+    elif committables:
+        sink.abort(committables)
+    sink.clean_up_attempts("dead-job", ())
+    assert prepared(postgres_url) == []
+    assert _staging_tables(postgres_url) == []
+    rows = read_rows(postgres_url, "events", "id")
+    assert rows == ([{"id": i} for i in range(100)] if recommit else [])
