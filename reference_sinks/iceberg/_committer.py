@@ -30,6 +30,7 @@ import attrs
 
 from reference_sinks.iceberg._catalog import CatalogSpec
 from reference_sinks.iceberg._model import IcebergCommittable
+from reference_sinks.iceberg._orphans import job_commit_uuid
 from sinkv2 import Committer
 
 if TYPE_CHECKING:
@@ -139,6 +140,9 @@ def append_committable(
         single_attempt.transaction() as transaction,
         transaction.update_snapshot(snapshot_properties=properties).fast_append() as append,
     ):
+        # Names the manifests after the job, so its clean-up finds them if the catalog
+        # never takes this version (a crash or a failure in between): see ``_orphans``.
+        append.commit_uuid = job_commit_uuid(committable.sink_id, committable.job_id)
         for file in committable.files:
             append.append_data_file(file.to_data_file(metadata))
 

@@ -30,6 +30,7 @@ from reference_sinks.iceberg._model import (
     committable_serializer,
     write_result_serializer,
 )
+from reference_sinks.iceberg._orphans import delete_unreferenced_metadata
 from reference_sinks.iceberg._writer import (
     FILE_PREFIX,
     IcebergWriter,
@@ -236,13 +237,20 @@ class IcebergSink(
         """
         catalog = local_catalog(warehouse)
         if schema is not None:
-            from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC  # noqa: PLC0415  # optional extra
+            from pyiceberg.exceptions import TableAlreadyExistsError  # noqa: PLC0415  # optional extra
+            from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC  # noqa: PLC0415
 
             namespace = table.rsplit(".", 1)[0]
             catalog.create_namespace_if_not_exists(namespace)
-            catalog.create_table_if_not_exists(
-                table, schema=schema, partition_spec=partition_spec or UNPARTITIONED_PARTITION_SPEC
-            )
+            # Not create_table_if_not_exists: it writes a new table's metadata file before
+            # finding the table there, which left one unreferenced file per call.
+            if not catalog.table_exists(table):
+                with contextlib.suppress(TableAlreadyExistsError):  # created meanwhile
+                    catalog.create_table(
+                        table,
+                        schema=schema,
+                        partition_spec=partition_spec or UNPARTITIONED_PARTITION_SPEC,
+                    )
         return cls(catalog, table, **options)
 
     def load_table(self) -> Table:
@@ -473,6 +481,10 @@ class IcebergSink(
         (committed ones stay where Spark wrote them), and Spark's bookkeeping in it
         (``_temporary/`` of an unfinished write, ``.crc`` checksums) is always
         deleted; a directory left without a referenced file is deleted whole.
+
+        The job's manifests and manifest lists that no snapshot references (a
+        committer that died, or whose catalog call failed, after writing them) are
+        deleted too: see ``_orphans``.
         """
         kept = frozenset(kept_attempt_tokens)
         committed = self._committed_attempts.get(job_id, set())
@@ -511,6 +523,7 @@ class IcebergSink(
             | (referenced & set(native))
         )
         self._committed_attempts = {job_id: committed}
+        delete_unreferenced_metadata(table, self.sink_id, job_id)
 
     @staticmethod
     def _native_directories(
