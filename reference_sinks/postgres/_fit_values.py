@@ -1,4 +1,9 @@
-"""Values a column's type would change on the way in, found before they are sent.
+"""Values a column's type would change on the way in, and null upsert keys, found before sending.
+
+An upsert key column that is null (a unique index on nullable columns allows it)
+cannot be upserted: ``ON CONFLICT`` never matches a null, so such a row would be
+inserted again at every load, while ``SELECT DISTINCT ON (key)`` would collapse
+all the null-key rows of one load into one. `first_null_key` finds the first.
 
 PostgreSQL rounds a numeric value with more decimals than its ``numeric(P, S)``
 column has to ``S`` without a word (``1.005`` into ``numeric(10, 2)`` is stored as
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
@@ -21,7 +27,7 @@ import pyarrow.compute as pc
 
 from reference_sinks.postgres._table import TargetTable
 
-__all__ = ["RoundedValue", "first_rounded"]
+__all__ = ["RoundedValue", "first_null_key", "first_rounded"]
 
 _NUMERIC: Final = re.compile(r"^numeric\((\d+),(\d+)\)(\[\])?$")
 
@@ -96,3 +102,14 @@ def first_rounded(batch: pa.RecordBatch, table: TargetTable) -> RoundedValue | N
             )
         )
     return min(found, key=lambda rounded: rounded.row) if found else None
+
+
+def first_null_key(batch: pa.RecordBatch, upsert_key: Sequence[str]) -> tuple[int, str] | None:
+    """The first row (in row order) with a null in an upsert key column, and the column."""
+    found = []
+    for name in upsert_key:
+        index = batch.schema.get_field_index(name)
+        if index < 0 or batch.column(index).null_count == 0:
+            continue
+        found.append((pc.index(pc.is_null(batch.column(index)), True).as_py(), name))
+    return min(found) if found else None

@@ -204,3 +204,23 @@ def test_a_writer_or_committer_that_dies_leaves_nothing_once_the_next_run_starte
     assert _staging_tables(postgres_url) == []
     rows = read_rows(postgres_url, "events", "id")
     assert rows == ([{"id": i} for i in range(100)] if recommit else [])
+
+
+# --- upsert keys -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exactly_once", [True, False])
+def test_a_null_upsert_key_is_refused_not_collapsed_or_inserted_again(postgres_url, exactly_once):
+    """A unique index on nullable columns lets a null key in; ON CONFLICT never matches it."""
+    _execute(
+        postgres_url, "CREATE TABLE keyed (id bigint, name text); CREATE UNIQUE INDEX ON keyed (id)"
+    )
+    batch = pa.RecordBatch.from_pydict(
+        {"id": pa.array([1, None, 2, None], pa.int64()), "name": ["a", "b", "c", "d"]}
+    )
+    make = PostgresSink if exactly_once else PostgresSink.at_least_once
+    sink = make(postgres_url, "keyed", upsert_key="id")
+    with pytest.raises(FatalDestinationError, match=r"row 1 .*upsert key column 'id' is null"):
+        _write_batch(sink, batch)
+    assert read_rows(postgres_url, "keyed", "id, name") == []
+    assert _staging_tables(postgres_url) == []
