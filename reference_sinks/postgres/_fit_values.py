@@ -63,6 +63,14 @@ def _inexact(values: pa.Array, scale: int) -> pa.Array:
     return pc.not_equal(cut.cast(kind), values)
 
 
+def _rounded(value: decimal.Decimal, scale: int) -> decimal.Decimal:
+    return value.quantize(
+        decimal.Decimal(1).scaleb(-scale),
+        rounding=decimal.ROUND_HALF_UP,
+        context=decimal.Context(prec=80),
+    )
+
+
 def first_rounded(batch: pa.RecordBatch, table: TargetTable) -> RoundedValue | None:
     """The first value of ``batch`` (in row order) that its column would round, if any."""
     found: list[RoundedValue] = []
@@ -94,11 +102,7 @@ def first_rounded(batch: pa.RecordBatch, table: TargetTable) -> RoundedValue | N
                 column=name,
                 column_type=column.type_name,
                 value=value,
-                stored=value.quantize(
-                    decimal.Decimal(1).scaleb(-scale),
-                    rounding=decimal.ROUND_HALF_UP,
-                    context=decimal.Context(prec=80),
-                ),
+                stored=abs(rounded) if not (rounded := _rounded(value, scale)) else rounded,
             )
         )
     return min(found, key=lambda rounded: rounded.row) if found else None

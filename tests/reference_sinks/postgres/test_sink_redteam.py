@@ -224,3 +224,31 @@ def test_a_null_upsert_key_is_refused_not_collapsed_or_inserted_again(postgres_u
         _write_batch(sink, batch)
     assert read_rows(postgres_url, "keyed", "id, name") == []
     assert _staging_tables(postgres_url) == []
+
+
+# --- timestamps far out ------------------------------------------------------------------
+
+_US_PER_YEAR = 31_556_952_000_000  # 365.2425 days
+_YEAR_1 = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+
+
+def test_timestamps_centuries_before_year_1_are_written_and_beyond_4713_bc_refused(postgres_url):
+    """PostgreSQL takes instants back to 4713 BC: Arrow's reach further (the encoder
+    spelled them only within 400 years of year 1, and failed with an OverflowError)."""
+    _execute(postgres_url, "CREATE TABLE old (id bigint, at timestamptz, ats timestamptz[])")
+    micros = _YEAR_1 - 1000 * _US_PER_YEAR  # 1000 years before year 1: 1000 BC (no year 0)
+    at = pa.array([micros], pa.int64()).cast(pa.timestamp("us", "UTC"))
+    batch = pa.RecordBatch.from_pydict(
+        {"id": [0], "at": at, "ats": pa.ListArray.from_arrays([0, 1], at)}
+    )
+    _write_batch(PostgresSink(postgres_url, "old"), batch)
+    with psycopg.connect(postgres_url) as connection:
+        connection.execute("SET TIME ZONE 'UTC'")
+        found = connection.execute("SELECT at::text, ats[1] = at FROM old").fetchone()
+    assert found == ("1000-01-01 12:00:00+00 BC", True)
+    too_old = pa.array([_YEAR_1 - 5000 * _US_PER_YEAR], pa.int64()).cast(pa.timestamp("us", "UTC"))
+    with pytest.raises(FatalDestinationError, match=r"row 0 .*column 'at'.*out of range"):
+        _write_batch(
+            PostgresSink(postgres_url, "old"),
+            pa.RecordBatch.from_pydict({"id": [1], "at": too_old}),
+        )
