@@ -24,6 +24,7 @@ from reference_sinks.iceberg._model import IcebergDataFile, IcebergWriteResult
 from reference_sinks.iceberg._projection import fill_hidden_nulls, project
 from reference_sinks.iceberg._statistics import file_statistics
 from sinkv2 import CommittingSinkWriter, SinkWriter, WriterInitContext
+from sinkv2.errors import FatalDestinationError
 
 if TYPE_CHECKING:
     from pyiceberg.io import OutputFile
@@ -111,6 +112,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         self._task_schema: Schema | None = None
         self._file_arrow_schema: pa.Schema | None = None
         self._sequence = 0
+        self._rows_written = 0  # rows of this attempt's input written so far
 
     # --- input ---------------------------------------------------------------------------
 
@@ -151,6 +153,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
             )
         if schema != batch.schema:
             batch = batch.cast(schema)
+        self._check_nanoseconds(batch)
         if self._task_schema is None:
             self._task_schema = pyarrow_to_schema(
                 batch.schema,
@@ -178,6 +181,38 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
                 self._file_for(key).writer.write(rows)
         self._metrics.get_num_records_send_counter().inc(batch.num_rows)
         self._metrics.get_num_bytes_send_counter().inc(batch.nbytes)
+        self._rows_written += batch.num_rows
+
+    def _check_nanoseconds(self, batch: pa.RecordBatch) -> None:
+        """Refuse a nanosecond timestamp a microsecond column would cut (Spark's never are).
+
+        Iceberg's ``timestamp`` and ``timestamptz`` hold microseconds; the file is
+        written with pyiceberg's downcast, which drops the last three digits of every
+        value. One that has them is refused, naming row, column and value, before any
+        row of the batch is written; whole microseconds pass.
+        """
+        for index, field in enumerate(batch.schema):
+            kind = field.type
+            if not pa.types.is_timestamp(kind) or kind.unit != "ns":
+                continue
+            target = (
+                self._arrow_schema.field(field.name).type
+                if field.name in self._arrow_schema.names
+                else None
+            )
+            if target is None or not pa.types.is_timestamp(target) or target.unit == "ns":
+                continue
+            raw = batch.column(index).cast(pa.int64())
+            cut = pc.not_equal(pc.multiply(pc.divide(raw, 1000), 1000), raw)
+            row = pc.index(pc.fill_null(cut, False), True).as_py()
+            if row >= 0:
+                raise FatalDestinationError(
+                    f"Iceberg column {field.name!r} holds microseconds, but row "
+                    f"{self._rows_written + row} of this writer's input has "
+                    f"{batch.column(index)[row]} with nanoseconds, which it would cut. Nothing "
+                    "of this attempt is visible; truncate or round the column to microseconds "
+                    "and re-run"
+                )
 
     def _split_by_partition(self, table: pa.Table) -> list[tuple[PartitionKey, pa.Table]]:
         """``table``'s rows grouped by partition, with each group's partition key.

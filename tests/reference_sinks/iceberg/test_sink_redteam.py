@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from reference_sinks.iceberg import IcebergSink
 from sinkv2.runtime import BasicCommitterInitContext, commit_with_retries
 from tests.reference_sinks.iceberg.tables import SCHEMA, make_sink, read_back, rows, stage
@@ -109,3 +111,26 @@ def test_the_clean_up_keeps_manifests_that_outlive_their_expired_snapshot(tmp_pa
     table.maintenance.expire_snapshots().by_id(first).commit()
     sink.clean_up_attempts("job", ())
     assert [row["id"] for row in read_back(sink)] == list(range(10, 30))
+
+
+def test_a_nanosecond_timestamp_a_microsecond_column_would_cut_is_refused(tmp_path):
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField, TimestamptzType
+
+    from sinkv2.errors import FatalDestinationError
+
+    sink = IcebergSink.local(
+        tmp_path / "wh", "ns.t", schema=Schema(NestedField(1, "t", TimestamptzType()))
+    )
+
+    def batch(nanos):
+        return pa.RecordBatch.from_pydict(
+            {"t": pa.array(nanos, pa.int64()).cast(pa.timestamp("ns", "UTC"))}
+        )
+
+    whole = stage(sink, [batch([1_000_000_000, None, -2_000])], job_id="ok", checkpoint_id=1)
+    commit_with_retries(sink.create_committer(BasicCommitterInitContext()), [whole])
+    assert [row["t"] for row in sink.load_table().scan().to_arrow().to_pylist()][1] is None
+    with pytest.raises(FatalDestinationError, match=r"column 't' .* row 2 .*nanoseconds"):
+        stage(sink, [batch([5_000, None, 1_000_000_001])], job_id="cut", checkpoint_id=2)
