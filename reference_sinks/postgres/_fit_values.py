@@ -27,8 +27,9 @@ import pyarrow.compute as pc
 
 from reference_sinks.postgres._table import TargetTable
 
-__all__ = ["RoundedValue", "first_null_key", "first_rounded"]
+__all__ = ["RoundedValue", "first_null_key", "first_rounded", "whole_decimals"]
 
+_INTEGERS: Final = frozenset({"int2", "int4", "int8"})
 _NUMERIC: Final = re.compile(r"^numeric\((\d+),(\d+)\)(\[\])?$")
 
 
@@ -117,3 +118,41 @@ def first_null_key(batch: pa.RecordBatch, upsert_key: Sequence[str]) -> tuple[in
             continue
         found.append((pc.index(pc.is_null(batch.column(index)), True).as_py(), name))
     return min(found) if found else None
+
+
+def whole_decimals(batch: pa.RecordBatch, table: TargetTable) -> pa.RecordBatch:
+    """``batch`` with decimals bound for integer columns written without a zero fraction.
+
+    PostgreSQL's integer input refuses ``1.00``; a decimal whose fraction is zero is
+    written as its integer (``1``), and one with a fraction as it is, which the
+    server refuses, naming row and column.
+    """
+    columns = list(batch.columns)
+    changed = False
+    for index, (name, values) in enumerate(zip(batch.schema.names, batch.columns, strict=True)):
+        column = table.column(name)
+        kind = values.type
+        if (
+            column is None
+            or column.base_type not in _INTEGERS
+            or not pa.types.is_decimal(kind)
+            or kind.scale <= 0
+        ):
+            continue
+        make = pa.decimal256 if pa.types.is_decimal256(kind) else pa.decimal128
+        whole = values.cast(make(kind.precision, 0), safe=False)  # the fraction dropped
+        exact = pc.fill_null(pc.equal(whole.cast(kind), values), False)
+        columns[index] = pc.if_else(exact, whole.cast(pa.string()), values.cast(pa.string()))
+        changed = True
+    if not changed:
+        return batch
+    return pa.RecordBatch.from_arrays(
+        columns,
+        schema=pa.schema(
+            [
+                field.with_type(column.type)
+                for field, column in zip(batch.schema, columns, strict=True)
+            ],
+            metadata=batch.schema.metadata,
+        ),
+    )

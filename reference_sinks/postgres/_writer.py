@@ -43,7 +43,12 @@ from reference_sinks.postgres._bookkeeping import (
 )
 from reference_sinks.postgres._durable import FLUSH_THIS_COMMIT
 from reference_sinks.postgres._encode import encode_csv
-from reference_sinks.postgres._fit_values import RoundedValue, first_null_key, first_rounded
+from reference_sinks.postgres._fit_values import (
+    RoundedValue,
+    first_null_key,
+    first_rounded,
+    whole_decimals,
+)
 from reference_sinks.postgres._merge import merge_statement, staging_name
 from reference_sinks.postgres._model import PostgresTransaction, gid_of
 from reference_sinks.postgres._table import (
@@ -195,7 +200,7 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
             null_key = first_null_key(batch, self._options.upsert_key)
             if null_key is not None:
                 raise self._null_key_error(*null_key)
-        data = encode_csv(batch, self._encodings)
+        data = encode_csv(whole_decimals(batch, self._table), self._encodings)
         if b"\x00" in data:
             raise self._nul_error(data)
         self._send(data)

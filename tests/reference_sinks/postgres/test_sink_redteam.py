@@ -252,3 +252,19 @@ def test_timestamps_centuries_before_year_1_are_written_and_beyond_4713_bc_refus
             PostgresSink(postgres_url, "old"),
             pa.RecordBatch.from_pydict({"id": [1], "at": too_old}),
         )
+
+
+def test_a_whole_decimal_goes_into_an_integer_column_and_a_fraction_is_refused(postgres_url):
+    """PostgreSQL's integer input refused 1.00: a decimal column fitted no integer column."""
+    _execute(postgres_url, "CREATE TABLE counts (id bigint, n integer)")
+    sink = PostgresSink(postgres_url, "counts")
+    whole = pa.array([D("1.00"), D("-3.00"), None], pa.decimal128(10, 2))
+    _write_batch(sink, pa.RecordBatch.from_pydict({"id": [0, 1, 2], "n": whole}))
+    assert read_rows(postgres_url, "counts", "id, n") == [
+        {"id": 0, "n": 1},
+        {"id": 1, "n": -3},
+        {"id": 2, "n": None},
+    ]
+    part = pa.array([D("4.00"), D("2.50")], pa.decimal128(10, 2))
+    with pytest.raises(FatalDestinationError, match=r"row 1 .*column 'n'.*\"2\.50\""):
+        _write_batch(sink, pa.RecordBatch.from_pydict({"id": [3, 4], "n": part}))
