@@ -30,7 +30,7 @@ import attrs
 
 from reference_sinks.iceberg._catalog import CatalogSpec
 from reference_sinks.iceberg._model import IcebergCommittable
-from reference_sinks.iceberg._orphans import job_commit_uuid
+from reference_sinks.iceberg._orphans import CommitGuard, job_commit_uuid
 from sinkv2 import Committer
 
 if TYPE_CHECKING:
@@ -165,6 +165,8 @@ class IcebergCommitter(Committer[IcebergCommittable]):
     attempts: int = 8
     backoff_s: float = 0.02
     snapshot_properties: Mapping[str, str] = attrs.field(factory=dict)
+    guard: CommitGuard = attrs.field(factory=CommitGuard, eq=False, repr=False)
+    """Held for each ``commit``: the sink's, so its clean-up never looks mid-commit."""
     _rng: random.Random = attrs.field(factory=random.Random, init=False)
 
     def commit(self, requests: Collection[Committer.CommitRequest[IcebergCommittable]]) -> None:
@@ -177,6 +179,10 @@ class IcebergCommitter(Committer[IcebergCommittable]):
         loaded table each time; after ``attempts`` conflicts the request asks for
         ``retry_later``.
         """
+        with self.guard:
+            self._commit(requests)
+
+    def _commit(self, requests: Collection[Committer.CommitRequest[IcebergCommittable]]) -> None:
         from pyiceberg.exceptions import CommitFailedException  # noqa: PLC0415  # optional extra
 
         ordered = sorted(

@@ -6,7 +6,8 @@ table's ``metadata/`` directory first, then asks the catalog to take the new
 table version. A committer that dies in between (or whose catalog call fails)
 leaves those files behind, referenced by nothing.
 
-The committer names its appends' commit uuids after the job that wrote the
+Between commits (see `CommitGuard`), the committer names its appends' commit uuids
+after the job that wrote the
 files (`job_commit_uuid`: the first 8 bytes are a digest of the sink id and the
 job id, the rest random), so the clean-up of a job (``clean_up_attempts``, which
 runs once the job is done, or for a dead job at the next run of the sink id)
@@ -26,20 +27,53 @@ import contextlib
 import hashlib
 import os
 import re
+import threading
 import uuid
-from typing import TYPE_CHECKING, Final
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow.fs as pafs
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["delete_unreferenced_metadata", "job_commit_uuid"]
+__all__ = ["CommitGuard", "delete_unreferenced_metadata", "job_commit_uuid"]
 
 _UUID: Final = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _MANIFEST: Final = re.compile(rf"({_UUID})-m\d+\.avro")
 _MANIFEST_LIST: Final = re.compile(rf"snap-(-?\d+)-\d+-({_UUID})\.avro")
 _KEY_BYTES: Final = 8
+
+
+class CommitGuard:
+    """Keeps a sink's metadata clean-up and its committers' commits apart, in one process.
+
+    A stream commits on a commit thread while the next micro-batch's clean-up of the
+    same job runs: a commit's manifests exist before the catalog takes them, and the
+    clean-up must not take them for a dead commit's. The committers a sink makes hold
+    the sink's guard for each ``commit``; the clean-up holds it while it looks. It
+    pickles as a new guard (a process of its own has no commit to wait for).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.RLock()
 
 
 def _job_key(sink_id: str, job_id: str) -> str:

@@ -30,12 +30,12 @@ from reference_sinks.iceberg._model import (
     committable_serializer,
     write_result_serializer,
 )
-from reference_sinks.iceberg._orphans import delete_unreferenced_metadata
+from reference_sinks.iceberg._orphans import CommitGuard, delete_unreferenced_metadata
 from reference_sinks.iceberg._writer import (
     FILE_PREFIX,
     IcebergWriter,
     attempt_token_of,
-    utc_timestamps,
+    check_append_schema,
 )
 from sinkv2 import (
     END_OF_INPUT,
@@ -200,6 +200,7 @@ class IcebergSink(
         self.commit_attempts = _positive("commit_attempts", commit_attempts)
         self.snapshot_properties = dict(snapshot_properties or {})
         self._committed_attempts: dict[str, set[str]] = {}  # see clean_up_attempts
+        self._commit_guard = CommitGuard()  # see clean_up_attempts
         if native_write is not None and not isinstance(native_write, bool):
             raise SinkConfigurationError(
                 f"'native_write' must be True, False or None (got {native_write!r} of type "
@@ -271,36 +272,9 @@ class IcebergSink(
                 type (the message lists the columns expected and got), or a column or
                 struct field has an empty name.
         """
-        from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible  # noqa: PLC0415  # optional extra
-
         _check_field_names(schema, self.table)
         table = self.load_table()
-        expected = table.schema()
-        want = [f"{field.name}: {field.field_type}" for field in expected.fields]
-        got = [f"{field.name}: {field.type}" for field in schema]
-        names = {field.name for field in expected.fields}
-        missing = [name for name in (f.name for f in expected.fields) if name not in schema.names]
-        unexpected = [name for name in schema.names if name not in names]
-        if missing or unexpected:
-            raise SinkConfigurationError(
-                f"the DataFrame's columns do not match Iceberg table {self.table!r}: "
-                f"missing {missing}, unexpected {unexpected}; "
-                f"expected columns [{', '.join(want)}], got [{', '.join(got)}]. "
-                "Select and rename the columns to match the table"
-            )
-        try:
-            _check_pyarrow_schema_compatible(
-                expected,
-                utc_timestamps(schema),
-                downcast_ns_timestamp_to_us=True,
-                format_version=table.metadata.format_version,
-            )
-        except ValueError as error:
-            raise SinkConfigurationError(
-                f"the DataFrame's column types do not match Iceberg table {self.table!r}: "
-                f"expected columns [{', '.join(want)}], got [{', '.join(got)}]; cast the "
-                f"columns to the table's types. pyiceberg says:\n{error}"
-            ) from error
+        check_append_schema(self.table, table.schema(), table.metadata.format_version, schema)
 
     def add_pre_write_topology(self, input: DataFrame) -> DataFrame:
         """Check the schema; for a partitioned table, cluster rows by partition.
@@ -388,6 +362,7 @@ class IcebergSink(
             self.table,
             attempts=self.commit_attempts,
             snapshot_properties=self.snapshot_properties,
+            guard=self._commit_guard,
         )
 
     # --- Spark's own writer (the native path) --------------------------------------------
@@ -523,7 +498,8 @@ class IcebergSink(
             | (referenced & set(native))
         )
         self._committed_attempts = {job_id: committed}
-        delete_unreferenced_metadata(table, self.sink_id, job_id)
+        with self._commit_guard:  # not while a committer of this sink is mid-commit
+            delete_unreferenced_metadata(self.load_table(), self.sink_id, job_id)
 
     @staticmethod
     def _native_directories(

@@ -24,7 +24,7 @@ from reference_sinks.iceberg._model import IcebergDataFile, IcebergWriteResult
 from reference_sinks.iceberg._projection import fill_hidden_nulls, project
 from reference_sinks.iceberg._statistics import file_statistics
 from sinkv2 import CommittingSinkWriter, SinkWriter, WriterInitContext
-from sinkv2.errors import FatalDestinationError
+from sinkv2.errors import FatalDestinationError, SinkConfigurationError
 
 if TYPE_CHECKING:
     from pyiceberg.io import OutputFile
@@ -33,7 +33,13 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.types import PrimitiveType
 
-__all__ = ["FILE_PREFIX", "IcebergWriter", "attempt_token_of", "utc_timestamps"]
+__all__ = [
+    "FILE_PREFIX",
+    "IcebergWriter",
+    "attempt_token_of",
+    "check_append_schema",
+    "utc_timestamps",
+]
 
 FILE_PREFIX: Final = "sinkv2-"
 _NAME: Final = re.compile(r"^sinkv2-(?P<token>.+)-(?P<seq>\d{5})\.parquet$")
@@ -66,6 +72,58 @@ def utc_timestamps(schema: pa.Schema) -> pa.Schema:
     )
 
 
+def check_append_schema(
+    table_name: str,
+    expected: Schema,
+    format_version: Any,
+    schema: pa.Schema,
+    *,
+    why: str = "",
+    optional_may_miss: bool = False,
+) -> None:
+    """Check that rows of ``schema`` can be appended to a table of schema ``expected``.
+
+    ``optional_may_miss``: an optional column ``schema`` lacks is not refused (a
+    writer's check: the table may have gained one since the driver's, and the rows
+    read it as null, as rows written before it).
+
+    Raises:
+        SinkConfigurationError: Columns are missing, unexpected, or of the wrong
+            type; the message lists the columns expected and got (``why`` after it).
+    """
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible  # noqa: PLC0415  # optional extra
+
+    want = [f"{field.name}: {field.field_type}" for field in expected.fields]
+    got = [f"{field.name}: {field.type}" for field in schema]
+    names = {field.name for field in expected.fields}
+    missing = [
+        field.name
+        for field in expected.fields
+        if field.name not in schema.names and (field.required or not optional_may_miss)
+    ]
+    unexpected = [name for name in schema.names if name not in names]
+    if missing or unexpected:
+        raise SinkConfigurationError(
+            f"the DataFrame's columns do not match Iceberg table {table_name!r}{why}: "
+            f"missing {missing}, unexpected {unexpected}; "
+            f"expected columns [{', '.join(want)}], got [{', '.join(got)}]. "
+            "Select and rename the columns to match the table"
+        )
+    try:
+        _check_pyarrow_schema_compatible(
+            expected,
+            utc_timestamps(schema),
+            downcast_ns_timestamp_to_us=True,
+            format_version=format_version,
+        )
+    except ValueError as error:
+        raise SinkConfigurationError(
+            f"the DataFrame's column types do not match Iceberg table {table_name!r}{why}: "
+            f"expected columns [{', '.join(want)}], got [{', '.join(got)}]; cast the "
+            f"columns to the table's types. pyiceberg says:\n{error}"
+        ) from error
+
+
 class _OpenFile:
     """One Parquet file being written for one partition."""
 
@@ -95,6 +153,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         from pyiceberg.table.locations import load_location_provider  # noqa: PLC0415  # optional extra
 
         loaded = catalog.load_table(table)
+        self._table = table
         self._metadata = loaded.metadata
         self._io = loaded.io
         self._table_schema: Schema = self._metadata.schema()
@@ -155,6 +214,14 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
             batch = batch.cast(schema)
         self._check_nanoseconds(batch)
         if self._task_schema is None:
+            check_append_schema(
+                self._table,
+                self._table_schema,
+                self._metadata.format_version,
+                batch.schema,
+                why=" (its schema changed after the job checked the DataFrame)",
+                optional_may_miss=True,
+            )
             self._task_schema = pyarrow_to_schema(
                 batch.schema,
                 name_mapping=self._table_schema.name_mapping,

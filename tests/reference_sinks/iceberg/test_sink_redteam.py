@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from reference_sinks.iceberg import IcebergSink
@@ -114,7 +115,7 @@ def test_the_clean_up_keeps_manifests_that_outlive_their_expired_snapshot(tmp_pa
 
 
 def test_a_nanosecond_timestamp_a_microsecond_column_would_cut_is_refused(tmp_path):
-    import pyarrow as pa
+
     from pyiceberg.schema import Schema
     from pyiceberg.types import NestedField, TimestamptzType
 
@@ -134,3 +135,29 @@ def test_a_nanosecond_timestamp_a_microsecond_column_would_cut_is_refused(tmp_pa
     assert [row["t"] for row in sink.load_table().scan().to_arrow().to_pylist()][1] is None
     with pytest.raises(FatalDestinationError, match=r"column 't' .* row 2 .*nanoseconds"):
         stage(sink, [batch([5_000, None, 1_000_000_001])], job_id="cut", checkpoint_id=2)
+
+
+def test_a_column_renamed_after_the_check_fails_the_writer_naming_both_schemas(tmp_path):
+    """The docs' schema changes, made between the driver's check and the writers: a rename
+    is refused with the check's own message (it was pyiceberg's bare 'Could not find
+    field with name: value'); an added optional column is null in the new rows."""
+    from pyiceberg.types import StringType
+
+    from sinkv2.errors import SinkConfigurationError
+
+    sink = make_sink(tmp_path / "wh")
+    batch = rows(0, 3)
+    sink.check_schema(batch.schema)
+    with sink.load_table().update_schema() as update:
+        update.add_column("tag", StringType())
+    committable = stage(sink, [batch], job_id="added", checkpoint_id=1)
+    commit_with_retries(sink.create_committer(BasicCommitterInitContext()), [committable])
+    assert [row["tag"] for row in read_back(sink)] == [None] * 3
+    with sink.load_table().update_schema() as update:
+        update.rename_column("value", "amount")
+    with pytest.raises(
+        SinkConfigurationError, match=r"schema changed after.*unexpected \['value'\]"
+    ):
+        stage(
+            sink, [batch.append_column("tag", pa.array([None] * 3, pa.string()))], job_id="renamed"
+        )
