@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from reference_sinks._arrow_types import rebuild_type
@@ -22,7 +23,7 @@ from reference_sinks.files._json_lines import JsonLinesEncoder
 from reference_sinks.files._paths import partition_path
 from reference_sinks.files._schema import check_types
 from sinkv2 import CommittingSinkWriter, SinkWriter, StatefulSinkWriter, WriterInitContext
-from sinkv2.errors import SinkConfigurationError
+from sinkv2.errors import FatalDestinationError, SinkConfigurationError
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -36,6 +37,8 @@ _ROW_GROUP_ROWS: Final = 128 * 1024
 """Parquet batches are buffered up to this many rows per row group."""
 
 _EXTENSIONS: Final = {"parquet": "parquet", "jsonl": "jsonl"}
+_NAME_MAX: Final = 255
+"""The longest file or directory name (bytes) of ext4, XFS, btrfs, APFS and HDFS."""
 
 
 def _relaxed(kind: pa.DataType) -> pa.DataType:
@@ -315,9 +318,29 @@ class FileWriter(
         if batch.num_rows == 0:
             return
         for key, part in split_by_partition(batch, self._partition_by):
-            self._write_part(partition_path(self._partition_by, key), part)
+            partition = partition_path(self._partition_by, key)
+            if partition not in self._open:
+                self._check_directory_names(partition)
+            self._write_part(partition, part)
         self._metrics.get_num_records_send_counter().inc(batch.num_rows)
         self._metrics.get_num_bytes_send_counter().inc(batch.nbytes)
+
+    def _check_directory_names(self, partition: str) -> None:
+        """Refuse a partition directory name a local filesystem cannot create.
+
+        Found now, with nothing visible: the committer would fail to create it after
+        renaming other files of the checkpoint into place, and again on every retry.
+        """
+        if not self._partition_by or not isinstance(self._fs, pafs.LocalFileSystem):
+            return  # object stores limit whole keys (about 1024 bytes), not names
+        for column, name in zip(self._partition_by, partition.split("/"), strict=True):
+            if len(name.encode("utf-8")) > _NAME_MAX:
+                raise FatalDestinationError(
+                    f"FileSink cannot write partition column {column!r}: its directory name "
+                    f"{name[:60]!r}... is {len(name.encode('utf-8'))} bytes, more than the "
+                    f"{_NAME_MAX} a file name may have. Nothing of this attempt is visible; "
+                    "partition by a shorter column (e.g. a hash of this one) and re-run"
+                )
 
     def _write_part(self, partition: str, part: pa.RecordBatch) -> None:
         """Append ``part`` to ``partition``'s open file, rolling files as the policy says.

@@ -30,6 +30,7 @@ import attrs
 
 from reference_sinks.iceberg._catalog import CatalogSpec
 from reference_sinks.iceberg._model import IcebergCommittable
+from reference_sinks.iceberg._orphans import CommitGuard, job_commit_uuid
 from sinkv2 import Committer
 
 if TYPE_CHECKING:
@@ -139,6 +140,9 @@ def append_committable(
         single_attempt.transaction() as transaction,
         transaction.update_snapshot(snapshot_properties=properties).fast_append() as append,
     ):
+        # Names the manifests after the job, so its clean-up finds them if the catalog
+        # never takes this version (a crash or a failure in between): see ``_orphans``.
+        append.commit_uuid = job_commit_uuid(committable.sink_id, committable.job_id)
         for file in committable.files:
             append.append_data_file(file.to_data_file(metadata))
 
@@ -161,6 +165,8 @@ class IcebergCommitter(Committer[IcebergCommittable]):
     attempts: int = 8
     backoff_s: float = 0.02
     snapshot_properties: Mapping[str, str] = attrs.field(factory=dict)
+    guard: CommitGuard = attrs.field(factory=CommitGuard, eq=False, repr=False)
+    """Held for each ``commit``: the sink's, so its clean-up never looks mid-commit."""
     _rng: random.Random = attrs.field(factory=random.Random, init=False)
 
     def commit(self, requests: Collection[Committer.CommitRequest[IcebergCommittable]]) -> None:
@@ -173,6 +179,10 @@ class IcebergCommitter(Committer[IcebergCommittable]):
         loaded table each time; after ``attempts`` conflicts the request asks for
         ``retry_later``.
         """
+        with self.guard:
+            self._commit(requests)
+
+    def _commit(self, requests: Collection[Committer.CommitRequest[IcebergCommittable]]) -> None:
         from pyiceberg.exceptions import CommitFailedException  # noqa: PLC0415  # optional extra
 
         ordered = sorted(

@@ -30,11 +30,12 @@ from reference_sinks.iceberg._model import (
     committable_serializer,
     write_result_serializer,
 )
+from reference_sinks.iceberg._orphans import CommitGuard, delete_unreferenced_metadata
 from reference_sinks.iceberg._writer import (
     FILE_PREFIX,
     IcebergWriter,
     attempt_token_of,
-    utc_timestamps,
+    check_append_schema,
 )
 from sinkv2 import (
     END_OF_INPUT,
@@ -199,6 +200,7 @@ class IcebergSink(
         self.commit_attempts = _positive("commit_attempts", commit_attempts)
         self.snapshot_properties = dict(snapshot_properties or {})
         self._committed_attempts: dict[str, set[str]] = {}  # see clean_up_attempts
+        self._commit_guard = CommitGuard()  # see clean_up_attempts
         if native_write is not None and not isinstance(native_write, bool):
             raise SinkConfigurationError(
                 f"'native_write' must be True, False or None (got {native_write!r} of type "
@@ -236,13 +238,20 @@ class IcebergSink(
         """
         catalog = local_catalog(warehouse)
         if schema is not None:
-            from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC  # noqa: PLC0415  # optional extra
+            from pyiceberg.exceptions import TableAlreadyExistsError  # noqa: PLC0415  # optional extra
+            from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC  # noqa: PLC0415
 
             namespace = table.rsplit(".", 1)[0]
             catalog.create_namespace_if_not_exists(namespace)
-            catalog.create_table_if_not_exists(
-                table, schema=schema, partition_spec=partition_spec or UNPARTITIONED_PARTITION_SPEC
-            )
+            # Not create_table_if_not_exists: it writes a new table's metadata file before
+            # finding the table there, which left one unreferenced file per call.
+            if not catalog.table_exists(table):
+                with contextlib.suppress(TableAlreadyExistsError):  # created meanwhile
+                    catalog.create_table(
+                        table,
+                        schema=schema,
+                        partition_spec=partition_spec or UNPARTITIONED_PARTITION_SPEC,
+                    )
         return cls(catalog, table, **options)
 
     def load_table(self) -> Table:
@@ -263,36 +272,9 @@ class IcebergSink(
                 type (the message lists the columns expected and got), or a column or
                 struct field has an empty name.
         """
-        from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible  # noqa: PLC0415  # optional extra
-
         _check_field_names(schema, self.table)
         table = self.load_table()
-        expected = table.schema()
-        want = [f"{field.name}: {field.field_type}" for field in expected.fields]
-        got = [f"{field.name}: {field.type}" for field in schema]
-        names = {field.name for field in expected.fields}
-        missing = [name for name in (f.name for f in expected.fields) if name not in schema.names]
-        unexpected = [name for name in schema.names if name not in names]
-        if missing or unexpected:
-            raise SinkConfigurationError(
-                f"the DataFrame's columns do not match Iceberg table {self.table!r}: "
-                f"missing {missing}, unexpected {unexpected}; "
-                f"expected columns [{', '.join(want)}], got [{', '.join(got)}]. "
-                "Select and rename the columns to match the table"
-            )
-        try:
-            _check_pyarrow_schema_compatible(
-                expected,
-                utc_timestamps(schema),
-                downcast_ns_timestamp_to_us=True,
-                format_version=table.metadata.format_version,
-            )
-        except ValueError as error:
-            raise SinkConfigurationError(
-                f"the DataFrame's column types do not match Iceberg table {self.table!r}: "
-                f"expected columns [{', '.join(want)}], got [{', '.join(got)}]; cast the "
-                f"columns to the table's types. pyiceberg says:\n{error}"
-            ) from error
+        check_append_schema(self.table, table.schema(), table.metadata.format_version, schema)
 
     def add_pre_write_topology(self, input: DataFrame) -> DataFrame:
         """Check the schema; for a partitioned table, cluster rows by partition.
@@ -380,6 +362,7 @@ class IcebergSink(
             self.table,
             attempts=self.commit_attempts,
             snapshot_properties=self.snapshot_properties,
+            guard=self._commit_guard,
         )
 
     # --- Spark's own writer (the native path) --------------------------------------------
@@ -473,6 +456,10 @@ class IcebergSink(
         (committed ones stay where Spark wrote them), and Spark's bookkeeping in it
         (``_temporary/`` of an unfinished write, ``.crc`` checksums) is always
         deleted; a directory left without a referenced file is deleted whole.
+
+        The job's manifests and manifest lists that no snapshot references (a
+        committer that died, or whose catalog call failed, after writing them) are
+        deleted too: see ``_orphans``.
         """
         kept = frozenset(kept_attempt_tokens)
         committed = self._committed_attempts.get(job_id, set())
@@ -511,6 +498,8 @@ class IcebergSink(
             | (referenced & set(native))
         )
         self._committed_attempts = {job_id: committed}
+        with self._commit_guard:  # not while a committer of this sink is mid-commit
+            delete_unreferenced_metadata(self.load_table(), self.sink_id, job_id)
 
     @staticmethod
     def _native_directories(

@@ -24,6 +24,7 @@ from reference_sinks.iceberg._model import IcebergDataFile, IcebergWriteResult
 from reference_sinks.iceberg._projection import fill_hidden_nulls, project
 from reference_sinks.iceberg._statistics import file_statistics
 from sinkv2 import CommittingSinkWriter, SinkWriter, WriterInitContext
+from sinkv2.errors import FatalDestinationError, SinkConfigurationError
 
 if TYPE_CHECKING:
     from pyiceberg.io import OutputFile
@@ -32,7 +33,13 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.types import PrimitiveType
 
-__all__ = ["FILE_PREFIX", "IcebergWriter", "attempt_token_of", "utc_timestamps"]
+__all__ = [
+    "FILE_PREFIX",
+    "IcebergWriter",
+    "attempt_token_of",
+    "check_append_schema",
+    "utc_timestamps",
+]
 
 FILE_PREFIX: Final = "sinkv2-"
 _NAME: Final = re.compile(r"^sinkv2-(?P<token>.+)-(?P<seq>\d{5})\.parquet$")
@@ -65,6 +72,58 @@ def utc_timestamps(schema: pa.Schema) -> pa.Schema:
     )
 
 
+def check_append_schema(
+    table_name: str,
+    expected: Schema,
+    format_version: Any,
+    schema: pa.Schema,
+    *,
+    why: str = "",
+    optional_may_miss: bool = False,
+) -> None:
+    """Check that rows of ``schema`` can be appended to a table of schema ``expected``.
+
+    ``optional_may_miss``: an optional column ``schema`` lacks is not refused (a
+    writer's check: the table may have gained one since the driver's, and the rows
+    read it as null, as rows written before it).
+
+    Raises:
+        SinkConfigurationError: Columns are missing, unexpected, or of the wrong
+            type; the message lists the columns expected and got (``why`` after it).
+    """
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible  # noqa: PLC0415  # optional extra
+
+    want = [f"{field.name}: {field.field_type}" for field in expected.fields]
+    got = [f"{field.name}: {field.type}" for field in schema]
+    names = {field.name for field in expected.fields}
+    missing = [
+        field.name
+        for field in expected.fields
+        if field.name not in schema.names and (field.required or not optional_may_miss)
+    ]
+    unexpected = [name for name in schema.names if name not in names]
+    if missing or unexpected:
+        raise SinkConfigurationError(
+            f"the DataFrame's columns do not match Iceberg table {table_name!r}{why}: "
+            f"missing {missing}, unexpected {unexpected}; "
+            f"expected columns [{', '.join(want)}], got [{', '.join(got)}]. "
+            "Select and rename the columns to match the table"
+        )
+    try:
+        _check_pyarrow_schema_compatible(
+            expected,
+            utc_timestamps(schema),
+            downcast_ns_timestamp_to_us=True,
+            format_version=format_version,
+        )
+    except ValueError as error:
+        raise SinkConfigurationError(
+            f"the DataFrame's column types do not match Iceberg table {table_name!r}{why}: "
+            f"expected columns [{', '.join(want)}], got [{', '.join(got)}]; cast the "
+            f"columns to the table's types. pyiceberg says:\n{error}"
+        ) from error
+
+
 class _OpenFile:
     """One Parquet file being written for one partition."""
 
@@ -94,6 +153,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         from pyiceberg.table.locations import load_location_provider  # noqa: PLC0415  # optional extra
 
         loaded = catalog.load_table(table)
+        self._table = table
         self._metadata = loaded.metadata
         self._io = loaded.io
         self._table_schema: Schema = self._metadata.schema()
@@ -111,6 +171,7 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
         self._task_schema: Schema | None = None
         self._file_arrow_schema: pa.Schema | None = None
         self._sequence = 0
+        self._rows_written = 0  # rows of this attempt's input written so far
 
     # --- input ---------------------------------------------------------------------------
 
@@ -151,7 +212,16 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
             )
         if schema != batch.schema:
             batch = batch.cast(schema)
+        self._check_nanoseconds(batch)
         if self._task_schema is None:
+            check_append_schema(
+                self._table,
+                self._table_schema,
+                self._metadata.format_version,
+                batch.schema,
+                why=" (its schema changed after the job checked the DataFrame)",
+                optional_may_miss=True,
+            )
             self._task_schema = pyarrow_to_schema(
                 batch.schema,
                 name_mapping=self._table_schema.name_mapping,
@@ -178,6 +248,38 @@ class IcebergWriter(CommittingSinkWriter[dict[str, Any], IcebergWriteResult]):
                 self._file_for(key).writer.write(rows)
         self._metrics.get_num_records_send_counter().inc(batch.num_rows)
         self._metrics.get_num_bytes_send_counter().inc(batch.nbytes)
+        self._rows_written += batch.num_rows
+
+    def _check_nanoseconds(self, batch: pa.RecordBatch) -> None:
+        """Refuse a nanosecond timestamp a microsecond column would cut (Spark's never are).
+
+        Iceberg's ``timestamp`` and ``timestamptz`` hold microseconds; the file is
+        written with pyiceberg's downcast, which drops the last three digits of every
+        value. One that has them is refused, naming row, column and value, before any
+        row of the batch is written; whole microseconds pass.
+        """
+        for index, field in enumerate(batch.schema):
+            kind = field.type
+            if not pa.types.is_timestamp(kind) or kind.unit != "ns":
+                continue
+            target = (
+                self._arrow_schema.field(field.name).type
+                if field.name in self._arrow_schema.names
+                else None
+            )
+            if target is None or not pa.types.is_timestamp(target) or target.unit == "ns":
+                continue
+            raw = batch.column(index).cast(pa.int64())
+            cut = pc.not_equal(pc.multiply(pc.divide(raw, 1000), 1000), raw)
+            row = pc.index(pc.fill_null(cut, False), True).as_py()
+            if row >= 0:
+                raise FatalDestinationError(
+                    f"Iceberg column {field.name!r} holds microseconds, but row "
+                    f"{self._rows_written + row} of this writer's input has "
+                    f"{batch.column(index)[row]} with nanoseconds, which it would cut. Nothing "
+                    "of this attempt is visible; truncate or round the column to microseconds "
+                    "and re-run"
+                )
 
     def _split_by_partition(self, table: pa.Table) -> list[tuple[PartitionKey, pa.Table]]:
         """``table``'s rows grouped by partition, with each group's partition key.

@@ -171,7 +171,22 @@ def _off_calendar(local: datetime.date, year: int, *, array: bool) -> str:
         rest = local.isoformat()[4:]
     if array and year < 1:
         return f"{1 - year:04d}{rest} BC"
-    return f"{year:04d}{rest}"
+    return f"{year:04d}{rest}" if year >= 0 else f"-{-year:04d}{rest}"
+
+
+def _cycles_to_calendar(value: int, cycle: int) -> int:
+    """How many 400-year cycles bring ``value`` onto Python's calendar (negative: after 9999).
+
+    ``value`` counts days or microseconds (``cycle`` in the same unit) since 1970.
+
+    One cycle is enough for Spark's years 1 and 9999 seen from another zone; Arrow holds
+    values thousands of years further out (PostgreSQL takes them back to 4713 BC).
+    """
+    if value < 0:
+        year_2 = -(1968 * cycle // 400)  # 1968 years before 1970
+        return (year_2 - value) // cycle + 1
+    year_9998 = 8028 * cycle // 400
+    return -((value - year_9998) // cycle + 1)
 
 
 def _timestamp_shown(kind: pa.TimestampType, *, array: bool) -> Callable[[int], Any]:
@@ -198,9 +213,9 @@ def _timestamp_shown(kind: pa.TimestampType, *, array: bool) -> Callable[[int], 
         try:
             return at(micros)
         except OverflowError:
-            cycle = _GREGORIAN_CYCLE_MICROS if micros < 0 else -_GREGORIAN_CYCLE_MICROS
-            local = at(micros + cycle)
-            return _off_calendar(local, local.year - 400 * (1 if cycle > 0 else -1), array=array)
+            cycles = _cycles_to_calendar(micros, _GREGORIAN_CYCLE_MICROS)
+            local = at(micros + cycles * _GREGORIAN_CYCLE_MICROS)
+            return _off_calendar(local, local.year - 400 * cycles, array=array)
 
     return shown
 
@@ -212,9 +227,9 @@ def _date_shown(*, array: bool) -> Callable[[int], Any]:
         try:
             return _EPOCH_DATE + datetime.timedelta(days=days)
         except OverflowError:
-            cycle = _GREGORIAN_CYCLE.days if days < 0 else -_GREGORIAN_CYCLE.days
-            local = _EPOCH_DATE + datetime.timedelta(days=days + cycle)
-            return _off_calendar(local, local.year - 400 * (1 if cycle > 0 else -1), array=array)
+            cycles = _cycles_to_calendar(days, _GREGORIAN_CYCLE.days)
+            local = _EPOCH_DATE + datetime.timedelta(days=days + cycles * _GREGORIAN_CYCLE.days)
+            return _off_calendar(local, local.year - 400 * cycles, array=array)
 
     return shown
 

@@ -43,6 +43,12 @@ from reference_sinks.postgres._bookkeeping import (
 )
 from reference_sinks.postgres._durable import FLUSH_THIS_COMMIT
 from reference_sinks.postgres._encode import encode_csv
+from reference_sinks.postgres._fit_values import (
+    RoundedValue,
+    first_null_key,
+    first_rounded,
+    whole_decimals,
+)
 from reference_sinks.postgres._merge import merge_statement, staging_name
 from reference_sinks.postgres._model import PostgresTransaction, gid_of
 from reference_sinks.postgres._table import (
@@ -187,7 +193,14 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
         if self._schema is None or batch.schema != self._schema:
             self._end_copy()  # the next COPY names the new batch's columns
             self._fit(batch.schema)
-        data = encode_csv(batch, self._encodings)
+        rounded = first_rounded(batch, self._table)
+        if rounded is not None:
+            raise self._rounded_error(rounded)
+        if self._options.upsert_key is not None:
+            null_key = first_null_key(batch, self._options.upsert_key)
+            if null_key is not None:
+                raise self._null_key_error(*null_key)
+        data = encode_csv(whole_decimals(batch, self._table), self._encodings)
         if b"\x00" in data:
             raise self._nul_error(data)
         self._send(data)
@@ -312,6 +325,27 @@ class PostgresWriter(CommittingSinkWriter[dict[str, Any], PostgresTransaction]):
             f"PostgreSQL cannot take{where} for table {str(self._options.table)!r}: the value "
             "holds a NUL character (\\x00), which PostgreSQL text cannot. Nothing of this "
             "attempt is visible; fix or filter the row and re-run"
+        )
+
+    def _rounded_error(self, rounded: RoundedValue) -> Exception:
+        """A value PostgreSQL would round to its column's scale, silently changing it."""
+        row = self._seen_rows + self._copied_rows + self._rows_in_copy + rounded.row
+        return FatalDestinationError(
+            f"PostgreSQL cannot take row {row} of subtask {self._subtask}'s input, column "
+            f"{rounded.column!r} for table {str(self._options.table)!r} as it is: "
+            f"{rounded.column_type} would round {rounded.value} to {rounded.stored}. Nothing "
+            "of this attempt is visible; round the values first (e.g. Spark's round(col, "
+            "scale)) or widen the column, and re-run"
+        )
+
+    def _null_key_error(self, index: int, column: str) -> Exception:
+        """A null in an upsert key column: ON CONFLICT cannot match it."""
+        row = self._seen_rows + self._copied_rows + self._rows_in_copy + index
+        return FatalDestinationError(
+            f"PostgreSQL cannot upsert row {row} of subtask {self._subtask}'s input into "
+            f"{str(self._options.table)!r}: upsert key column {column!r} is null, and ON "
+            "CONFLICT never matches a null key (the row would be inserted again at every "
+            "load). Nothing of this attempt is visible; filter or fill null keys and re-run"
         )
 
     def _row_error(self, error: Exception) -> Exception:

@@ -3,8 +3,8 @@
 `batch_entries` builds the entries of a whole ``pyarrow.RecordBatch`` the way the
 modes' ``to_entry`` builds one element's, byte for byte, without a dict per row:
 
-- a key template's columns are formatted per column (integers and strings cast
-  by Arrow, other types with Python's ``format`` as ``str.format`` does), then
+- a key template's columns are spelled per column (integers and strings cast
+  by Arrow, other types by ``key_part``, as a hash field stores them), then
   joined with the template's literal text;
 - `SetMode`'s default value (the row as compact JSON) is joined from per-column
   JSON texts: integers, booleans and strings without control characters spelled
@@ -40,9 +40,11 @@ from reference_sinks.redis._modes import (
     StreamMode,
     encode_value,
     json_text,
+    key_part,
     key_template,
     packed_entry,
 )
+from sinkv2.errors import SinkConfigurationError
 
 __all__ = ["Unvectorised", "batch_entries"]
 
@@ -81,7 +83,6 @@ def _template_keys(template: str, batch: pa.RecordBatch) -> pa.Array:
     """The keys of ``template`` (bare column names in braces) for every row, as binary."""
     names = batch.schema.names
     parts: list[Any] = []
-    arrow_only = True
     for literal, name, _, _ in string.Formatter().parse(template):
         if literal:
             parts.append(literal)
@@ -93,21 +94,18 @@ def _template_keys(template: str, batch: pa.RecordBatch) -> pa.Array:
         if column.null_count:
             raise Unvectorised
         if _arrow_text(column.type):
-            parts.append(column.cast(pa.string()))
+            parts.append(_binary(column.cast(pa.string())))
         else:
-            arrow_only = False
-            parts.append(list(map(format, column.to_pylist())))
-    if not any(isinstance(part, list | pa.Array) for part in parts):
+            try:
+                spelled = [key_part(value, template, name) for value in column.to_pylist()]
+            except SinkConfigurationError:
+                raise Unvectorised from None  # the row path names the row
+            parts.append(pa.array(spelled, pa.binary()))
+    if not any(isinstance(part, pa.Array) for part in parts):
         return pa.array([template.format().encode()] * batch.num_rows, pa.binary())
-    if arrow_only:
-        return _binary(pc.binary_join_element_wise(*parts, ""))
-    columns = [
-        part if isinstance(part, list) else part.to_pylist()
-        for part in parts
-        if not isinstance(part, str)
-    ]
-    pattern = "".join(part.replace("%", "%%") if isinstance(part, str) else "%s" for part in parts)
-    return pa.array([pattern % row for row in zip(*columns, strict=True)], pa.binary())
+    return pc.binary_join_element_wise(
+        *(part.encode() if isinstance(part, str) else part for part in parts), b""
+    )
 
 
 def _double_texts(column: pa.Array, spelling: Mapping[str, str]) -> pa.Array:

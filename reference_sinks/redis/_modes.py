@@ -51,6 +51,7 @@ __all__ = [
     "column_encoders",
     "encode_value",
     "json_text",
+    "key_part",
     "key_template",
     "packed_entry",
     "show_key",
@@ -204,6 +205,25 @@ def element_as_json(element: Element) -> bytes:
         ) from error
 
 
+def key_part(value: object, template: str, name: str) -> bytes:
+    """Column ``name``'s value as ``template`` puts it into a key: as a hash field stores it.
+
+    So bytes go as they are (not as ``b'...'``), booleans as ``true``/``false``,
+    timestamps in ISO 8601, as `encode_value` spells them.
+
+    Raises:
+        SinkConfigurationError: a value no key can hold (a list, a dict).
+    """
+    try:
+        return encode_value(value, lambda: "")
+    except SinkConfigurationError:
+        raise SinkConfigurationError(
+            f"RedisSink key template {template!r}: column {name!r} holds {describe(value)}, "
+            "which no key can hold; keys are made of strings, bytes, numbers, booleans, "
+            "dates and times. Pass a key function for anything else"
+        ) from None
+
+
 def _template_fields(template: str) -> tuple[str, ...]:
     try:
         parsed = list(string.Formatter().parse(template))
@@ -261,7 +281,7 @@ class _Key:
                 )
             return key if isinstance(key, bytes) else str(key).encode()
         template = str(self.template)
-        values = {}
+        values: dict[str, bytes] = {}
         for name in self.names:
             try:
                 value = element[name]
@@ -276,8 +296,11 @@ class _Key:
                     f"RedisSink key template {template!r}: column {name!r} is null in element "
                     f"{element!r}; a key must not contain 'None'. Filter null keys first"
                 )
-            values[name] = value
-        return template.format_map(values).encode()
+            values[name] = key_part(value, template, name)
+        return b"".join(
+            literal.encode() + (b"" if name is None else values[name])
+            for literal, name, _, _ in string.Formatter().parse(template)
+        )
 
 
 def _check_ttl(ttl_ms: object, mode: str) -> int | None:
