@@ -780,6 +780,17 @@ class LocalRuntime(KitEngine):
             return None
         return self.committed, "committed"
 
+    def lost_hint(self) -> str:
+        """Where committed elements usually go missing."""
+        return (
+            ". A commit that returns must have made its committables' output visible: "
+            "signal_already_committed() only for output already visible, and a committable "
+            "the committer was asked to retry (retry_later(), or a failed commit) must "
+            "still be committed when it comes again; prepare_commit after flush(True) must "
+            "hand over everything written"
+            + (", and a writer state everything not handed over" if self._state_serializer else "")
+        )
+
     def describe_model(self) -> str:
         """The model in one line, for notes."""
         return (

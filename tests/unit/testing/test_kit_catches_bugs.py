@@ -369,6 +369,36 @@ def test_a_committer_that_commits_what_was_written_after_the_checkpoint_is_caugh
     assert "not what the writer has written by the time it commits" in message
 
 
+class TakesARetryAsDone(RenameCommitter):
+    """Asks to retry a committable once, and when it comes again, takes it as committed."""
+
+    def __init__(self) -> None:
+        self.asked: set[str] = set()
+
+    def commit(self, requests: Collection[Committer.CommitRequest[StagedFile]]) -> None:
+        for request in requests:
+            staged = request.get_committable().staged
+            if staged in self.asked:
+                request.signal_already_committed()  # the bug: it never committed it
+            else:
+                self.asked.add(staged)
+                request.retry_later()  # e.g. the destination is busy
+
+
+class LosesRetriedSink(JsonLinesSink):
+    def create_committer(self, context: CommitterInitContext) -> Committer[StagedFile]:
+        return TakesARetryAsDone()
+
+
+@pytest.mark.usefixtures("unshrunk")
+def test_a_committer_that_loses_a_committable_on_retry_is_told_where_to_look() -> None:
+    with pytest.raises(AssertionError) as caught:
+        check(LosesRetriedSink)
+    message = str(caught.value)
+    assert "committed elements are missing from the destination" in message
+    assert "must still be committed when it comes again" in message
+
+
 def test_framing_helper_matches_what_the_kit_expects_of_golden_payloads() -> None:
     serializer = AttrsMsgpackSerializer(BufferState)
     framed = SimpleVersionedSerialization.write_version_and_serialize(serializer, STATE_V1)
