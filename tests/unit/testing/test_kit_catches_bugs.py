@@ -354,7 +354,7 @@ class ToTheEndSink(LogSink):
 
 
 def test_a_committer_that_commits_what_its_committable_names_passes() -> None:
-    check(LogSink, max_examples=30)  # type: ignore[arg-type]
+    check(LogSink, max_examples=10)  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("unshrunk")
