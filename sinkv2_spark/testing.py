@@ -48,6 +48,12 @@ after everything was staged.
 
 _LOCAL_MASTER: Final = re.compile(r"local\[(\d+|\*),\s*(\d+)\]")
 _MAX_FAILURES_PER_EXAMPLE: Final = 3
+_LOST_HINT: Final = (
+    "a retried task writes its partition again from a fresh writer, so the winning "
+    "attempt's writer must hand everything it was given to prepare_commit (flush(True) "
+    "writes what is still buffered), clean_up_attempts must keep the attempts it is "
+    "told to keep, and the committer must commit every committable"
+)
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -255,19 +261,24 @@ def check_sink_on_spark(
                 f"after apply() with task failures {schedule or 'none'} "
                 f"(subtask, attempt) -> element; {result.committed} committed"
             )
+            again = (
+                "\n\nTo run this schedule first every time: check_sink_on_spark(..., "
+                f"always=[{dict(schedule)!r}])"
+            )
             changed = visible.describe_value_changes(wanted)
             if changed:
-                raise AssertionError(f"{guarantee.name} violated {described}: {changed}")
+                raise AssertionError(f"{guarantee.name} violated {described}: {changed}{again}")
             lost = wanted.describe_excess(visible, "expected", "visible")
             if lost:
                 raise AssertionError(
-                    f"{guarantee.name} violated {described}: expected elements are missing: {lost}"
+                    f"{guarantee.name} violated {described}: expected elements are missing: "
+                    f"{lost}; {_LOST_HINT}{again}"
                 )
             extra = visible.describe_excess(wanted, "visible", "expected")
             if guarantee is DeliveryGuarantee.EXACTLY_ONCE and extra:
                 raise AssertionError(
                     f"EXACTLY_ONCE violated {described}: the destination shows more than "
-                    f"expected: {extra}; a failed attempt's output became visible"
+                    f"expected: {extra}; a failed attempt's output became visible{again}"
                 )
         finally:
             sut.close()

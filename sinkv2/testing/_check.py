@@ -202,9 +202,10 @@ def check_sink(
        still reads; the sink survives cloudpickle (Spark ships it).
     2. A hypothesis state machine over the lifecycle: writes to chosen subtasks,
        checkpoints (``flush(False)`` -> ``prepare_commit()`` -> ``snapshot_state(N)``,
-       then commit N), end of input, commits repeated, crashes at any step (writers
-       dropped with or without ``close()``, checkpoints that never complete or are
-       never committed), restores at the same, a higher or a lower parallelism
+       then commit N, at once or, as Flink notifies a checkpoint's completion late,
+       after the writers have written on), end of input, commits repeated, crashes
+       at any step (writers dropped with or without ``close()``, checkpoints that
+       never complete or are never committed), restores at the same, a higher or a lower parallelism
        (states redistributed by Flink's rule, as the Spark engine does) with replay
        of what came after the checkpoint, losing task attempts, committer signals
        injected around the real committer (``retry_later`` once, failures before,

@@ -133,6 +133,18 @@ def lifecycle_machine(
             with self.step("checkpoint_and_commit"):
                 self.runtime.checkpoint(fault)
 
+        @precondition(lambda self: has_new_elements(self) and self.runtime.capabilities.committer)
+        @rule()
+        def checkpoint_notified_later(self) -> None:
+            with self.step("checkpoint_notified_later"):
+                self.runtime.checkpoint(CommitFault.NONE, notify_later=True)
+
+        @precondition(lambda self: running(self) and self.runtime.notify_later)
+        @rule()
+        def notify_checkpoint_complete(self) -> None:
+            with self.step("notify_checkpoint_complete"):
+                self.runtime.notify_complete()
+
         @precondition(long_enough)
         @rule(fault=faults)
         def end_of_input(self, fault: CommitFault) -> None:

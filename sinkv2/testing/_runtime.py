@@ -15,7 +15,8 @@ operators (and ``sinkv2_spark``'s translator) do, without any engine:
 - checkpoint N: on each writer ``flush(False)`` -> ``prepare_commit()`` ->
   ``snapshot_state(N)``; committables and states travel as framed bytes; the
   pre-commit topology (on a `LocalCommittableStream`) and its lineage check; then
-  commit N, as Flink commits a checkpoint once it completes;
+  commit N, as Flink commits a checkpoint once it completes, at once or (as Flink's
+  late ``notify_checkpoint_complete``) after the writers have written on;
 - end of input: ``flush(True)`` -> ``prepare_commit()`` ->
   ``snapshot_state(END_OF_INPUT)`` -> ``close()``, attempt cleanup, commit;
 - a completed checkpoint is recorded Pending in the store before it is committed;
@@ -80,6 +81,15 @@ __all__ = [
     "same",
     "supported_sink",
 ]
+
+
+_LATE_COMMIT_HINT = (
+    ". A checkpoint here committed only after its writers had written on (Flink notifies "
+    "a checkpoint's completion late): a committable must stand for what was written "
+    "before its checkpoint, and the committer must commit what the committable names, "
+    "not what the writer has written by the time it commits"
+)
+"""The exactly-once hint's tail (`KitEngine.replayed`) once a late commit happened."""
 
 
 def _caller(crash: KitCrash) -> str:
@@ -197,6 +207,8 @@ class LocalRuntime(KitEngine):
         self._job_tokens: set[str] = set()
         self._to_abort: list[Any] = []
         self._replay: list[object] = []
+        # Completed checkpoints whose notify_checkpoint_complete has not arrived yet.
+        self.notify_later: list[_Checkpoint] = []
         self._coordinator: CommitCoordinator | None = None
         caps = self.capabilities
         self._committable_serializer: SimpleVersionedSerializer[Any] | None = (
@@ -483,15 +495,40 @@ class LocalRuntime(KitEngine):
                 f"({dropped}); nothing outside the sink interfered, so nothing may be dropped"
             )
 
-    def checkpoint(self, fault: CommitFault) -> None:
-        """Take checkpoint N on every writer, complete it, and commit it."""
+    def checkpoint(self, fault: CommitFault, *, notify_later: bool = False) -> None:
+        """Take checkpoint N on every writer, complete it, and commit it.
+
+        With ``notify_later`` the commit waits: Flink's notify_checkpoint_complete
+        arrives after the fact, while the writers go on writing, so a committable must
+        cover what was written before the checkpoint and nothing after it. The next
+        notification (`notify_complete`), checkpoint or end of input commits it first.
+        """
         checkpoint_id = self._take_checkpoint_id()
         self.note(f"checkpoint {checkpoint_id}: flush(False) -> prepare_commit() -> snapshot_state")
         outputs, states = self._run_checkpoint(checkpoint_id, self.writers)
         checkpoint = self._complete(checkpoint_id, outputs, states)
+        if notify_later:
+            self.notify_later.append(checkpoint)
+            self.note(
+                f"{checkpoint.label}: its completion is notified later; the writers go on "
+                "writing before it commits"
+            )
+            return
+        self.notify_complete()
         self.commit(checkpoint, fault)
         if self.phase is Phase.FAILED:
             self._end_job(close=False)
+
+    def notify_complete(self) -> None:
+        """Commit the checkpoints whose completion was notified late, oldest first.
+
+        Without injected faults: the other steps inject them into commits.
+        """
+        waiting, self.notify_later = self.notify_later, []
+        for checkpoint in waiting:
+            self.note(f"notify_checkpoint_complete arrives for {checkpoint.label}")
+            self.replayed = _LATE_COMMIT_HINT
+            self.commit(checkpoint, CommitFault.NONE)
 
     def end_of_input(self, fault: CommitFault) -> None:
         """Flink's end-of-input sequence on every writer, close, clean up, commit, finish."""
@@ -506,6 +543,7 @@ class LocalRuntime(KitEngine):
             self.note(f"clean_up_attempts({self._job_id!r}, kept={sorted(checkpoint.tokens)})")
         self.writers = []
         self.phase = Phase.FINISHED
+        self.notify_complete()
         if self.commit(checkpoint, fault) is None:
             self.coordinator.close()  # the next job recovers the pending checkpoint
             return
@@ -632,6 +670,9 @@ class LocalRuntime(KitEngine):
         self._end_job(close=close)
 
     def _end_job(self, *, close: bool) -> None:
+        if self.notify_later:  # pending in the store: the next job commits them, late
+            self.replayed = _LATE_COMMIT_HINT
+            self.notify_later = []
         # Added to what a restore that crashed before replaying had left.
         self._replay.extend(e for w in self.writers for e in w.since_checkpoint)
         if close:
@@ -738,6 +779,17 @@ class LocalRuntime(KitEngine):
         if self.capabilities.writer_state and self.phase is not Phase.FINISHED:
             return None
         return self.committed, "committed"
+
+    def lost_hint(self) -> str:
+        """Where committed elements usually go missing."""
+        return (
+            ". A commit that returns must have made its committables' output visible: "
+            "signal_already_committed() only for output already visible, and a committable "
+            "the committer was asked to retry (retry_later(), or a failed commit) must "
+            "still be committed when it comes again; prepare_commit after flush(True) must "
+            "hand over everything written"
+            + (", and a writer state everything not handed over" if self._state_serializer else "")
+        )
 
     def describe_model(self) -> str:
         """The model in one line, for notes."""

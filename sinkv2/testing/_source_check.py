@@ -131,6 +131,8 @@ class _Run:
         if not self.want.bounded or engine.finished:
             return
         waiting = engine.waiting()
+        if never_woke := engine.poll_anyway(waiting):
+            raise SourceContractError(never_woke, method="is_available")
         if waiting:
             never = [s for s in waiting if not engine.readers[s].no_more_delivered]
             idle = [s for s in never if not engine.readers[s].given]

@@ -429,6 +429,9 @@ class LocalSourceEngine:
             return EngineStep.PROGRESS
         stuck = [slot.subtask for slot in waiting.values() if slot.no_more_delivered]
         if stuck:
+            never_woke = self.poll_anyway(stuck)
+            if never_woke:
+                raise SourceContractError(never_woke, method="is_available")
             raise SourceContractError(
                 f"reader(s) {stuck} got notify_no_more_splits() but never reached END_OF_INPUT: "
                 f"poll_next() returns NOTHING_AVAILABLE and is_available() did not complete in "
@@ -439,6 +442,46 @@ class LocalSourceEngine:
             )
         self._log("idle: no reader has data and the enumerator has nothing to do")
         return EngineStep.IDLE
+
+    def poll_anyway(self, subtasks: list[int]) -> str:
+        """Diagnose readers whose ``is_available()`` future never completed, before failing.
+
+        Flink polls a reader only once that future completes; the kit polls each of
+        ``subtasks`` once more anyway. A reader that then emits records or returns
+        END_OF_INPUT had something all along: its future is what is wrong.
+
+        Returns:
+            The problem, or ``""`` if every poll still had nothing (or broke otherwise).
+        """
+        found = []
+        for subtask in subtasks:
+            slot = self.readers[subtask]
+            future = slot.future
+            if future is None or future.done():
+                continue  # it completed late: not this problem
+            before = slot.emitted
+            try:
+                self._poll(subtask)
+            except SourceContractError:
+                continue  # another problem; the caller reports the idle readers
+            if future.done():
+                continue  # a fetcher thread's data arrived just now, as the future says
+            if slot.emitted > before or slot.last_status != InputStatus.NOTHING_AVAILABLE.name:
+                found.append(
+                    f"reader {subtask} emitted {slot.emitted - before} record(s) and returned "
+                    f"{slot.last_status}"
+                )
+        if not found:
+            return ""
+        return (
+            f"a reader's is_available() future never completed although the reader had "
+            f"something to return: after it did not complete in {self.idle_timeout} s the "
+            f"kit polled anyway, and {'; '.join(found)}. Flink polls a reader only once "
+            "that future completes, so this reader would wait for ever: complete the future "
+            "(set_result(None)) when the reader gets splits (add_splits), "
+            "notify_no_more_splits() or data, and hand out a new one only with "
+            "NOTHING_AVAILABLE"
+        )
 
     def run(
         self,
@@ -470,6 +513,8 @@ class LocalSourceEngine:
                 return outcome
             idle = idle + 1 if outcome is EngineStep.IDLE else 0
             if max_idle is not None and idle >= max_idle:
+                if never_woke := self.poll_anyway(self.waiting()):
+                    raise SourceContractError(never_woke, method="is_available")
                 return outcome
             if checkpoint_every and count % checkpoint_every == 0:
                 self.checkpoint()

@@ -115,6 +115,36 @@ def test_a_failed_attempt_whose_output_stays_visible_is_caught(spark):
     assert "the destination shows more than expected" in message
 
 
+class IgnoresEndOfInput(RowParquetWriter):
+    """The bug: flush(True) writes nothing, so the rows still buffered at the end are lost."""
+
+    def flush(self, end_of_input: bool) -> None:
+        pass
+
+
+class IgnoresEndOfInputSink(ParquetSink):
+    def create_writer(self, context: WriterInitContext) -> RowParquetWriter:
+        return IgnoresEndOfInput(self.base, context)
+
+
+def test_a_writer_ignoring_flush_at_the_end_of_input_is_caught_and_told_what_to_check(spark):
+    with pytest.raises(AssertionError) as caught:
+        check_sink_on_spark(
+            spark,
+            parquet_factory(IgnoresEndOfInputSink),
+            guarantee=DeliveryGuarantee.EXACTLY_ONCE,
+            data=data(spark),
+            expected=EXPECTED,
+            examples=1,
+            always=[{}],  # no failure needed: every row is lost
+        )
+    message = str(caught.value)
+    assert "EXACTLY_ONCE violated after apply() with task failures none" in message
+    assert "expected elements are missing" in message
+    assert "flush(True) writes what is still buffered" in message
+    assert "check_sink_on_spark(..., always=[{}])" in message  # how to replay it
+
+
 @pytest.mark.parametrize(
     ("master", "max_failures", "retries"),
     [("local[2,4]", None, 3), ("local[*, 2]", None, 1), ("spark://h:7077", "5", 4)],

@@ -261,6 +261,25 @@ def test_a_reader_blocking_in_poll_next_fails_instead_of_hanging(files: Any) -> 
     assert "case testSourceSingleSplit" in message
 
 
+class NeverWakesUp(nf.LinesReader):
+    """BUG: add_splits and notify_no_more_splits never complete the is_available() future."""
+
+    def wake_up(self) -> None:
+        pass
+
+
+def test_an_is_available_future_that_never_completes_is_named(files: Any) -> None:
+    # Before, the kit said only that the reader "never reached END_OF_INPUT".
+    fails(
+        files,
+        source_with(NeverWakesUp),
+        "is_available() future never completed although the reader had something to return",
+        "the kit polled anyway, and reader 0 emitted 3 record(s)",
+        "complete the future (set_result(None)) when the reader gets splits (add_splits)",
+        idle_timeout=0.1,
+    )
+
+
 # --- enumerators ------------------------------------------------------------------
 
 
