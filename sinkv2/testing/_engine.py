@@ -9,6 +9,7 @@ run through `sinkv2.runtime.WriterSubtask`, the sequence Spark's writer tasks ru
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import shutil
@@ -206,13 +207,20 @@ class KitEngine:
     def release_abandoned(self) -> None:
         """Let go of writers dropped without ``close()``, as a crashed process would.
 
-        Their open files are reclaimed here, at the end of the example, with the
-        ``ResourceWarning`` that Python gives for an unclosed file silenced: a crashed
-        process does not close its files either.
+        Their open files and connections are reclaimed here, at the end of the example,
+        with the ``ResourceWarning`` that Python gives for an unclosed file silenced: a
+        crashed process does not close its files either, but the operating system does
+        at its exit. So must the kit: a writer in a reference cycle (a connection whose
+        callbacks hold the writer) outlives ``clear()`` until the cyclic collector runs,
+        and a database connection left in the middle of a ``COPY`` holds its table's
+        lock, so that a test's ``DROP TABLE`` after the example waited for ever.
         """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
+            dropped = bool(self.abandoned)
             self.abandoned.clear()
+            if dropped:
+                gc.collect()
 
     def must_be_visible(self) -> tuple[Multiset, str] | None:
         """What must be visible now, and what it is called; ``None``: nothing yet."""

@@ -55,10 +55,21 @@ def factory(url, ddl, **options):
             # An example may end with a checkpoint prepared and never committed (a
             # crash the kit does not restart from): the destination goes, and with it
             # what is prepared for it.
+            # A writer the kit dropped mid-COPY (a crashed process) holds the table's
+            # lock until its connection goes: the kit collects such writers, and the
+            # drop waits a while, then ends what a crashed process would have ended.
             with psycopg.connect(url, autocommit=True) as connection:
                 for gid in sink.prepared_transactions():
                     connection.execute(f"ROLLBACK PREPARED '{gid}'")
-                connection.execute(f"DROP TABLE IF EXISTS {name}")
+                connection.execute("SET lock_timeout = '30s'")
+                try:
+                    connection.execute(f"DROP TABLE IF EXISTS {name}")
+                except psycopg.errors.LockNotAvailable:
+                    connection.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                    connection.execute(f"DROP TABLE IF EXISTS {name}")
 
         return SinkUnderTest(
             sink,
