@@ -76,6 +76,9 @@ __all__ = [
 ]
 
 _HOST: Final = "localhost"
+READING_IDLE_TIMEOUTS: Final = 10
+"""Idle timeouts a reader that still has to finish may take for its data (`_wait`),
+below the kit's ``BLOCKED_IDLE_TIMEOUTS``, after which a case counts as blocked."""
 
 
 @final
@@ -417,16 +420,28 @@ class LocalSourceEngine:
         return self._wait()
 
     def _wait(self) -> EngineStep:
+        """Wait for a reader's data; ``IDLE`` once none came within ``idle_timeout``.
+
+        A reader that still has to finish (it holds splits of a bounded source, or
+        heard that no more come) may take up to ``READING_IDLE_TIMEOUTS`` timeouts: a
+        slow fetch on a loaded machine slows the engine, it does not end a bounded
+        run early or fail a reader as one that never reaches END_OF_INPUT.
+        """
         waiting = {
             slot.future: slot
             for slot in self.readers
             if not slot.finished and slot.future is not None
         }
-        done, _ = concurrent.futures.wait(
-            waiting, self.idle_timeout, concurrent.futures.FIRST_COMPLETED
+        reading = any(
+            slot.no_more_delivered or (slot.given and self.capabilities.bounded)
+            for slot in waiting.values()
         )
-        if done:
-            return EngineStep.PROGRESS
+        for _ in range(READING_IDLE_TIMEOUTS if reading else 1):
+            done, _ = concurrent.futures.wait(
+                waiting, self.idle_timeout, concurrent.futures.FIRST_COMPLETED
+            )
+            if done or self._wiring.coordinator_tasks:
+                return EngineStep.PROGRESS
         stuck = [slot.subtask for slot in waiting.values() if slot.no_more_delivered]
         if stuck:
             never_woke = self.poll_anyway(stuck)
@@ -435,9 +450,9 @@ class LocalSourceEngine:
             raise SourceContractError(
                 f"reader(s) {stuck} got notify_no_more_splits() but never reached END_OF_INPUT: "
                 f"poll_next() returns NOTHING_AVAILABLE and is_available() did not complete in "
-                f"{self.idle_timeout} s; once no splits are left, poll_next must return "
-                "END_OF_INPUT (a reader that needs longer for its data may be given a "
-                "longer idle_timeout)",
+                f"{READING_IDLE_TIMEOUTS * self.idle_timeout:g} s; once no splits are left, "
+                "poll_next must return END_OF_INPUT (a reader that needs longer for its data "
+                "may be given a longer idle_timeout)",
                 method="notify_no_more_splits",
             )
         self._log("idle: no reader has data and the enumerator has nothing to do")
@@ -475,7 +490,8 @@ class LocalSourceEngine:
             return ""
         return (
             f"a reader's is_available() future never completed although the reader had "
-            f"something to return: after it did not complete in {self.idle_timeout} s the "
+            f"something to return: after it did not complete in "
+            f"{READING_IDLE_TIMEOUTS * self.idle_timeout:g} s the "
             f"kit polled anyway, and {'; '.join(found)}. Flink polls a reader only once "
             "that future completes, so this reader would wait for ever: complete the future "
             "(set_result(None)) when the reader gets splits (add_splits), "

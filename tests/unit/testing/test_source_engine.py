@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "source"))
 
+import flip27_fixtures
 from flip27_fixtures import (  # the shared fixtures live beside the source tests
     ListEnumerator,
     ListEnumeratorState,
@@ -341,3 +343,26 @@ def test_the_enumerator_state_round_trips_or_the_engine_says_so():
     with pytest.raises(SourceContractError, match="does not round-trip the enumerator checkpoint"):
         engine.checkpoint()
     engine.close()
+
+
+class _SlowFirstFetch(flip27_fixtures.ListSplitReader):
+    """The first fetch takes three idle timeouts (a cold start on a loaded machine)."""
+
+    slept = False
+
+    def fetch(self):
+        if not _SlowFirstFetch.slept:
+            _SlowFirstFetch.slept = True
+            time.sleep(0.3)
+        return super().fetch()
+
+
+def test_a_bounded_run_waits_for_a_slow_fetch_instead_of_ending_idle(monkeypatch):
+    """A reader holding splits of a bounded source is reading, not idle: run() goes on
+    until END_OF_INPUT, so finish() does not fail it as a reader that never ended."""
+    monkeypatch.setattr(_SlowFirstFetch, "slept", False)
+    monkeypatch.setattr(flip27_fixtures, "ListSplitReader", _SlowFirstFetch)
+    engine = LocalSourceEngine(ListSource(splits=2, per_split=5), 1, idle_timeout=0.1)
+    assert engine.run() is EngineStep.FINISHED
+    engine.finish()
+    assert sorted(r.record["value"] for r in engine.committed) == list(range(10))
