@@ -25,10 +25,9 @@ end (``None``): it is read whole, and not counted by the limit.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final, Protocol, TypeVar
+from typing import Final, Protocol, Self, TypeVar
 
 import pyarrow as pa
-from typing_extensions import Self
 
 from sinkv2.source import SourceContractError, SplitCut
 

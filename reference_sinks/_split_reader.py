@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterator
-from typing import Generic, Protocol, TypeVar, final
+from typing import Generic, Protocol, Self, TypeVar, final
 
 import pyarrow as pa
-from typing_extensions import Self
 
 from sinkv2.source import SourceOutput, SourceReaderContext
 from sinkv2.source.reader import (

@@ -109,13 +109,13 @@ def _timestamp(text: str) -> dt.datetime | None:
         )
     except ValueError:
         return None
-    return value.astimezone(dt.timezone.utc)
+    return value.astimezone(dt.UTC)
 
 
 def _zone(zone: str | None) -> dt.tzinfo:
     offset = (zone or "").lstrip("UTGMZ")
     if not offset:
-        return dt.timezone.utc
+        return dt.UTC
     sign = -1 if offset[0] == "-" else 1
     digits = offset[1:].replace(":", "")
     hours, minutes = (digits, "0") if len(digits) <= 2 else (digits[:-2], digits[-2:])

@@ -80,7 +80,7 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _millis(moment: dt.datetime, name: str, *, up: bool = False) -> int:
@@ -351,7 +351,7 @@ class IcebergSource:
             what = f"snapshot_id {self.snapshot_id}"
         elif self.as_of_ms is not None:
             found = table.snapshot_as_of_timestamp(self.as_of_ms)
-            moment = dt.datetime.fromtimestamp(self.as_of_ms / 1000, dt.timezone.utc).isoformat()
+            moment = dt.datetime.fromtimestamp(self.as_of_ms / 1000, dt.UTC).isoformat()
             what = f"snapshot current at {moment} (as_of: before its first snapshot)"
         elif self.ref is not None:
             found = table.snapshot_by_name(self.ref)

@@ -51,10 +51,10 @@ _GREGORIAN_CYCLE: Final = datetime.timedelta(days=146_097)
 _GREGORIAN_CYCLE_MICROS: Final = _GREGORIAN_CYCLE // datetime.timedelta(microseconds=1)
 _MICROS_PER: Final = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0}  # 0: divide by 1000
 _EPOCH: Final = datetime.datetime(1970, 1, 1)  # naive on purpose: timestamp_ntz
-_EPOCH_UTC: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH_UTC: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _EPOCH_DATE: Final = datetime.date(1970, 1, 1)
 _VARIANT_DECIMAL_DIGITS: Final = 80  # a variant's decimals have at most 38
-_YEAR_1_UTC: Final = datetime.datetime(1, 1, 1, tzinfo=datetime.timezone.utc)
+_YEAR_1_UTC: Final = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 
 
 def _float_text(value: float) -> str:

@@ -95,7 +95,7 @@ async def exchange(
             parser.feed(bytes(data))
             return [parser.gets() for _ in range(count)]
         return await received.replies(parser)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise timeout_error(
             f"no reply from Redis within socket_timeout={socket_timeout} s "
             f"({received.read} of {count} replies read)"

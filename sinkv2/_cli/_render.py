@@ -40,7 +40,7 @@ def iso(timestamp: float | None) -> str:
     """Unix seconds as an ISO 8601 UTC time to the second; ``-`` for ``None``."""
     if timestamp is None:
         return "-"
-    moment = dt.datetime.fromtimestamp(timestamp, tz=dt.timezone.utc)
+    moment = dt.datetime.fromtimestamp(timestamp, tz=dt.UTC)
     return moment.isoformat(timespec="seconds")
 
 
@@ -48,7 +48,7 @@ def iso_json(timestamp: float | None) -> str | None:
     """Unix seconds as an ISO 8601 UTC time, to the microsecond; ``None`` stays ``None``."""
     if timestamp is None:
         return None
-    return dt.datetime.fromtimestamp(timestamp, tz=dt.timezone.utc).isoformat()
+    return dt.datetime.fromtimestamp(timestamp, tz=dt.UTC).isoformat()
 
 
 def checkpoint_text(checkpoint_id: int) -> str:

@@ -496,7 +496,7 @@ class AsyncSinkWriter(abc.ABC, Generic[InputT, RequestEntryT]):
             if self._closing:
                 raise
             error = cancelled
-        except asyncio.TimeoutError as deadline:
+        except TimeoutError as deadline:
             # Only the deadline's: errors of the submit itself come back as values.
             timed_out = True
             error = deadline

@@ -62,10 +62,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Final, Protocol, final
+from typing import Final, Protocol, Self, final
 
 import attrs
-from typing_extensions import Self
 
 from sinkv2._context import INITIAL_CHECKPOINT_ID
 from sinkv2._messages import END_OF_INPUT

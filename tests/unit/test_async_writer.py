@@ -525,7 +525,7 @@ def test_default_error_verdicts():
     assert default_error_verdict(ThrottledError("x")) is ErrorVerdict.RETRYABLE
     assert default_error_verdict(RetryableError("x")) is ErrorVerdict.RETRYABLE
     assert default_error_verdict(ConnectionResetError()) is ErrorVerdict.RETRYABLE
-    assert default_error_verdict(asyncio.TimeoutError()) is ErrorVerdict.RETRYABLE
+    assert default_error_verdict(TimeoutError()) is ErrorVerdict.RETRYABLE
     assert default_error_verdict(FatalDestinationError("x")) is ErrorVerdict.FATAL
     assert default_error_verdict(TypeError("bug")) is ErrorVerdict.FATAL
 

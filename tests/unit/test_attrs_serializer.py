@@ -74,7 +74,7 @@ pending_files = st.builds(
     columns=st.lists(st.text(max_size=8), max_size=6),
     created=st.datetimes(
         timezones=st.none()
-        | st.just(dt.timezone.utc)
+        | st.just(dt.UTC)
         | st.builds(
             dt.timezone,
             st.timedeltas(min_value=dt.timedelta(hours=-23), max_value=dt.timedelta(hours=23)),
@@ -115,7 +115,7 @@ def _sample() -> PendingFile:
         partition=("2024", "01"),
         tags={"owner": "etl"},
         columns=["id", "v"],
-        created=dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+        created=dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
     )
 
 

@@ -20,10 +20,9 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import ClassVar, NoReturn
+from typing import ClassVar, NoReturn, Self
 
 import attrs
-from typing_extensions import Self
 
 from sinkv2.errors import CommitStateError, IllegalLifecycleError, StaleFencingTokenError
 from sinkv2.runtime._sql.dialect import Connection, Dialect, describe_error, render
@@ -64,7 +63,7 @@ class Holder:
         return self.pid == os.getpid() and self.host == socket.gethostname()
 
     def __str__(self) -> str:
-        since = dt.datetime.fromtimestamp(self.since, tz=dt.timezone.utc)
+        since = dt.datetime.fromtimestamp(self.since, tz=dt.UTC)
         return (
             f"job {self.job_id!r} (pid {self.pid} on host {self.host!r}, since "
             f"{since.isoformat(timespec='seconds')})"

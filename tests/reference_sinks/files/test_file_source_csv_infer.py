@@ -41,7 +41,7 @@ def test_every_file_counts_and_types_widen_as_spark_widens(tmp_path: Path):
         "l,i,mix,b,d,e,gone,late\n3000000000,3,2.5,False,2024-01-03 10:00,x,,9\n,,,,,,,\n"
     )
     source = inferred(tmp_path)
-    utc = dt.timezone.utc
+    utc = dt.UTC
     assert source.get_produced_type() == pa.schema(
         [
             ("i", pa.int32()),
@@ -98,7 +98,7 @@ def test_spark_spellings_are_read_as_the_inferred_type(tmp_path: Path):
         "n,x,b,t,d\n+5,1d,tRuE,2024-01,1.\n"
         "6, 2,false,2024-1-2 03:04:05.1234567,12345678901234567890\n"
     )
-    utc = dt.timezone.utc
+    utc = dt.UTC
     assert read_all(inferred(tmp_path)) == [
         {"n": 5, "x": 1.0, "b": True, "t": dt.datetime(2024, 1, 1, tzinfo=utc)}
         | {"d": decimal.Decimal(1)},

@@ -44,7 +44,7 @@ PRIMITIVES: dict[str, st.SearchStrategy[Any]] = {
     "binary": st.binary(max_size=5),
     "date": st.dates(dt.date(1900, 1, 1), dt.date(2100, 12, 31)),
     "timestamp": st.datetimes(
-        dt.datetime(1970, 1, 2), dt.datetime(2100, 1, 1), timezones=st.just(dt.timezone.utc)
+        dt.datetime(1970, 1, 2), dt.datetime(2100, 1, 1), timezones=st.just(dt.UTC)
     ),
     "timestamp_ntz": st.datetimes(dt.datetime(1970, 1, 2), dt.datetime(2100, 1, 1)),
 }

@@ -136,7 +136,7 @@ def test_native_read_fields_are_checked():
 
 # --- both paths on Spark ----------------------------------------------------------------------
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 COLUMNS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]] = {
     "i64": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),

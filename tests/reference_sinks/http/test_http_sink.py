@@ -62,7 +62,7 @@ def test_every_record_arrives_once_in_batches_of_at_most_max_batch_size(server):
 def test_records_are_json_safe_row_dicts(server):
     row = {
         "id": 1,
-        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
+        "at": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
         "day": datetime.date(2026, 1, 2),
         "price": decimal.Decimal("12.3400"),
         "blob": bytearray(b"\x00\xff"),

@@ -370,7 +370,7 @@ CREATE TABLE typed (
 
 
 def typed_batch():
-    utc = dt.timezone.utc
+    utc = dt.UTC
     return pa.RecordBatch.from_pydict(
         {
             "id": pa.array([0, 1, 2], pa.int32()),
@@ -462,7 +462,7 @@ def test_timestamps_zoned_in_utc_read_back_exactly(postgres_url, zone, unit):
     # Written as text by pyarrow's compute functions, not by its CSV writer (see _encode).
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("CREATE TABLE stamps (id integer, at timestamptz, local timestamp)")
-    utc = dt.timezone.utc
+    utc = dt.UTC
     values = [
         dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=utc),
         None,

@@ -408,7 +408,7 @@ def test_a_domain_made_after_the_process_first_connected_reads_as_its_base_type(
             ]
         )
         rows = sorted(read_all(source), key=lambda row: row["id"])
-        utc = dt.timezone.utc
+        utc = dt.UTC
         assert rows == [
             {
                 "id": 1,

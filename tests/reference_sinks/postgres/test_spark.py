@@ -139,7 +139,7 @@ def test_spark_types_read_back_as_spark_wrote_them(spark, translator, postgres_u
     assert first["t"] == 'é "q", \\'
     assert bytes(first["raw"]) == b"\x00\xff"
     assert first["day"] == dt.date(1, 1, 1)
-    assert first["at"] == dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=dt.timezone.utc)
+    assert first["at"] == dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=dt.UTC)
     assert first["local"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
     assert first["xs"] == [1, None, 3]
     assert first["doc"] == {"m": {"k": 1.5}, "l": [None]}

@@ -399,7 +399,6 @@ def test_the_sources_own_error_keeps_its_type_and_says_where_the_kit_was(table: 
     with pytest.raises(ValueError, match="cannot read rowid") as info:
         check_source(with_reader(BreaksOnARow)(template), expected=expected, max_examples=1)
     notes = "\n".join(getattr(info.value, "__notes__", []))
-    if sys.version_info >= (3, 11):  # add_note
-        assert "check_source: case testSourceSingleSplit" in notes, notes
-        assert "the source raised ValueError" in notes
-        assert "To run this case alone" in notes
+    assert "check_source: case testSourceSingleSplit" in notes, notes
+    assert "the source raised ValueError" in notes
+    assert "To run this case alone" in notes
