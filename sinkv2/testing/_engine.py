@@ -14,7 +14,8 @@ import os
 import random
 import shutil
 import warnings
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -130,6 +131,14 @@ def framed_table(
     )
 
 
+def _weak(writer: object) -> Callable[[], object]:
+    """A weak reference to ``writer``; without one, a stand-in that says it is alive."""
+    try:
+        return weakref.ref(writer)
+    except TypeError:  # no weak references to it (slots): it may be in a cycle
+        return lambda: writer
+
+
 class KitEngine:
     """A kit engine: one sink against one fresh destination, with its model and log.
 
@@ -217,9 +226,9 @@ class KitEngine:
         """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
-            dropped = bool(self.abandoned)
+            alive = [_weak(writer) for writer in self.abandoned]
             self.abandoned.clear()
-            if dropped:
+            if any(ref() is not None for ref in alive):  # a cycle holds one: collect
                 gc.collect()
 
     def must_be_visible(self) -> tuple[Multiset, str] | None:
