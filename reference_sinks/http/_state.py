@@ -6,13 +6,13 @@ import json
 from collections.abc import Sequence
 from typing import Any, final
 
-import msgpack
-
 from reference_sinks.http._writer import encode_json
-from sinkv2.asyncsink import AsyncSinkWriterStateSerializer
+from sinkv2.asyncsink import AsyncSinkWriterStateSerializer, MsgpackRequestStateSerializer
 from sinkv2.errors import SerializationError
 
 __all__ = ["JsonRecordStateSerializer"]
+
+_VERSION_1 = MsgpackRequestStateSerializer()
 
 
 @final
@@ -49,8 +49,8 @@ class JsonRecordStateSerializer(AsyncSinkWriterStateSerializer[Any]):
 
     def deserialize_request_entry(self, version: int, serialized: bytes) -> Any:
         """The record back from its JSON (version 2) or msgpack (version 1) bytes."""
-        if version == 1:
-            return msgpack.unpackb(serialized, raw=False, strict_map_key=False)
+        if version == 1:  # what the async sink base's default serializer wrote
+            return _VERSION_1.deserialize_request_entry(version, serialized)
         return json.loads(serialized)
 
     def __repr__(self) -> str:
